@@ -1,0 +1,97 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
+let package = Package(
+    name: "device-transfer",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "transfer-server", targets: ["TransferServer"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", exact: "2.28.1"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", exact: "5.8.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", exact: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", exact: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", exact: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", exact: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", exact: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", exact: "2.101.3"),
+        .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
+    ],
+    targets: [
+        // libargon2 from the system (Debian: libargon2-dev).
+        .systemLibrary(
+            name: "CArgon2",
+            pkgConfig: "libargon2",
+            providers: [.apt(["libargon2-dev"])]
+        ),
+        // The domain: accounts, devices, transfers, their rules and errors. No HTTP, no database.
+        .target(
+            name: "TransferCore",
+            dependencies: [.product(name: "Crypto", package: "swift-crypto")],
+            resources: [.copy("Resources/common-passwords.txt")],
+            swiftSettings: strict
+        ),
+        // argon2id hashing on a bounded worker pool.
+        .target(
+            name: "TransferArgon2",
+            dependencies: [
+                "CArgon2",
+                "TransferCore",
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        // The embedded store: GRDB on system SQLite.
+        .target(
+            name: "TransferSQLite",
+            dependencies: [
+                "TransferCore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            resources: [.copy("Resources/schema.sql")],
+            swiftSettings: strict
+        ),
+        // The HTTP layer, tokens, configuration and the server's composition.
+        .target(
+            name: "TransferHTTP",
+            dependencies: [
+                "TransferCore",
+                "TransferArgon2",
+                "TransferSQLite",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            resources: [.copy("Resources/openapi.yaml")],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "TransferServer",
+            dependencies: [
+                "TransferHTTP",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "TransferTests",
+            dependencies: [
+                "TransferCore",
+                "TransferArgon2",
+                "TransferSQLite",
+                "TransferHTTP",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+            ],
+            swiftSettings: strict
+        ),
+    ]
+)

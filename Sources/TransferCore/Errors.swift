@@ -1,0 +1,53 @@
+/// Every way a request can fail in the domain. The HTTP layer maps each case to
+/// the contract's status and error code; the CLI maps them to exit codes.
+public enum TransferError: Error, Equatable, Sendable {
+    // Field rules.
+    case invalidDeviceID
+    case invalidDeviceSecret
+    case invalidEmail(String)
+    case weakPassword(String)
+
+    // Auto-login and tokens.
+    case invalidDeviceCredentials
+    case deviceTransferred(at: Timestamp)
+    case deviceRevoked
+    case invalidRefreshToken
+    case invalidToken
+
+    // Transfers.
+    case emailInUse
+    case invalidTransferCredentials
+    case tooManyAttempts(retryAfterSeconds: Int)
+    case deviceHasAccount
+    case deviceAlreadyBound
+    case deviceRetired
+
+    // Capacity.
+    case overloaded(retryAfterSeconds: Int)
+    case rateLimited(retryAfterSeconds: Int)
+}
+
+extension TransferError {
+    /// The contract's stable error code.
+    public var code: String {
+        switch self {
+        case .invalidDeviceID: "invalid_device_id"
+        case .invalidDeviceSecret: "invalid_device_secret"
+        case .invalidEmail: "invalid_email"
+        case .weakPassword: "weak_password"
+        case .invalidDeviceCredentials: "invalid_device_credentials"
+        case .deviceTransferred: "device_transferred"
+        case .deviceRevoked: "device_revoked"
+        case .invalidRefreshToken: "invalid_refresh_token"
+        case .invalidToken: "invalid_token"
+        case .emailInUse: "email_in_use"
+        case .invalidTransferCredentials: "invalid_transfer_credentials"
+        case .tooManyAttempts: "too_many_attempts"
+        case .deviceHasAccount: "device_has_account"
+        case .deviceAlreadyBound: "device_already_bound"
+        case .deviceRetired: "device_retired"
+        case .overloaded: "overloaded"
+        case .rateLimited: "rate_limited"
+        }
+    }
+}

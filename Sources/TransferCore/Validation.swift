@@ -1,0 +1,91 @@
+import Foundation
+
+/// The contract's field rules. Each check returns the normalised value or throws
+/// the error the contract names for that field.
+public enum FieldRules {
+    public static func deviceID(_ text: String) throws(TransferError) -> DeviceID {
+        guard let id = DeviceID(text) else { throw .invalidDeviceID }
+        return id
+    }
+
+    /// 32–128 characters of `[A-Za-z0-9_-]`.
+    public static func deviceSecret(_ text: String) throws(TransferError) -> String {
+        let utf8 = text.utf8
+        guard (32...128).contains(utf8.count), utf8.allSatisfy(isSecretByte) else {
+            throw .invalidDeviceSecret
+        }
+        return text
+    }
+
+    /// Trimmed, 3–254 characters, exactly one `@` with text on both sides, no whitespace
+    /// or control characters. Returns the email as the user typed it (trimmed) and the key
+    /// it is compared by (NFC, lower-case).
+    public static func email(_ text: String) throws(TransferError) -> Email {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let count = trimmed.count
+        guard count >= 3 else { throw .invalidEmail("email must be at least 3 characters") }
+        guard count <= 254 else { throw .invalidEmail("email must be at most 254 characters") }
+        let forbidden = CharacterSet.whitespacesAndNewlines.union(.controlCharacters).union(.illegalCharacters)
+        guard !trimmed.unicodeScalars.contains(where: forbidden.contains) else {
+            throw .invalidEmail("email must not contain whitespace or control characters")
+        }
+        let parts = trimmed.split(separator: "@", omittingEmptySubsequences: false)
+        guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+            throw .invalidEmail("email must have one @ with text on both sides")
+        }
+        return Email(display: trimmed, key: trimmed.precomposedStringWithCanonicalMapping.lowercased())
+    }
+
+    /// NFC-normalised, 8–64 characters, not one repeated character, not the email,
+    /// not a common password. Returns the normalised password that is hashed.
+    public static func temporaryPassword(_ text: String, email: Email) throws(TransferError) -> String {
+        let password = text.precomposedStringWithCanonicalMapping
+        // 64 characters of the widest kind stay far below this; it stops huge input before hashing.
+        guard password.utf8.count <= 1024 else { throw .weakPassword("temporaryPassword must be at most 64 characters") }
+        let count = password.count
+        guard count >= 8 else { throw .weakPassword("temporaryPassword must be at least 8 characters") }
+        guard count <= 64 else { throw .weakPassword("temporaryPassword must be at most 64 characters") }
+        if let first = password.first, password.allSatisfy({ $0 == first }) {
+            throw .weakPassword("temporaryPassword must not be one repeated character")
+        }
+        let folded = password.lowercased()
+        guard folded != email.key else { throw .weakPassword("temporaryPassword must not be the email") }
+        guard !CommonPasswords.contains(folded) else {
+            throw .weakPassword("temporaryPassword is too common; choose another")
+        }
+        return password
+    }
+
+    private static func isSecretByte(_ c: UInt8) -> Bool {
+        (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c == 45 || c == 95
+    }
+}
+
+public struct Email: Hashable, Sendable {
+    /// As the user typed it, trimmed; shown back to the user and to support.
+    public let display: String
+    /// What emails are compared by: NFC, lower-case.
+    public let key: String
+
+    public init(display: String, key: String) {
+        self.display = display
+        self.key = key
+    }
+}
+
+/// The list of common passwords shipped with the service (see `Resources/common-passwords.txt`).
+public enum CommonPasswords {
+    static let all: Set<String> = {
+        guard let url = Bundle.module.url(forResource: "common-passwords", withExtension: "txt"),
+            let text = try? String(contentsOf: url, encoding: .utf8)
+        else {
+            fatalError("common-passwords.txt is missing from the TransferCore bundle")
+        }
+        return Set(text.split(whereSeparator: \.isNewline).map { $0.precomposedStringWithCanonicalMapping.lowercased() })
+    }()
+
+    public static var count: Int { all.count }
+
+    /// `password` must already be NFC and lower-case.
+    public static func contains(_ password: String) -> Bool { all.contains(password) }
+}

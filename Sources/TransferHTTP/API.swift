@@ -1,0 +1,238 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import TransferArgon2
+import TransferCore
+
+/// The HTTP contract: parses and validates requests, calls the service, shapes answers.
+struct API<Context: AppRequestContext>: Sendable {
+    let service: TransferService
+    let tokens: TokenService
+    let configuration: ServerConfiguration
+    let metrics: ServiceMetrics
+    let hasher: Argon2Hasher?
+    let creationLimiter: RateLimiter?
+    let claimLimiter: RateLimiter?
+    let openAPI: [UInt8]
+
+    /// Paths and their methods, also used to answer 405 with `Allow`.
+    static var routes: [String: [HTTPRequest.Method]] {
+        [
+            "/v1/devices/login": [.post], "/v1/tokens/refresh": [.post], "/v1/logout": [.post],
+            "/v1/me": [.get], "/v1/me/transfer": [.put, .delete], "/v1/transfers/claim": [.post],
+            "/.well-known/jwks.json": [.get], "/healthz": [.get], "/readyz": [.get], "/metrics": [.get],
+            "/openapi.yaml": [.get],
+        ]
+    }
+
+    func register(on router: Router<Context>) {
+        router.post("/v1/devices/login") { request, context in try await login(request, context) }
+        router.post("/v1/tokens/refresh") { request, context in try await refresh(request, context) }
+        router.post("/v1/logout") { request, context in try await logout(request, context) }
+        router.get("/v1/me") { request, context in try await me(request, context) }
+        router.put("/v1/me/transfer") { request, context in try await setUpTransfer(request, context) }
+        router.delete("/v1/me/transfer") { request, context in try await cancelTransfer(request, context) }
+        router.post("/v1/transfers/claim") { request, context in try await claim(request, context) }
+        router.get("/.well-known/jwks.json") { _, _ in
+            Self.raw(tokens.jwksJSON, type: "application/json", cache: "public, max-age=300")
+        }
+        router.get("/healthz") { _, _ in Self.raw(Array(#"{"status":"ok"}"#.utf8), type: "application/json") }
+        router.get("/readyz") { _, _ in try await ready() }
+        router.get("/metrics") { _, _ in
+            Self.raw(metrics.exposition(hasher: hasher), type: "text/plain; version=0.0.4; charset=utf-8")
+        }
+        router.get("/openapi.yaml") { _, _ in Self.raw(openAPI, type: "application/yaml") }
+    }
+
+    // MARK: Endpoints
+
+    func login(_ request: Request, _ context: Context) async throws -> Response {
+        let body = try await JSONBody.read(request, context: context)
+        let deviceID = try FieldRules.deviceID(try body.string("deviceId"))
+        let secret = try FieldRules.deviceSecret(try body.string("deviceSecret"))
+        let address = clientAddress(request, context)
+        let now = service.clock.now()
+        let retryAfter = creationLimiter?.exhausted(address, now: now)
+        let grant = try await service.login(
+            deviceID: deviceID, deviceSecret: secret, clientAddress: address, creationRetryAfter: retryAfter)
+        if grant.created { creationLimiter?.hit(address, now: now) }
+        context.log.accountID = grant.account.accountID
+        return try await session(grant, status: grant.created ? .created : .ok)
+    }
+
+    func refresh(_ request: Request, _ context: Context) async throws -> Response {
+        let body = try await JSONBody.read(request, context: context)
+        let token = try body.string("refreshToken")
+        guard !token.isEmpty, token.utf8.count <= 512 else { throw TransferError.invalidRefreshToken }
+        let grant = try await service.refresh(refreshToken: token)
+        context.log.accountID = grant.account.accountID
+        return try await session(grant, status: .ok)
+    }
+
+    func logout(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await authenticate(request, context)
+        try await service.logout(caller)
+        return Response(status: .noContent)
+    }
+
+    func me(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await authenticate(request, context)
+        let profile = try await service.profile(caller)
+        return try Self.json(MeBody(profile, current: caller.deviceID), status: .ok)
+    }
+
+    func setUpTransfer(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await authenticate(request, context)
+        let body = try await JSONBody.read(request, context: context)
+        let email = try FieldRules.email(try body.string("email"))
+        let password = try FieldRules.temporaryPassword(try body.string("temporaryPassword"), email: email)
+        let result = try await service.setUpTransfer(
+            accountID: caller.accountID, email: email, password: password,
+            clientAddress: clientAddress(request, context))
+        return try Self.json(TransferBody(email: result.email, expiresAt: result.expiresAt.rfc3339), status: .created)
+    }
+
+    func cancelTransfer(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await authenticate(request, context)
+        _ = try await service.cancelTransfer(accountID: caller.accountID)
+        return Response(status: .noContent)
+    }
+
+    func claim(_ request: Request, _ context: Context) async throws -> Response {
+        let body = try await JSONBody.read(request, context: context)
+        let emailText = try body.string("email")
+        let password = try body.string("temporaryPassword")
+        let deviceID = try FieldRules.deviceID(try body.string("deviceId"))
+        let secret = try FieldRules.deviceSecret(try body.string("deviceSecret"))
+        let replace = try body.bool("replaceExistingAccount", default: false)
+        let email = try FieldRules.email(emailText)
+        // Refused before hashing: nothing this long was ever accepted at set-up.
+        guard password.utf8.count <= 1024 else { throw TransferError.invalidTransferCredentials }
+        let address = clientAddress(request, context)
+        if let retry = claimLimiter?.hit(address, now: service.clock.now()) {
+            throw APIError.rateLimited(retryAfter: retry)
+        }
+        let grant = try await service.claim(
+            ClaimRequest(
+                email: email, temporaryPassword: password.precomposedStringWithCanonicalMapping, deviceID: deviceID,
+                deviceSecret: secret, replaceExistingAccount: replace),
+            clientAddress: address)
+        context.log.accountID = grant.account.accountID
+        return try await session(grant, status: .ok)
+    }
+
+    func ready() async throws -> Response {
+        do {
+            try await service.store.ping()
+            return Self.raw(Array(#"{"status":"ready"}"#.utf8), type: "application/json")
+        } catch {
+            throw APIError(.serviceUnavailable, "not_ready", "The database does not answer.")
+        }
+    }
+
+    // MARK: Pieces
+
+    func authenticate(_ request: Request, _ context: Context) async throws -> Caller {
+        guard let header = request.headers[.authorization], header.count < 4096,
+            header.lowercased().hasPrefix("bearer ")
+        else { throw TransferError.invalidToken }
+        let token = header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
+        guard let claims = await tokens.verify(token) else { throw TransferError.invalidToken }
+        let caller = try await service.authenticate(
+            accountID: claims.sub.value, deviceID: claims.did, sessionID: claims.sid)
+        context.log.accountID = caller.accountID
+        return caller
+    }
+
+    /// The socket peer, or with `--trusted-proxy` the last `X-Forwarded-For` hop.
+    func clientAddress(_ request: Request, _ context: Context) -> String {
+        if configuration.trustedProxy, let forwarded = request.headers[.xForwardedFor],
+            let last = forwarded.split(separator: ",").last?.trimmingCharacters(in: .whitespaces), !last.isEmpty
+        {
+            return last
+        }
+        return context.peerAddress ?? "unknown"
+    }
+
+    func session(_ grant: SessionGrant, status: HTTPResponse.Status) async throws -> Response {
+        let now = service.clock.now()
+        let access = try await tokens.accessToken(for: grant, now: now)
+        return try Self.json(
+            SessionBody(
+                accountId: grant.account.accountID, userName: grant.account.userName, deviceId: grant.deviceID,
+                created: grant.created, migrationFlag: grant.account.migrationFlag, accessToken: access,
+                tokenType: "Bearer", expiresIn: Int(tokens.accessTTL.components.seconds),
+                refreshToken: grant.refreshToken),
+            status: status)
+    }
+
+    static func json(_ value: some Encodable, status: HTTPResponse.Status) throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let data = try encoder.encode(value)
+        return Response(
+            status: status,
+            headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    static func raw(_ bytes: [UInt8], type: String, cache: String = "no-store") -> Response {
+        Response(
+            status: .ok, headers: [.contentType: type, .cacheControl: cache],
+            body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+}
+
+extension HTTPField.Name {
+    static let xForwardedFor = Self("X-Forwarded-For")!
+}
+
+struct SessionBody: Encodable {
+    var accountId: String
+    var userName: String
+    var deviceId: String
+    var created: Bool
+    var migrationFlag: Bool
+    var accessToken: String
+    var tokenType: String
+    var expiresIn: Int
+    var refreshToken: String
+}
+
+struct TransferBody: Encodable {
+    var email: String
+    var expiresAt: String
+}
+
+/// `/v1/me`; `transferId` and `transfer` are written as `null` when absent.
+struct MeBody: Encodable {
+    struct Transfer: Encodable { var email: String; var createdAt: String; var expiresAt: String }
+    struct Device: Encodable { var deviceId: String; var boundAt: String; var lastLoginAt: String?; var current: Bool }
+
+    let profile: AccountProfile
+    let current: String
+
+    init(_ profile: AccountProfile, current: String) {
+        self.profile = profile
+        self.current = current
+    }
+
+    enum Keys: String, CodingKey { case accountId, userName, createdAt, migrationFlag, transferId, transfer, devices }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Keys.self)
+        try c.encode(profile.accountID, forKey: .accountId)
+        try c.encode(profile.userName, forKey: .userName)
+        try c.encode(profile.createdAt.rfc3339, forKey: .createdAt)
+        try c.encode(profile.migrationFlag, forKey: .migrationFlag)
+        try c.encode(profile.transferID, forKey: .transferId)
+        try c.encode(
+            profile.transfer.map { Transfer(email: $0.email, createdAt: $0.createdAt.rfc3339, expiresAt: $0.expiresAt.rfc3339) },
+            forKey: .transfer)
+        try c.encode(
+            profile.activeDevices.map {
+                Device(deviceId: $0.deviceID, boundAt: $0.boundAt.rfc3339, lastLoginAt: $0.lastLoginAt?.rfc3339, current: $0.deviceID == current)
+            }, forKey: .devices)
+    }
+}

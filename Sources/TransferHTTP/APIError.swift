@@ -1,0 +1,126 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import TransferCore
+
+/// An error answer of the contract: `{"error": code, "message": sentence}` with its status
+/// and headers. Every failure reaches the client as one of these.
+public struct APIError: HTTPResponseError {
+    public var status: HTTPResponse.Status
+    public var code: String
+    public var message: String
+    public var headers: HTTPFields
+
+    public init(_ status: HTTPResponse.Status, _ code: String, _ message: String, headers: HTTPFields = [:]) {
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers
+    }
+
+    public static func invalidRequest(_ message: String) -> APIError { APIError(.badRequest, "invalid_request", message) }
+
+    public static func rateLimited(retryAfter: Int) -> APIError {
+        APIError(.tooManyRequests, "rate_limited", "Too many requests from this address; try again later.",
+                 headers: [.retryAfter: String(retryAfter)])
+    }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        var headers = self.headers
+        headers[.contentType] = "application/json; charset=utf-8"
+        headers[.cacheControl] = "no-store"
+        let body = JSONBody.encode(["error": code, "message": message], extra: extraBody)
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+
+    /// Fields some errors add to the body (`transferredAt`).
+    var extraBody: [String: String] = [:]
+}
+
+extension APIError {
+    /// The contract's mapping of each domain error to a status, code and headers.
+    public init(_ error: TransferError) {
+        switch error {
+        case .invalidDeviceID:
+            self.init(.badRequest, error.code, "deviceId must be an RFC 4122 UUID string.")
+        case .invalidDeviceSecret:
+            self.init(.badRequest, error.code, "deviceSecret must be 32 to 128 characters of A-Z, a-z, 0-9, _ and -.")
+        case .invalidEmail(let why):
+            self.init(.badRequest, error.code, why.prefix(1).uppercased() + why.dropFirst() + ".")
+        case .weakPassword(let why):
+            self.init(.badRequest, error.code, why.prefix(1).uppercased() + why.dropFirst() + ".")
+        case .invalidDeviceCredentials:
+            self.init(.unauthorized, error.code, "The device secret does not match this device.")
+        case .deviceTransferred(let at):
+            self.init(.gone, error.code, "This device's account was moved to another device; generate a new deviceId to start over.")
+            extraBody = ["transferredAt": at.rfc3339]
+        case .deviceRevoked:
+            self.init(.forbidden, error.code, "This device was revoked by support.")
+        case .invalidRefreshToken:
+            self.init(.unauthorized, error.code, "The refresh token is not valid; log in again.")
+        case .invalidToken:
+            self.init(.unauthorized, error.code, "The access token is missing, malformed, expired or revoked.",
+                      headers: [.wwwAuthenticate: "Bearer"])
+        case .emailInUse:
+            self.init(.conflict, error.code, "Another account has a pending transfer with this email.")
+        case .invalidTransferCredentials:
+            self.init(.unauthorized, error.code, "The email or temporary password is not valid.")
+        case .tooManyAttempts(let retryAfter):
+            self.init(.tooManyRequests, error.code, "Too many wrong passwords for this transfer; try again later.",
+                      headers: [.retryAfter: String(retryAfter)])
+        case .deviceHasAccount:
+            self.init(.conflict, error.code, "This device already has an account; set replaceExistingAccount to move it.")
+        case .deviceAlreadyBound:
+            self.init(.conflict, error.code, "This device is already bound to this account.")
+        case .deviceRetired:
+            self.init(.conflict, error.code, "This deviceId was moved away or revoked; generate a new deviceId.")
+        case .rateLimited(let retryAfter):
+            self = .rateLimited(retryAfter: retryAfter)
+        case .overloaded(let retryAfter):
+            self.init(.serviceUnavailable, error.code, "The service is busy; try again shortly.",
+                      headers: [.retryAfter: String(retryAfter)])
+        }
+    }
+}
+
+/// Turns every error into the contract's JSON shape: domain errors by the mapping above,
+/// Hummingbird's own (404, 413, …) by status, anything else into a 500 that says nothing
+/// about its cause (the cause is logged without request data).
+struct ErrorMiddleware<Context: AppRequestContext>: RouterMiddleware {
+    let allowedMethods: [String: [HTTPRequest.Method]]
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as APIError {
+            return try error.response(from: request, context: context)
+        } catch let error as TransferError {
+            return try APIError(error).response(from: request, context: context)
+        } catch let error as HTTPError {
+            return try Self.map(error, request: request, allowed: allowedMethods[request.uri.path])
+                .response(from: request, context: context)
+        } catch {
+            context.logger.error("internal error", metadata: ["error.type": "\(type(of: error))"])
+            return try APIError(.internalServerError, "internal_error", "Something went wrong on our side.")
+                .response(from: request, context: context)
+        }
+    }
+
+    static func map(_ error: HTTPError, request: Request, allowed: [HTTPRequest.Method]?) -> APIError {
+        switch error.status {
+        case .notFound:
+            if let allowed, !allowed.contains(request.method) {
+                return APIError(.methodNotAllowed, "method_not_allowed", "\(request.method) is not allowed here.",
+                                headers: [.allow: allowed.map(\.rawValue).joined(separator: ", ")])
+            }
+            return APIError(.notFound, "not_found", "There is nothing at this path.")
+        case .contentTooLarge:
+            return APIError(.contentTooLarge, "payload_too_large", "The request body is larger than 16 KiB.")
+        case .badRequest:
+            return .invalidRequest("The request is malformed.")
+        default:
+            return APIError(error.status, "http_\(error.status.code)", error.status.reasonPhrase + ".")
+        }
+    }
+}

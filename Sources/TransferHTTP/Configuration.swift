@@ -1,0 +1,177 @@
+import ArgumentParser
+import Foundation
+import TransferArgon2
+import TransferCore
+
+/// The server's whole configuration: typed, validated once at start.
+public struct ServerConfiguration: Sendable {
+    public enum Database: Sendable, Equatable {
+        case sqlite(path: String)
+        case postgres(url: String)
+    }
+
+    public struct RateLimit: Sendable, Equatable {
+        public var count: Int
+        public var period: Duration
+        public init(count: Int, period: Duration) {
+            self.count = count
+            self.period = period
+        }
+    }
+
+    public var hostname = "127.0.0.1"
+    public var port = 8080
+    public var database = Database.sqlite(path: "./transfer.sqlite")
+    public var transferTTL = Duration.seconds(24 * 3600)
+    public var accessTokenTTL = Duration.seconds(15 * 60)
+    public var refreshTokenTTL = Duration.seconds(30 * 24 * 3600)
+    public var argon2 = Argon2Parameters()
+    public var hashWorkers = ProcessInfo.processInfo.activeProcessorCount
+    public var hashQueue = 64
+    public var accountCreationLimit: RateLimit? = RateLimit(count: 60, period: .seconds(60))
+    public var claimLimit: RateLimit? = RateLimit(count: 30, period: .seconds(60))
+    public var trustedProxy = false
+    /// `iss` of access tokens.
+    public var issuer = "transfer-server"
+    /// `aud` of access tokens.
+    public var audience = "transfer-api"
+
+    public init() {}
+
+    /// A bad value: one line for the operator.
+    public struct Invalid: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Reads every setting from `flags`, falling back to `TRANSFER_*` variables in
+    /// `environment`, then to the defaults.
+    public static func load(flags: ServerFlags, environment: [String: String]) throws(Invalid) -> ServerConfiguration {
+        var config = ServerConfiguration()
+        func value(_ flag: String?, _ name: String) -> (String, String)? {
+            if let flag { return (flag, "--\(name)") }
+            let env = "TRANSFER_" + name.uppercased().replacingOccurrences(of: "-", with: "_")
+            if let v = environment[env] { return (v, env) }
+            return nil
+        }
+        if let (v, _) = value(flags.hostname, "hostname") { config.hostname = v }
+        if let (v, n) = value(flags.port, "port") { config.port = try integer(v, n, in: 0...65535) }
+        if let (v, n) = value(flags.database, "database") { config.database = try database(v, n) }
+        if let (v, n) = value(flags.transferTTL, "transfer-ttl") { config.transferTTL = try duration(v, n) }
+        if let (v, n) = value(flags.accessTokenTTL, "access-token-ttl") { config.accessTokenTTL = try duration(v, n) }
+        if let (v, n) = value(flags.refreshTokenTTL, "refresh-token-ttl") { config.refreshTokenTTL = try duration(v, n) }
+        if let (v, n) = value(flags.argon2MemoryKiB, "argon2-memory-kib") {
+            config.argon2.memoryKiB = UInt32(try integer(v, n, in: 8...4_194_304))
+        }
+        if let (v, n) = value(flags.argon2Iterations, "argon2-iterations") {
+            config.argon2.iterations = UInt32(try integer(v, n, in: 1...100))
+        }
+        if let (v, n) = value(flags.argon2Parallelism, "argon2-parallelism") {
+            config.argon2.parallelism = UInt32(try integer(v, n, in: 1...64))
+        }
+        guard config.argon2.memoryKiB >= 8 * config.argon2.parallelism else {
+            throw Invalid(description: "argon2 memory must be at least 8 KiB per lane of parallelism")
+        }
+        if let (v, n) = value(flags.hashWorkers, "hash-workers") { config.hashWorkers = try integer(v, n, in: 1...1024) }
+        if let (v, n) = value(flags.hashQueue, "hash-queue") { config.hashQueue = try integer(v, n, in: 0...1_000_000) }
+        if let (v, n) = value(flags.accountCreationLimit, "account-creation-limit") {
+            config.accountCreationLimit = try rateLimit(v, n)
+        }
+        if let (v, n) = value(flags.claimLimit, "claim-limit") { config.claimLimit = try rateLimit(v, n) }
+        if flags.trustedProxy {
+            config.trustedProxy = true
+        } else if let (v, n) = value(nil, "trusted-proxy") {
+            config.trustedProxy = try boolean(v, n)
+        }
+        return config
+    }
+
+    static func integer(_ text: String, _ name: String, in range: ClosedRange<Int>) throws(Invalid) -> Int {
+        guard let n = Int(text.trimmingCharacters(in: .whitespaces)), range.contains(n) else {
+            throw Invalid(description: "\(name): '\(text)' is not a whole number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return n
+    }
+
+    /// `30s`, `15m`, `24h`, `7d`.
+    public static func duration(_ text: String, _ name: String) throws(Invalid) -> Duration {
+        let t = text.trimmingCharacters(in: .whitespaces)
+        let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+        guard let unit = t.last, let seconds = units[unit], let n = Int64(t.dropLast()), n > 0, n <= 3650 * 86400 / seconds
+        else {
+            throw Invalid(description: "\(name): '\(text)' is not a duration like 90s, 15m, 24h or 7d")
+        }
+        return .seconds(n * seconds)
+    }
+
+    /// `N/PERIOD` (`60/1m`) or `off`.
+    public static func rateLimit(_ text: String, _ name: String) throws(Invalid) -> RateLimit? {
+        let t = text.trimmingCharacters(in: .whitespaces)
+        if t.lowercased() == "off" { return nil }
+        let parts = t.split(separator: "/", maxSplits: 1)
+        guard parts.count == 2, let n = Int(parts[0]), n > 0 else {
+            throw Invalid(description: "\(name): '\(text)' is not N/PERIOD (like 60/1m) or off")
+        }
+        return RateLimit(count: n, period: try duration(String(parts[1]), name))
+    }
+
+    static func boolean(_ text: String, _ name: String) throws(Invalid) -> Bool {
+        switch text.lowercased() {
+        case "1", "true", "yes", "on": return true
+        case "0", "false", "no", "off", "": return false
+        default: throw Invalid(description: "\(name): '\(text)' is not on or off")
+        }
+    }
+
+    /// `sqlite:PATH` or `postgres://user:pass@host:5432/db`.
+    static func database(_ text: String, _ name: String) throws(Invalid) -> Database {
+        if text.hasPrefix("sqlite:") {
+            let path = String(text.dropFirst("sqlite:".count))
+            guard !path.isEmpty else { throw Invalid(description: "\(name): sqlite: needs a file path, like sqlite:./transfer.sqlite") }
+            return .sqlite(path: path)
+        }
+        if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
+            return .postgres(url: text)
+        }
+        throw Invalid(description: "\(name): '\(Self.redacted(text))' is neither sqlite:PATH nor postgres://user:pass@host:5432/db")
+    }
+
+    /// A database URL with any password replaced, for messages and logs.
+    public static func redacted(_ url: String) -> String {
+        guard let at = url.lastIndex(of: "@"), let scheme = url.range(of: "://"),
+            let colon = url[scheme.upperBound..<at].firstIndex(of: ":")
+        else { return url }
+        return String(url[..<url.index(after: colon)]) + "***" + String(url[at...])
+    }
+}
+
+/// The server's flags, each also read from `TRANSFER_<FLAG>`.
+public struct ServerFlags: ParsableArguments {
+    @Option(help: "Address to listen on (TRANSFER_HOSTNAME; default 127.0.0.1).") public var hostname: String?
+    @Option(help: "Port to listen on (TRANSFER_PORT; default 8080).") public var port: String?
+    @Option(help: "sqlite:PATH or postgres://user:pass@host:5432/db (TRANSFER_DATABASE; default sqlite:./transfer.sqlite).")
+    public var database: String?
+    @Option(name: .customLong("transfer-ttl"), help: "Lifetime of a transfer, like 24h (TRANSFER_TRANSFER_TTL).")
+    public var transferTTL: String?
+    @Option(name: .customLong("access-token-ttl"), help: "Lifetime of an access token, like 15m (TRANSFER_ACCESS_TOKEN_TTL).")
+    public var accessTokenTTL: String?
+    @Option(name: .customLong("refresh-token-ttl"), help: "Lifetime of a refresh token, like 30d (TRANSFER_REFRESH_TOKEN_TTL).")
+    public var refreshTokenTTL: String?
+    @Option(name: .customLong("argon2-memory-kib"), help: "argon2id memory cost in KiB (default 19456).")
+    public var argon2MemoryKiB: String?
+    @Option(name: .customLong("argon2-iterations"), help: "argon2id iterations (default 2).")
+    public var argon2Iterations: String?
+    @Option(name: .customLong("argon2-parallelism"), help: "argon2id lanes (default 1).")
+    public var argon2Parallelism: String?
+    @Option(name: .customLong("hash-workers"), help: "Threads that hash passwords (default: number of cores).")
+    public var hashWorkers: String?
+    @Option(name: .customLong("hash-queue"), help: "Set-ups and claims that may wait for a hash worker before 503 overloaded (default 64).")
+    public var hashQueue: String?
+    @Option(name: .customLong("account-creation-limit"), help: "New accounts per client address, N/PERIOD or off (default 60/1m).")
+    public var accountCreationLimit: String?
+    @Option(name: .customLong("claim-limit"), help: "Claim attempts per client address, N/PERIOD or off (default 30/1m).")
+    public var claimLimit: String?
+    @Flag(name: .customLong("trusted-proxy"), help: "Take the client address from the last X-Forwarded-For hop (TRANSFER_TRUSTED_PROXY=on).")
+    public var trustedProxy = false
+
+    public init() {}
+}

@@ -1,0 +1,40 @@
+import Hummingbird
+import Logging
+import NIOCore
+import Synchronization
+
+/// What every request of ours carries besides the request itself.
+public protocol AppRequestContext: RequestContext {
+    /// The socket peer's address, when there is a socket.
+    var peerAddress: String? { get }
+    /// Filled in by handlers for the request log.
+    var log: RequestLogFields { get }
+}
+
+/// Fields a handler learns (the account) that the request log prints once the response is made.
+public final class RequestLogFields: Sendable {
+    private let account = Mutex<String?>(nil)
+    public init() {}
+    public var accountID: String? {
+        get { account.withLock { $0 } }
+        set { account.withLock { $0 = newValue } }
+    }
+}
+
+public struct TransferRequestContext: AppRequestContext, RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let peerAddress: String?
+    public let log = RequestLogFields()
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        peerAddress = source.channel.remoteAddress?.ipAddress
+    }
+
+    /// Bodies are read with their own 16 KiB limit (`JSONBody`).
+    public var maxUploadSize: Int { JSONBody.maxBytes }
+}
+
+extension Duration {
+    var secondsDouble: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}

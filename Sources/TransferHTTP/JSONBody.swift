@@ -1,0 +1,73 @@
+import Foundation
+import Hummingbird
+import NIOCore
+
+/// Any JSON value, decoded strictly: `1` is never a boolean and `"true"` never a number.
+enum JSONValue: Decodable {
+    case null, bool(Bool), number(Double), string(String), array([JSONValue]), object([String: JSONValue])
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if c.decodeNil() { self = .null }
+        else if let b = try? c.decode(Bool.self) { self = .bool(b) }
+        else if let s = try? c.decode(String.self) { self = .string(s) }
+        else if let n = try? c.decode(Double.self) { self = .number(n) }
+        else if let a = try? c.decode([JSONValue].self) { self = .array(a) }
+        else { self = .object(try c.decode([String: JSONValue].self)) }
+    }
+}
+
+/// A JSON request body read as an object, with field access that names the field in errors.
+struct JSONBody {
+    static let maxBytes = 16 * 1024
+
+    let fields: [String: JSONValue]
+
+    /// Reads at most 16 KiB and parses one JSON object.
+    static func read(_ request: Request, context: some RequestContext) async throws -> JSONBody {
+        if let type = request.headers[.contentType], !type.lowercased().hasPrefix("application/json") {
+            throw APIError(.unsupportedMediaType, "unsupported_media_type", "Content-Type must be application/json.")
+        }
+        var request = request
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.collectBody(upTo: maxBytes)
+        } catch is NIOTooManyBytesError {
+            throw APIError(.contentTooLarge, "payload_too_large", "The request body is larger than 16 KiB.")
+        }
+        guard buffer.readableBytes > 0 else { throw APIError.invalidRequest("The request body must be a JSON object.") }
+        let value: JSONValue
+        do {
+            value = try JSONDecoder().decode(JSONValue.self, from: Data(buffer.readableBytesView))
+        } catch {
+            throw APIError.invalidRequest("The request body is not valid JSON.")
+        }
+        guard case .object(let fields) = value else {
+            throw APIError.invalidRequest("The request body must be a JSON object.")
+        }
+        return JSONBody(fields: fields)
+    }
+
+    func string(_ name: String) throws -> String {
+        switch fields[name] {
+        case .none, .null: throw APIError.invalidRequest("\(name) is required.")
+        case .string(let s): return s
+        default: throw APIError.invalidRequest("\(name) must be a string.")
+        }
+    }
+
+    func bool(_ name: String, default fallback: Bool) throws -> Bool {
+        switch fields[name] {
+        case .none, .null: return fallback
+        case .bool(let b): return b
+        default: throw APIError.invalidRequest("\(name) must be true or false.")
+        }
+    }
+
+    /// Compact JSON of string fields, for error bodies.
+    static func encode(_ fields: [String: String], extra: [String: String] = [:]) -> [UInt8] {
+        let all = fields.merging(extra) { a, _ in a }
+        let data = (try? JSONSerialization.data(withJSONObject: all, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+        return [UInt8](data)
+    }
+}

@@ -1,0 +1,59 @@
+import Metrics
+import Prometheus
+import TransferArgon2
+import TransferCore
+
+/// The service's metrics, on a registry of its own (so tests can run many servers).
+public final class ServiceMetrics: ServiceObserver {
+    public let registry = PrometheusCollectorRegistry()
+    let factory: PrometheusMetricsFactory
+    private let logins: Metrics.Counter
+    private let accountsCreated: Metrics.Counter
+    private let transfersSetUp: Metrics.Counter
+    private let claimsWon: Metrics.Counter
+    private let claimsFailed: Metrics.Counter
+    private let lockouts: Metrics.Counter
+    let hashSeconds: Metrics.Recorder
+
+    public init() {
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.defaultDurationHistogramBuckets = [
+            .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5),
+            .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
+            .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5),
+        ]
+        factory.defaultValueHistogramBuckets = [0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5]
+        self.factory = factory
+        logins = Metrics.Counter(label: "transfer_logins_total", factory: factory)
+        accountsCreated = Metrics.Counter(label: "transfer_accounts_created_total", factory: factory)
+        transfersSetUp = Metrics.Counter(label: "transfer_transfers_set_up_total", factory: factory)
+        claimsWon = Metrics.Counter(label: "transfer_claims_won_total", factory: factory)
+        claimsFailed = Metrics.Counter(label: "transfer_claims_failed_total", factory: factory)
+        lockouts = Metrics.Counter(label: "transfer_lockouts_total", factory: factory)
+        hashSeconds = Metrics.Recorder(label: "transfer_argon2_seconds", aggregate: true, factory: factory)
+    }
+
+    public func loggedIn(created: Bool) { created ? accountsCreated.increment() : logins.increment() }
+    public func transferSetUp() { transfersSetUp.increment() }
+    public func claimWon() { claimsWon.increment() }
+    public func claimFailed() { claimsFailed.increment() }
+    public func transferLocked() { lockouts.increment() }
+
+    func request(method: String, route: String, status: Int, duration: Duration) {
+        let dimensions = [("method", method), ("route", route), ("status", String(status))]
+        Metrics.Counter(label: "http_requests_total", dimensions: dimensions, factory: factory).increment()
+        Metrics.Timer(label: "http_request_duration_seconds", dimensions: [("method", method), ("route", route)], factory: factory)
+            .recordSeconds(duration.secondsDouble)
+    }
+
+    /// The text exposition, with the hash queue's current depth.
+    func exposition(hasher: Argon2Hasher?) -> [UInt8] {
+        if let hasher {
+            Metrics.Gauge(label: "transfer_argon2_queue_depth", factory: factory).record(hasher.queued)
+            Metrics.Gauge(label: "transfer_argon2_in_flight", factory: factory).record(hasher.inFlight)
+        }
+        var buffer: [UInt8] = []
+        registry.emit(into: &buffer)
+        return buffer
+    }
+}

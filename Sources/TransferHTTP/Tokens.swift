@@ -1,0 +1,89 @@
+import Crypto
+import Foundation
+import JWTKit
+import TransferCore
+
+/// Claims of an access token.
+struct AccessClaims: JWTPayload {
+    var iss: IssuerClaim
+    var aud: AudienceClaim
+    var sub: SubjectClaim
+    var did: String
+    var sid: String
+    var iat: IssuedAtClaim
+    var exp: ExpirationClaim
+
+    func verify(using algorithm: some JWTAlgorithm) async throws {
+        try exp.verifyNotExpired()
+    }
+}
+
+/// Signs access tokens with the deployment's Ed25519 key (kept in the database, so every
+/// node and every restart uses the same one) and verifies them.
+public struct TokenService: Sendable {
+    let keys: JWTKeyCollection
+    let currentKID: String
+    let publicKeys: [(kid: String, x: String)]
+    let issuer: String
+    let audience: String
+    let accessTTL: Duration
+
+    /// Loads the signing keys from the store, creating the first one when there is none.
+    public static func load(
+        store: any TransferStore, issuer: String, audience: String, accessTTL: Duration, now: Timestamp
+    ) async throws -> TokenService {
+        let fresh = Curve25519.Signing.PrivateKey()
+        let candidate = SigningKeyRecord(
+            kid: Self.kid(for: fresh.publicKey), algorithm: "EdDSA",
+            privateKey: fresh.rawRepresentation.base64EncodedString(), createdAt: now)
+        let records = try await store.signingKeys(insertingIfNone: candidate)
+        let keys = JWTKeyCollection()
+        var publics: [(String, String)] = []
+        for record in records {
+            guard let raw = Data(base64Encoded: record.privateKey) else { continue }
+            let key = try Curve25519.Signing.PrivateKey(rawRepresentation: raw)
+            await keys.add(eddsa: EdDSA.PrivateKey(backing: key), kid: JWKIdentifier(string: record.kid))
+            publics.append((record.kid, Self.base64url(key.publicKey.rawRepresentation)))
+        }
+        guard let current = records.last else { throw TokenError.noKey }
+        return TokenService(
+            keys: keys, currentKID: current.kid, publicKeys: publics, issuer: issuer, audience: audience,
+            accessTTL: accessTTL)
+    }
+
+    enum TokenError: Error { case noKey }
+
+    /// A signed access token for a session.
+    func accessToken(for grant: SessionGrant, now: Timestamp) async throws -> String {
+        let claims = AccessClaims(
+            iss: .init(value: issuer), aud: .init(value: [audience]), sub: .init(value: grant.account.accountID),
+            did: grant.deviceID, sid: grant.sessionID, iat: .init(value: Self.wholeSeconds(now)),
+            exp: .init(value: Self.wholeSeconds(now + accessTTL)))
+        return try await keys.sign(claims, kid: JWKIdentifier(string: currentKID))
+    }
+
+    /// Verifies signature, algorithm, `kid`, expiry, issuer and audience; `nil` for any failure.
+    func verify(_ token: String) async -> AccessClaims? {
+        guard let claims = try? await keys.verify(token, as: AccessClaims.self) else { return nil }
+        guard claims.iss.value == issuer, claims.aud.value.contains(audience) else { return nil }
+        return claims
+    }
+
+    /// `/.well-known/jwks.json`.
+    var jwksJSON: [UInt8] {
+        let keys = publicKeys.map { ["kty": "OKP", "crv": "Ed25519", "use": "sig", "alg": "EdDSA", "kid": $0.kid, "x": $0.x] }
+        return (try? [UInt8](JSONSerialization.data(withJSONObject: ["keys": keys], options: [.sortedKeys, .withoutEscapingSlashes]))) ?? []
+    }
+
+    /// JWT times as whole seconds, as most verifiers expect.
+    static func wholeSeconds(_ t: Timestamp) -> Date { Date(timeIntervalSince1970: Double(t.seconds)) }
+
+    static func kid(for key: Curve25519.Signing.PublicKey) -> String {
+        String(base64url(Data(SHA256.hash(data: key.rawRepresentation))).prefix(16))
+    }
+
+    static func base64url(_ data: Data) -> String {
+        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+}

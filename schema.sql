@@ -1,0 +1,1 @@
+Sources/TransferSQLite/Resources/schema.sql
