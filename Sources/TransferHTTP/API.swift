@@ -138,7 +138,7 @@ struct API<Context: AppRequestContext>: Sendable {
             header.lowercased().hasPrefix("bearer ")
         else { throw TransferError.invalidToken }
         let token = header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
-        guard let claims = await tokens.verify(token) else { throw TransferError.invalidToken }
+        guard let claims = await tokens.verify(token, now: service.clock.now()) else { throw TransferError.invalidToken }
         let caller = try await service.authenticate(
             accountID: claims.sub.value, deviceID: claims.did, sessionID: claims.sid)
         context.log.accountID = caller.accountID

@@ -13,9 +13,8 @@ struct AccessClaims: JWTPayload {
     var iat: IssuedAtClaim
     var exp: ExpirationClaim
 
-    func verify(using algorithm: some JWTAlgorithm) async throws {
-        try exp.verifyNotExpired()
-    }
+    /// Expiry is checked by `TokenService.verify` against the service's clock.
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
 }
 
 /// Signs access tokens with the deployment's Ed25519 key (kept in the database, so every
@@ -63,9 +62,10 @@ public struct TokenService: Sendable {
     }
 
     /// Verifies signature, algorithm, `kid`, expiry, issuer and audience; `nil` for any failure.
-    func verify(_ token: String) async -> AccessClaims? {
+    func verify(_ token: String, now: Timestamp) async -> AccessClaims? {
         guard let claims = try? await keys.verify(token, as: AccessClaims.self) else { return nil }
         guard claims.iss.value == issuer, claims.aud.value.contains(audience) else { return nil }
+        guard now.date < claims.exp.value, claims.iat.value.timeIntervalSince(now.date) < 60 else { return nil }
         return claims
     }
 

@@ -1,0 +1,187 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import Synchronization
+import Testing
+import TransferArgon2
+import TransferCore
+import TransferHTTP
+
+/// A clock the test moves by hand.
+final class ManualClock: WallClock {
+    private let current = Mutex(Timestamp(milliseconds: 1_795_000_000_000))
+    func now() -> Timestamp { current.withLock { $0 } }
+    func advance(_ d: Duration) { current.withLock { $0 = $0 + d } }
+}
+
+/// Real argon2id with cheap parameters, counting calls.
+final class CountingHasher: PasswordHasher {
+    let inner = Argon2Hasher(parameters: Argon2Parameters(memoryKiB: 256, iterations: 1, parallelism: 1), workers: 2, queueDepth: 1000)
+    let hashes = Atomic<Int>(0)
+    let verifications = Atomic<Int>(0)
+    func hash(_ password: String) async throws -> String {
+        hashes.add(1, ordering: .relaxed)
+        return try await inner.hash(password)
+    }
+    func verify(_ password: String, against phc: String) async throws -> Bool {
+        verifications.add(1, ordering: .relaxed)
+        return try await inner.verify(password, against: phc)
+    }
+    var verifyCount: Int { verifications.load(ordering: .relaxed) }
+}
+
+/// Collects every log line (message and metadata) a server writes.
+final class LogCollector: Sendable {
+    let lines = Mutex<[String]>([])
+    var all: String { lines.withLock { $0.joined(separator: "\n") } }
+
+    var logger: Logger {
+        Logger(label: "test") { _ in Handler(collector: self) }
+    }
+
+    struct Handler: LogHandler {
+        let collector: LogCollector
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            let merged = metadata.merging(event.metadata ?? [:]) { $1 }
+            collector.lines.withLock { $0.append("\(event.level) \(event.message) \(merged)") }
+        }
+    }
+}
+
+/// A temporary database file, removed with its WAL files at the end.
+struct TempDatabase {
+    let path: String
+    init() {
+        path = FileManager.default.temporaryDirectory.appendingPathComponent("transfer-test-\(UUID().uuidString).sqlite").path
+    }
+    func remove() {
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+    }
+}
+
+/// A device as the app keeps it in the Keychain.
+struct Device {
+    let id: String
+    let secret: String
+    init() {
+        id = UUID().uuidString.lowercased()
+        secret = RandomToken.make(byteCount: 32)
+    }
+    init(id: String, secret: String) {
+        self.id = id
+        self.secret = secret
+    }
+    var loginBody: [String: Any] { ["deviceId": id, "deviceSecret": secret] }
+}
+
+struct Reply {
+    let status: HTTPResponse.Status
+    let headers: HTTPFields
+    let body: ByteBuffer
+    var json: [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView))) as? [String: Any] ?? [:]
+    }
+    var text: String { String(buffer: body) }
+    var error: String? { json["error"] as? String }
+    subscript(_ key: String) -> Any? { json[key] }
+    var accessToken: String { json["accessToken"] as? String ?? "" }
+    var refreshToken: String { json["refreshToken"] as? String ?? "" }
+}
+
+/// A client for the contract's calls, as the app would make them.
+struct Client {
+    let client: any TestClientProtocol
+
+    func call(
+        _ method: HTTPRequest.Method, _ path: String, json: [String: Any]? = nil, raw: String? = nil,
+        token: String? = nil, headers extra: HTTPFields = [:]
+    ) async throws -> Reply {
+        var headers = extra
+        if let token { headers[.authorization] = "Bearer \(token)" }
+        var body: ByteBuffer?
+        if let json {
+            body = ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json))
+        } else if let raw {
+            body = ByteBuffer(string: raw)
+        }
+        if body != nil, headers[.contentType] == nil { headers[.contentType] = "application/json" }
+        return try await client.execute(uri: path, method: method, headers: headers, body: body) { response in
+            Reply(status: response.status, headers: response.headers, body: response.body)
+        }
+    }
+
+    func login(_ device: Device) async throws -> Reply {
+        try await call(.post, "/v1/devices/login", json: device.loginBody)
+    }
+
+    func setUp(token: String, email: String, password: String) async throws -> Reply {
+        try await call(.put, "/v1/me/transfer", json: ["email": email, "temporaryPassword": password], token: token)
+    }
+
+    func claim(email: String, password: String, device: Device, replace: Bool? = nil) async throws -> Reply {
+        var body: [String: Any] = ["email": email, "temporaryPassword": password, "deviceId": device.id, "deviceSecret": device.secret]
+        if let replace { body["replaceExistingAccount"] = replace }
+        return try await call(.post, "/v1/transfers/claim", json: body)
+    }
+
+    func me(_ token: String) async throws -> Reply { try await call(.get, "/v1/me", token: token) }
+}
+
+/// One server on a fresh database, with a hand-moved clock and a counting hasher.
+struct Harness {
+    let clock = ManualClock()
+    let hasher = CountingHasher()
+    let logs = LogCollector()
+    let database: TempDatabase
+    var configuration: ServerConfiguration
+
+    init(database: TempDatabase = TempDatabase(), configure: (inout ServerConfiguration) -> Void = { _ in }) {
+        self.database = database
+        var config = ServerConfiguration()
+        config.database = .sqlite(path: database.path)
+        config.accountCreationLimit = nil
+        config.claimLimit = nil
+        config.argon2 = Argon2Parameters(memoryKiB: 256, iterations: 1, parallelism: 1)
+        configure(&config)
+        configuration = config
+    }
+
+    /// Runs `body` against the server through the router (no socket).
+    func run(_ body: @Sendable (Client, TransferApp.Parts) async throws -> Void) async throws {
+        let (app, parts) = try await TransferApp.build(
+            configuration: configuration, clock: clock, passwordHasher: hasher, logger: logs.logger)
+        try await app.test(.router) { client in
+            try await body(Client(client: client), parts)
+        }
+    }
+
+    /// Runs `body` against the server over a real socket.
+    func runLive(_ body: @Sendable (Client, TransferApp.Parts) async throws -> Void) async throws {
+        var config = configuration
+        config.port = 0
+        let (app, parts) = try await TransferApp.build(
+            configuration: config, clock: clock, passwordHasher: hasher, logger: logs.logger)
+        try await app.test(.live) { client in
+            try await body(Client(client: client), parts)
+        }
+    }
+}
+
+/// A fresh harness whose database is removed afterwards.
+func withServer(
+    configure: (inout ServerConfiguration) -> Void = { _ in },
+    _ body: @Sendable (Client, Harness) async throws -> Void
+) async throws {
+    let harness = Harness(configure: configure)
+    defer { harness.database.remove() }
+    try await harness.run { client, _ in try await body(client, harness) }
+}
