@@ -1,0 +1,186 @@
+import Foundation
+import HTTPTypes
+import Testing
+import TransferCore
+
+@Suite("Field rules and malformed requests")
+struct ValidationTests {
+    @Test("deviceId must be an RFC 4122 UUID", arguments: ["", "abc", "11111111-2222-4333-8444-55555555555", "11111111-2222-4333-8444-5555555555555", "1111111122224333844455555555555555", "g1111111-2222-4333-8444-555555555555", "{11111111-2222-4333-8444-555555555555}"])
+    func badDeviceID(_ id: String) async throws {
+        try await withServer { api, _ in
+            let r = try await api.call(.post, "/v1/devices/login", json: ["deviceId": id, "deviceSecret": Device().secret])
+            #expect(r.status == .badRequest)
+            #expect(r.error == "invalid_device_id")
+        }
+    }
+
+    @Test("deviceSecret is 32–128 characters of [A-Za-z0-9_-]", arguments: [String(repeating: "a", count: 31), String(repeating: "a", count: 129), String(repeating: "a", count: 31) + "=", String(repeating: "ä", count: 40), String(repeating: "a", count: 31) + " "])
+    func badSecret(_ secret: String) async throws {
+        try await withServer { api, _ in
+            let r = try await api.call(.post, "/v1/devices/login", json: ["deviceId": UUID().uuidString, "deviceSecret": secret])
+            #expect(r.status == .badRequest)
+            #expect(r.error == "invalid_device_secret")
+        }
+    }
+
+    @Test("secrets of exactly 32 and 128 characters are accepted")
+    func secretBounds() async throws {
+        try await withServer { api, _ in
+            for n in [32, 128] {
+                let r = try await api.call(.post, "/v1/devices/login", json: ["deviceId": UUID().uuidString, "deviceSecret": String(repeating: "Az0_-", count: 26).prefix(n).description])
+                #expect(r.status == .created)
+            }
+        }
+    }
+
+    @Test("email rules", arguments: ["ab", "no-at-sign", "@example.com", "mia@", "mia@@example.com", "mi a@example.com", "mia@exa\tmple.com", "mia\u{0}@example.com", String(repeating: "a", count: 250) + "@b.co"])
+    func badEmail(_ email: String) async throws {
+        try await withServer { api, _ in
+            let session = try await api.login(Device())
+            let r = try await api.setUp(token: session.accessToken, email: email, password: "plum-harbor-71-sail")
+            #expect(r.status == .badRequest)
+            #expect(r.error == "invalid_email")
+            #expect(try await api.me(session.accessToken)["migrationFlag"] as? Bool == false)
+        }
+    }
+
+    @Test("temporary password rules, each with its own message", arguments: [
+        ("short7!", "at least 8"),
+        (String(repeating: "x", count: 65), "at most 64"),
+        ("aaaaaaaaaa", "repeated"),
+        ("Mia@Example.com", "email"),
+        ("password", "common"),
+        ("Sunshine", "common"),
+        ("QWERTYUIOP", "common"),
+    ])
+    func weakPassword(_ password: String, _ why: String) async throws {
+        try await withServer { api, _ in
+            let session = try await api.login(Device())
+            let r = try await api.setUp(token: session.accessToken, email: "mia@example.com", password: password)
+            #expect(r.status == .badRequest)
+            #expect(r.error == "weak_password")
+            #expect((r["message"] as? String ?? "").contains(why))
+        }
+    }
+
+    @Test("passwords are NFC-normalised: a decomposed é claims a transfer set up with a composed one")
+    func nfc() async throws {
+        try await withServer { api, _ in
+            let session = try await api.login(Device())
+            #expect(try await api.setUp(token: session.accessToken, email: "nfc@example.com", password: "caf\u{e9}-au-lait-42").status == .created)
+            #expect(try await api.claim(email: "nfc@example.com", password: "cafe\u{301}-au-lait-42", device: Device()).status == .ok)
+        }
+    }
+
+    @Test("passwords of exactly 8 and 64 characters are accepted")
+    func passwordBounds() async throws {
+        try await withServer { api, _ in
+            for (i, p) in ["kq7-zp2w", String(repeating: "kq7-zp2w", count: 8)].enumerated() {
+                let session = try await api.login(Device())
+                #expect(try await api.setUp(token: session.accessToken, email: "b\(i)@example.com", password: p).status == .created)
+            }
+        }
+    }
+
+    @Test("malformed bodies get 400 invalid_request naming the field", arguments: [
+        ("not json", "JSON"),
+        ("[1,2]", "object"),
+        ("\"text\"", "object"),
+        ("{}", "deviceId"),
+        (#"{"deviceId": 5, "deviceSecret": "x"}"#, "deviceId"),
+        (#"{"deviceId": "11111111-2222-4333-8444-555555555555"}"#, "deviceSecret"),
+        (#"{"deviceId": "11111111-2222-4333-8444-555555555555", "deviceSecret": ["a"]}"#, "deviceSecret"),
+        ("", "object"),
+    ])
+    func malformed(_ body: String, _ field: String) async throws {
+        try await withServer { api, _ in
+            let r = try await api.call(.post, "/v1/devices/login", raw: body)
+            #expect(r.status == .badRequest)
+            #expect(r.error == "invalid_request")
+            #expect((r["message"] as? String ?? "").contains(field))
+        }
+    }
+
+    @Test("replaceExistingAccount must be a boolean")
+    func replaceType() async throws {
+        try await withServer { api, _ in
+            let body: [String: Any] = ["email": "x@example.com", "temporaryPassword": "plum-harbor-71-sail", "deviceId": UUID().uuidString, "deviceSecret": Device().secret, "replaceExistingAccount": 1]
+            let r = try await api.call(.post, "/v1/transfers/claim", json: body)
+            #expect(r.status == .badRequest)
+            #expect(r.error == "invalid_request")
+            #expect((r["message"] as? String ?? "").contains("replaceExistingAccount"))
+        }
+    }
+
+    @Test("bodies over 16 KiB get 413 payload_too_large")
+    func tooLarge() async throws {
+        try await withServer { api, _ in
+            let r = try await api.call(.post, "/v1/devices/login", raw: "{\"deviceId\": \"" + String(repeating: "a", count: 17 * 1024) + "\"}")
+            #expect(r.status == .contentTooLarge)
+            #expect(r.error == "payload_too_large")
+        }
+    }
+
+    @Test("unknown paths and wrong methods answer JSON 404 and 405")
+    func notFoundAndMethod() async throws {
+        try await withServer { api, _ in
+            let missing = try await api.call(.get, "/v1/nothing")
+            #expect(missing.status == .notFound)
+            #expect(missing.error == "not_found")
+            let method = try await api.call(.get, "/v1/transfers/claim")
+            #expect(method.status == .methodNotAllowed)
+            #expect(method.error == "method_not_allowed")
+            #expect(method.headers[.allow] == "POST")
+        }
+    }
+
+    @Test("bearer endpoints refuse missing and malformed tokens with WWW-Authenticate", arguments: [nil, "Bearer", "Bearer abc.def.ghi", "Basic dXNlcjpwYXNz"])
+    func badTokens(_ header: String?) async throws {
+        try await withServer { api, _ in
+            var headers = HTTPFields()
+            if let header { headers[.authorization] = header }
+            let r = try await api.call(.get, "/v1/me", headers: headers)
+            #expect(r.status == .unauthorized)
+            #expect(r.error == "invalid_token")
+            #expect(r.headers[.wwwAuthenticate] == "Bearer")
+        }
+    }
+
+    @Test("per-address limits answer 429 rate_limited with Retry-After")
+    func rateLimits() async throws {
+        try await withServer(configure: {
+            $0.accountCreationLimit = .init(count: 2, period: .seconds(60))
+            $0.claimLimit = .init(count: 3, period: .seconds(60))
+        }) { api, harness in
+            let known = Device()
+            #expect(try await api.login(known).status == .created)
+            #expect(try await api.login(Device()).status == .created)
+            let third = try await api.login(Device())
+            #expect(third.status == .tooManyRequests)
+            #expect(third.error == "rate_limited")
+            #expect(third.headers[.retryAfter] != nil)
+            // Existing devices still log in.
+            #expect(try await api.login(known).status == .ok)
+            for _ in 1...3 { _ = try await api.claim(email: "nobody@example.com", password: "wrong-guess-1", device: Device()) }
+            let claim = try await api.claim(email: "nobody@example.com", password: "wrong-guess-1", device: Device())
+            #expect(claim.status == .tooManyRequests)
+            #expect(claim.error == "rate_limited")
+            harness.clock.advance(.seconds(60))
+            #expect(try await api.login(Device()).status == .created)
+        }
+    }
+
+    @Test("configuration: durations, limits and database URLs are validated with one-line errors")
+    func configuration() throws {
+        #expect(try ServerConfigurationProbe.duration("2s") == .seconds(2))
+        #expect(try ServerConfigurationProbe.duration("24h") == .seconds(86400))
+        #expect(try ServerConfigurationProbe.duration("7d") == .seconds(7 * 86400))
+        for bad in ["", "0s", "-1h", "5", "h", "1w", "1.5h"] {
+            #expect(throws: (any Error).self) { try ServerConfigurationProbe.duration(bad) }
+        }
+        #expect(try ServerConfigurationProbe.rateLimit("off") == nil)
+        #expect(try ServerConfigurationProbe.rateLimit("60/1m")?.count == 60)
+        #expect(throws: (any Error).self) { try ServerConfigurationProbe.rateLimit("60") }
+        #expect(throws: (any Error).self) { try ServerConfigurationProbe.rateLimit("0/1m") }
+    }
+}
