@@ -184,3 +184,24 @@ struct ValidationTests {
         #expect(throws: (any Error).self) { try ServerConfigurationProbe.rateLimit("0/1m") }
     }
 }
+
+@testable import TransferHTTP
+
+@Suite("OpenAPI document")
+struct OpenAPIDocumentTests {
+    @Test("openapi.yaml describes every route the server answers, with its methods")
+    func everyRoute() async throws {
+        try await withServer { api, _ in
+            let doc = try await api.call(.get, "/openapi.yaml")
+            #expect(doc.status == .ok)
+            let text = doc.text
+            #expect(text.hasPrefix("openapi: 3.1"))
+            for (path, methods) in API<TransferRequestContext>.routes {
+                #expect(text.contains("\n  \(path):\n"), "missing \(path)")
+                for m in methods {
+                    #expect(text.contains("\n  \(path):\n") && text.contains("    \(m.rawValue.lowercased()):"), "missing \(m) \(path)")
+                }
+            }
+        }
+    }
+}
