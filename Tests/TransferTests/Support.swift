@@ -143,6 +143,8 @@ struct Harness {
     let logs = LogCollector()
     let database: TempDatabase
     var configuration: ServerConfiguration
+    /// False: the server uses the argon2 pool its configuration describes.
+    var injectHasher = true
 
     init(database: TempDatabase = TempDatabase(), configure: (inout ServerConfiguration) -> Void = { _ in }) {
         self.database = database
@@ -158,7 +160,7 @@ struct Harness {
     /// Runs `body` against the server through the router (no socket).
     func run(_ body: @Sendable (Client, TransferApp.Parts) async throws -> Void) async throws {
         let (app, parts) = try await TransferApp.build(
-            configuration: configuration, clock: clock, passwordHasher: hasher, logger: logs.logger)
+            configuration: configuration, clock: clock, passwordHasher: injectHasher ? hasher : nil, logger: logs.logger)
         try await app.test(.router) { client in
             try await body(Client(client: client), parts)
         }
