@@ -164,6 +164,11 @@ public struct TransferService: Sendable {
         return profile
     }
 
+    /// Support: revokes a device; its auto-login then answers `403 device_revoked`.
+    public func revokeDevice(_ deviceID: DeviceID, actor: String, reason: String) async throws -> String? {
+        try await store.revokeDevice(deviceID: deviceID.value, at: clock.now(), actor: actor, reason: reason)
+    }
+
     // MARK: Transfers
 
     /// Sets up (or replaces) the caller's pending transfer. `password` must have passed

@@ -16,6 +16,10 @@ public protocol TransferStore: Sendable {
 
     func profile(accountID: String, at: Timestamp) async throws -> AccountProfile?
 
+    /// Support: retires an active device (stolen phone) and revokes its sessions at once.
+    /// Returns the account it was bound to, or nil when the device was not active.
+    func revokeDevice(deviceID: String, at: Timestamp, actor: String, reason: String?) async throws -> String?
+
     func setUpTransfer(_ command: SetUpCommand) async throws -> SetUpResult
     /// Cancels the account's pending transfer; false when none was pending.
     func cancelTransfer(accountID: String, at: Timestamp, actor: String, reason: String?) async throws -> Bool

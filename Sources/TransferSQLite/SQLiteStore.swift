@@ -155,6 +155,21 @@ public final class SQLiteStore: TransferStore {
         }
     }
 
+    public func revokeDevice(deviceID: String, at: Timestamp, actor: String, reason: String?) async throws -> String? {
+        try await pool.write { db in
+            guard let row = try db.one("SELECT account_id FROM device_bindings WHERE device_id = ? AND state = 'active'", [deviceID]) else {
+                return nil
+            }
+            let account: String = row["account_id"]
+            try db.run(
+                "UPDATE device_bindings SET state = 'revoked', ended_at = ?, ended_reason = ? WHERE device_id = ? AND state = 'active'",
+                [at.milliseconds, reason, deviceID])
+            try Self.revokeSessions(db, accountID: account, deviceID: deviceID, at: at)
+            try Self.audit(db, AuditEvent(at: at, kind: .deviceRevoked, accountID: account, deviceID: deviceID, actor: actor, reason: reason))
+            return account
+        }
+    }
+
     public func setUpTransfer(_ c: SetUpCommand) async throws -> SetUpResult {
         try await pool.write { db in
             let now = c.now.milliseconds

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 import TransferCore
+import TransferSQLite
+import GRDB
 
 /// The user's story, end to end through the HTTP contract.
 @Suite("A→B scenarios")
@@ -376,5 +378,56 @@ struct ScenarioTests {
             #expect(again.status == .ok)
             #expect(again["accountId"] as? String == session["accountId"] as? String)
         }
+    }
+}
+
+@Suite("Support actions seen by the app")
+struct RevocationTests {
+    @Test("a revoked device gets 403 device_revoked, its tokens die at once, and it cannot claim")
+    func revokedDevice() async throws {
+        let harness = Harness()
+        defer { harness.database.remove() }
+        try await harness.run { api, parts in
+            let stolen = Device()
+            let session = try await api.login(stolen)
+            let account = try await parts.service.revokeDevice(DeviceID(stolen.id)!, actor: "operator:test", reason: "stolen phone")
+            #expect(account == session["accountId"] as? String)
+            let login = try await api.login(stolen)
+            #expect(login.status == .forbidden)
+            #expect(login.error == "device_revoked")
+            #expect(try await api.me(session.accessToken).status == .unauthorized)
+            #expect(try await api.call(.post, "/v1/tokens/refresh", json: ["refreshToken": session.refreshToken]).status == .unauthorized)
+
+            let owner = try await api.login(Device())
+            _ = try await api.setUp(token: owner.accessToken, email: "owner@example.com", password: "plum-harbor-71-sail")
+            let claim = try await api.claim(email: "owner@example.com", password: "plum-harbor-71-sail", device: stolen)
+            #expect(claim.status == .conflict)
+            #expect(claim.error == "device_retired")
+        }
+    }
+
+    @Test("the audit trail records logins, set-ups, failures, locks, claims, moves and revocations")
+    func auditTrail() async throws {
+        let harness = Harness()
+        defer { harness.database.remove() }
+        try await harness.run { api, parts in
+            let a = Device(), b = Device()
+            let session = try await api.login(a)
+            _ = try await api.login(a)
+            _ = try await api.login(Device(id: a.id, secret: Device().secret))
+            _ = try await api.setUp(token: session.accessToken, email: "audit@example.com", password: "plum-harbor-71-sail")
+            for _ in 1...5 { _ = try await api.claim(email: "audit@example.com", password: "wrong-guess-1", device: b) }
+            harness.clock.advance(.seconds(900))
+            _ = try await api.claim(email: "audit@example.com", password: "plum-harbor-71-sail", device: b)
+            _ = try await parts.service.revokeDevice(DeviceID(b.id)!, actor: "operator:test", reason: "stolen phone")
+        }
+        let store = try SQLiteStore(path: harness.database.path)
+        let kinds = try await store.pool.read { db in try String.fetchAll(db, sql: "SELECT kind FROM audit_events ORDER BY id") }
+        try store.close()
+        #expect(kinds == [
+            "account.created", "device.login", "device.login_failed", "transfer.set_up",
+            "transfer.claim_failed", "transfer.claim_failed", "transfer.claim_failed", "transfer.claim_failed",
+            "transfer.claim_failed", "transfer.locked", "device.moved", "transfer.claimed", "device.revoked",
+        ])
     }
 }
