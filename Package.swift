@@ -8,6 +8,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "transfer-server", targets: ["TransferServer"]),
+        .executable(name: "transfer", targets: ["TransferCLI"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", exact: "2.28.1"),
@@ -77,6 +78,17 @@ let package = Package(
             name: "TransferServer",
             dependencies: [
                 "TransferHTTP",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+        // `transfer`: the support-staff command line, on the same core and stores.
+        .executableTarget(
+            name: "TransferCLI",
+            dependencies: [
+                "TransferCore",
+                "TransferArgon2",
+                "TransferSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict

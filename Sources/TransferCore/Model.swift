@@ -124,7 +124,7 @@ public struct AccountProfile: Sendable, Equatable {
 
 /// One line of the audit trail.
 public struct AuditEvent: Sendable, Equatable {
-    public enum Kind: String, Sendable, CaseIterable {
+    public enum Kind: String, Sendable, CaseIterable, Codable {
         case accountCreated = "account.created"
         case login = "device.login"
         case loginFailed = "device.login_failed"

@@ -193,6 +193,24 @@ public struct TransferService: Sendable {
         }
     }
 
+    /// Support: clears the lock and consecutive failures of the account's pending transfer.
+    public func unlockTransfer(accountID: String, actor: String, reason: String) async throws -> TransferRecord? {
+        guard let store = store as? any SupportStore else { return nil }
+        return try await store.unlockTransfer(accountID: accountID, at: clock.now(), actor: actor, reason: reason)
+    }
+
+    /// Support: a transfer for a user who lost the old device, with a generated password
+    /// that is returned once and stored only as its hash.
+    public func issueTransfer(
+        accountID: String, email: Email, actor: String, reason: String
+    ) async throws -> (password: String, email: String, expiresAt: Timestamp) {
+        let password = GeneratedPassword.make()
+        let result = try await setUpTransfer(
+            accountID: accountID, email: email, password: try FieldRules.temporaryPassword(password, email: email),
+            actor: actor, reason: reason)
+        return (password, result.email, result.expiresAt)
+    }
+
     public func cancelTransfer(accountID: String, actor: String = "device", reason: String? = nil) async throws -> Bool {
         try await store.cancelTransfer(accountID: accountID, at: clock.now(), actor: actor, reason: reason)
     }

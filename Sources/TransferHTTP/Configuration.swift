@@ -5,10 +5,7 @@ import TransferCore
 
 /// The server's whole configuration: typed, validated once at start.
 public struct ServerConfiguration: Sendable {
-    public enum Database: Sendable, Equatable {
-        case sqlite(path: String)
-        case postgres(url: String)
-    }
+    public typealias Database = DatabaseLocation
 
     public struct RateLimit: Sendable, Equatable {
         public var count: Int
@@ -122,25 +119,12 @@ public struct ServerConfiguration: Sendable {
         }
     }
 
-    /// `sqlite:PATH` or `postgres://user:pass@host:5432/db`.
     static func database(_ text: String, _ name: String) throws(Invalid) -> Database {
-        if text.hasPrefix("sqlite:") {
-            let path = String(text.dropFirst("sqlite:".count))
-            guard !path.isEmpty else { throw Invalid(description: "\(name): sqlite: needs a file path, like sqlite:./transfer.sqlite") }
-            return .sqlite(path: path)
+        do {
+            return try DatabaseLocation.parse(text)
+        } catch {
+            throw Invalid(description: "\(name): \(error.description)")
         }
-        if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
-            return .postgres(url: text)
-        }
-        throw Invalid(description: "\(name): '\(Self.redacted(text))' is neither sqlite:PATH nor postgres://user:pass@host:5432/db")
-    }
-
-    /// A database URL with any password replaced, for messages and logs.
-    public static func redacted(_ url: String) -> String {
-        guard let at = url.lastIndex(of: "@"), let scheme = url.range(of: "://"),
-            let colon = url[scheme.upperBound..<at].firstIndex(of: ":")
-        else { return url }
-        return String(url[..<url.index(after: colon)]) + "***" + String(url[at...])
     }
 }
 

@@ -12,7 +12,8 @@ import TransferHTTP
 
 /// A clock the test moves by hand.
 final class ManualClock: WallClock {
-    private let current = Mutex(Timestamp(milliseconds: 1_795_000_000_000))
+    /// Starts at the real time, so tools that read the real clock (the CLI) agree with it.
+    private let current = Mutex(Timestamp(Date()))
     func now() -> Timestamp { current.withLock { $0 } }
     func advance(_ d: Duration) { current.withLock { $0 = $0 + d } }
 }

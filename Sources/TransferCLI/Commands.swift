@@ -1,0 +1,241 @@
+import ArgumentParser
+import Foundation
+import TransferCore
+import TransferSQLite
+
+struct Account: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show an account: its devices, the pending transfer and the last 10 events.",
+        discussion: "Start here for any ticket: it tells which phone is active, which moved away, and whether a transfer is waiting or locked.")
+
+    @OptionGroup var common: CommonOptions
+    @Argument(help: "accountId, userName, deviceId or transfer email.") var account: String
+
+    func run() async throws {
+        let store = try common.openStore()
+        defer { try? store.close() }
+        let match = try await store.resolve(account)
+        let now = SystemWallClock().now()
+        guard let report = try await store.report(accountID: match.accountID, at: now, recentEvents: 10) else {
+            throw Failure.notFound("account \(match.accountID) disappeared while reading it.")
+        }
+        if common.json {
+            struct Out: Encodable {
+                var matchedBy: String
+                var accountId: String
+                var userName: String
+                var createdAt: String
+                var migrationFlag: Bool
+                var transferId: String?
+                var devices: [DeviceJSON]
+                var transfer: TransferJSON?
+                var recentEvents: [EventJSON]
+            }
+            try JSON.print(Out(
+                matchedBy: match.matchedBy.rawValue, accountId: report.accountID, userName: report.userName,
+                createdAt: report.createdAt.rfc3339, migrationFlag: report.migrationFlag(at: now), transferId: report.transferID,
+                devices: report.devices.map(DeviceJSON.init), transfer: report.transfer.map { TransferJSON($0, now: now) },
+                recentEvents: report.recentEvents.map(EventJSON.init)))
+            return
+        }
+        print(Text.section("Account \(report.accountID) (matched by \(match.matchedBy.words))", [
+            ("user name", report.userName),
+            ("created", Text.time(report.createdAt, now: now)),
+            ("migration flag", report.migrationFlag(at: now) ? "raised (a transfer is waiting)" : "lowered"),
+            ("moved to device", report.transferID ?? "never moved"),
+        ]))
+        print("\nDevices")
+        print(Text.table(["DEVICE", "STATE", "BOUND", "LAST LOGIN", "ENDED", "WHY"], report.devices.map {
+            [$0.deviceID, Text.state($0.state), Text.time($0.boundAt, now: now), $0.lastLoginAt.map { Text.relative($0, now: now) } ?? "-",
+             $0.endedAt.map { Text.relative($0, now: now) } ?? "-", $0.endedReason ?? ""]
+        }))
+        print("")
+        print(transferSection(report.transfer, now: now))
+        print("\nLast 10 events")
+        print(report.recentEvents.table(now: now))
+    }
+
+    func transferSection(_ transfer: TransferRecord?, now: Timestamp) -> String {
+        guard let t = transfer else { return "Pending transfer\n  none" }
+        let expiry = t.expiresAt > now ? "expires \(Text.time(t.expiresAt, now: now))" : "expired \(Text.time(t.expiresAt, now: now))"
+        let lock = t.isLocked(at: now) ? "locked until \(t.lockedUntil!.rfc3339) (\(Text.relative(t.lockedUntil!, now: now).replacingOccurrences(of: "in ", with: "")) left)" : "not locked"
+        return Text.section("Pending transfer \(t.id)", [
+            ("email", t.email),
+            ("created", Text.time(t.createdAt, now: now)),
+            ("expiry", expiry),
+            ("failed attempts", "\(t.failedConsecutive) in a row, \(t.failedTotal) in total (void at 20)"),
+            ("lock", lock),
+        ])
+    }
+}
+
+struct History: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show the account's full audit trail, oldest first.")
+
+    @OptionGroup var common: CommonOptions
+    @Argument(help: "accountId, userName, deviceId or transfer email.") var account: String
+
+    func run() async throws {
+        let store = try common.openStore()
+        defer { try? store.close() }
+        let match = try await store.resolve(account)
+        let events = try await store.history(accountID: match.accountID)
+        if common.json {
+            struct Out: Encodable { var accountId: String; var matchedBy: String; var events: [EventJSON] }
+            try JSON.print(Out(accountId: match.accountID, matchedBy: match.matchedBy.rawValue, events: events.map(EventJSON.init)))
+            return
+        }
+        print("History of account \(match.accountID) (matched by \(match.matchedBy.words)), \(events.count) events")
+        print(events.table(now: SystemWallClock().now()))
+    }
+}
+
+struct Cancel: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Cancel the account's pending transfer and lower its migration flag.",
+        discussion: "For a user who set up a transfer by mistake, or whose email or password may have leaked.")
+
+    @OptionGroup var common: CommonOptions
+    @OptionGroup var change: ChangeOptions
+    @Argument(help: "accountId, userName, deviceId or transfer email.") var account: String
+
+    func run() async throws {
+        let store = try common.openStore()
+        defer { try? store.close() }
+        let match = try await store.resolve(account)
+        let now = SystemWallClock().now()
+        guard let pending = try await store.report(accountID: match.accountID, at: now, recentEvents: 0)?.transfer else {
+            throw Failure.notFound("account \(match.accountID) has no pending transfer.")
+        }
+        let service = try await store.service()
+        guard try await service.cancelTransfer(accountID: match.accountID, actor: change.actor, reason: change.trimmedReason) else {
+            throw Failure.notFound("account \(match.accountID) has no pending transfer.")
+        }
+        if common.json {
+            struct Out: Encodable { var accountId: String; var cancelled: TransferJSON }
+            try JSON.print(Out(accountId: match.accountID, cancelled: TransferJSON(pending, now: now)))
+            return
+        }
+        print("Cancelled transfer \(pending.id) of account \(match.accountID) (email \(pending.email)); the migration flag is lowered.")
+    }
+}
+
+struct Unlock: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Clear the lock and the count of wrong passwords in a row of the pending transfer.",
+        discussion: "For \"it says too many attempts\" once you are sure the user is the owner. The total count (void at 20) stays.")
+
+    @OptionGroup var common: CommonOptions
+    @OptionGroup var change: ChangeOptions
+    @Argument(help: "accountId, userName, deviceId or transfer email.") var account: String
+
+    func run() async throws {
+        let store = try common.openStore()
+        defer { try? store.close() }
+        let match = try await store.resolve(account)
+        let now = SystemWallClock().now()
+        let service = try await store.service()
+        guard let before = try await service.unlockTransfer(accountID: match.accountID, actor: change.actor, reason: change.trimmedReason) else {
+            throw Failure.notFound("account \(match.accountID) has no pending transfer.")
+        }
+        if common.json {
+            struct Out: Encodable {
+                var accountId: String; var transferId: String; var wasLockedUntil: String?; var failedInARowWas: Int; var failedTotal: Int
+            }
+            try JSON.print(Out(
+                accountId: match.accountID, transferId: before.id, wasLockedUntil: before.isLocked(at: now) ? before.lockedUntil?.rfc3339 : nil,
+                failedInARowWas: before.failedConsecutive, failedTotal: before.failedTotal))
+            return
+        }
+        let lock = before.isLocked(at: now) ? "was locked until \(before.lockedUntil!.rfc3339)" : "was not locked"
+        print("Unlocked transfer \(before.id) of account \(match.accountID): \(lock); wrong passwords in a row \(before.failedConsecutive) → 0 (total stays \(before.failedTotal)).")
+    }
+}
+
+struct Issue: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Create a transfer with a generated temporary password, for a user who lost the old phone.",
+        discussion: "Only after the user proved ownership another way. The password is printed once; give it to the user and enter it nowhere else. It replaces any pending transfer of the account.")
+
+    @OptionGroup var common: CommonOptions
+    @OptionGroup var change: ChangeOptions
+    @Option(help: "The email the user will type on the new phone.") var email: String
+    @Argument(help: "accountId, userName, deviceId or transfer email.") var account: String
+
+    func run() async throws {
+        let parsed: Email
+        do { parsed = try FieldRules.email(email) } catch {
+            throw Failure.usage("--email is not a valid email address.")
+        }
+        let store = try common.openStore()
+        defer { try? store.close() }
+        let match = try await store.resolve(account)
+        let service = try await store.service()
+        let issued: (password: String, email: String, expiresAt: Timestamp)
+        do {
+            issued = try await service.issueTransfer(accountID: match.accountID, email: parsed, actor: change.actor, reason: change.trimmedReason)
+        } catch TransferError.emailInUse {
+            throw Failure.conflict("another account has a pending transfer with \(parsed.display); use another email or cancel that one.")
+        }
+        if common.json {
+            struct Out: Encodable { var accountId: String; var email: String; var expiresAt: String; var temporaryPassword: String }
+            try JSON.print(Out(accountId: match.accountID, email: issued.email, expiresAt: issued.expiresAt.rfc3339, temporaryPassword: issued.password))
+            return
+        }
+        let now = SystemWallClock().now()
+        print(Text.section("Issued a transfer for account \(match.accountID)", [
+            ("email", issued.email),
+            ("temporary password", issued.password + "   (shown once)"),
+            ("expires", Text.time(issued.expiresAt, now: now)),
+        ]))
+    }
+}
+
+struct RevokeDevice: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "revoke-device",
+        abstract: "Revoke a device (stolen phone): its tokens stop working at once and it can never log in again.",
+        discussion: "The account stays; the owner moves it to a new phone with `transfer issue`.")
+
+    @OptionGroup var common: CommonOptions
+    @OptionGroup var change: ChangeOptions
+    @Argument(help: "The device's UUID.") var deviceId: String
+
+    func run() async throws {
+        guard let device = DeviceID(deviceId) else { throw Failure.usage("'\(deviceId)' is not a device UUID.") }
+        let store = try common.openStore()
+        defer { try? store.close() }
+        let service = try await store.service()
+        guard let account = try await service.revokeDevice(device, actor: change.actor, reason: change.trimmedReason) else {
+            if try await store.findAccounts(device.value).isEmpty {
+                throw Failure.notFound("no account has device \(device.value).")
+            }
+            throw Failure.conflict("device \(device.value) is not active (already moved away, revoked or taken over).")
+        }
+        if common.json {
+            struct Out: Encodable { var deviceId: String; var accountId: String; var state: String }
+            try JSON.print(Out(deviceId: device.value, accountId: account, state: DeviceState.revoked.rawValue))
+            return
+        }
+        print("Revoked device \(device.value) of account \(account): active → revoked; its sessions are closed.")
+    }
+}
+
+struct Stats: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Count accounts, devices, transfers by state, locks, and claims of the last 24 h.")
+
+    @OptionGroup var common: CommonOptions
+
+    func run() async throws {
+        let store = try common.openStore()
+        defer { try? store.close() }
+        let s = try await store.stats(at: SystemWallClock().now())
+        if common.json { return try JSON.print(s) }
+        print(Text.section("Accounts", [("accounts", "\(s.accounts)"), ("active devices", "\(s.activeDevices)")]))
+        print(Text.section("Transfers", [
+            ("pending", "\(s.transfersPending)"), ("claimed", "\(s.transfersClaimed)"), ("expired", "\(s.transfersExpired)"),
+            ("cancelled", "\(s.transfersCancelled)"), ("voided", "\(s.transfersVoided)"), ("locked now", "\(s.lockedNow)"),
+        ]))
+        print(Text.section("Last 24 h", [("claims won", "\(s.claimsWonLast24h)"), ("claims failed", "\(s.claimsFailedLast24h)")]))
+    }
+}

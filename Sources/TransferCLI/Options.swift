@@ -1,0 +1,92 @@
+import ArgumentParser
+import Foundation
+import TransferArgon2
+import TransferCore
+import TransferSQLite
+
+/// Options every command takes.
+struct CommonOptions: ParsableArguments {
+    @Option(help: "sqlite:PATH or postgres://… (default: $TRANSFER_DATABASE, else sqlite:./transfer.sqlite).")
+    var database: String?
+
+    @Flag(help: "Print machine-readable JSON instead of text.")
+    var json = false
+
+    /// Opens the store the server uses. A missing SQLite file is an error, never a new empty database.
+    func openStore() throws -> SQLiteStore {
+        let text = database ?? ProcessInfo.processInfo.environment["TRANSFER_DATABASE"] ?? "sqlite:./transfer.sqlite"
+        let location: DatabaseLocation
+        do {
+            location = try DatabaseLocation.parse(text)
+        } catch {
+            throw Failure.usage("--database: \(error.description)")
+        }
+        switch location {
+        case .sqlite(let path):
+            guard FileManager.default.fileExists(atPath: path) else {
+                throw Failure.unreachable("there is no database at \(path); pass --database sqlite:PATH of the server's file.")
+            }
+            do {
+                return try SQLiteStore(path: path)
+            } catch {
+                throw Failure.unreachable("the database at \(path) cannot be opened (\(type(of: error))).")
+            }
+        case .postgres:
+            throw Failure.unreachable("the PostgreSQL store is not available in this build yet.")
+        }
+    }
+}
+
+/// Options of commands that change something.
+struct ChangeOptions: ParsableArguments {
+    @Option(help: "Why this is done (the ticket, what the user proved); kept in the audit trail.")
+    var reason: String
+
+    @Option(name: .customLong("operator"), help: "Who does it (default: your login name).")
+    var operatorName: String?
+
+    func validate() throws {
+        guard !reason.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+            throw ValidationError("--reason must say why.")
+        }
+    }
+
+    var actor: String {
+        let name = operatorName ?? ProcessInfo.processInfo.environment["USER"] ?? ProcessInfo.processInfo.environment["LOGNAME"]
+            ?? getpwuid(getuid()).map { String(cString: $0.pointee.pw_name) } ?? "unknown"
+        return "operator:\(name)"
+    }
+
+    var trimmedReason: String { reason.trimmingCharacters(in: .whitespacesAndNewlines) }
+}
+
+extension SQLiteStore {
+    /// Resolves ACCOUNT to exactly one account, or fails with the contract's exit code.
+    func resolve(_ query: String) async throws -> AccountMatch {
+        let matches = try await findAccounts(query)
+        switch matches.count {
+        case 0: throw Failure.notFound("no account matches '\(query)' (as accountId, userName, deviceId or transfer email).")
+        case 1: return matches[0]
+        default:
+            let list = matches.map { "\($0.accountID) (userName \($0.userName), by \($0.matchedBy.words))" }.joined(separator: "; ")
+            throw Failure.conflict("'\(query)' matches \(matches.count) accounts: \(list); use an accountId.")
+        }
+    }
+
+    /// The service over this store, for the commands that change something.
+    func service() async throws -> TransferService {
+        let hasher = Argon2Hasher(workers: 1, queueDepth: 1)
+        return try await TransferService(store: self, hasher: hasher)
+    }
+}
+
+extension AccountMatch.Field {
+    var words: String {
+        switch self {
+        case .accountId: "account id"
+        case .userName: "user name"
+        case .deviceId: "device id"
+        case .email: "transfer email"
+        }
+    }
+}

@@ -1,0 +1,129 @@
+import Foundation
+import TransferCore
+
+/// Human output: aligned sections and tables, times absolute and relative.
+enum Text {
+    /// "in 3 h (2026-11-22T01:00:00Z)" / "12 min ago (…)".
+    static func time(_ t: Timestamp, now: Timestamp) -> String {
+        "\(relative(t, now: now)) (\(t.rfc3339))"
+    }
+
+    static func relative(_ t: Timestamp, now: Timestamp) -> String {
+        let seconds = (t.milliseconds - now.milliseconds) / 1000
+        let span = abs(seconds)
+        let amount: String
+        switch span {
+        case ..<60: amount = "\(span) s"
+        case ..<3600: amount = "\(span / 60) min"
+        case ..<(48 * 3600): amount = "\(span / 3600) h"
+        default: amount = "\(span / 86400) d"
+        }
+        if span < 1 { return "now" }
+        return seconds > 0 ? "in \(amount)" : "\(amount) ago"
+    }
+
+    /// `label   value` lines with the values aligned.
+    static func section(_ title: String, _ rows: [(String, String)]) -> String {
+        let width = rows.map(\.0.count).max() ?? 0
+        let lines = rows.map { "  " + $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + $0.1 }
+        return ([title] + lines).joined(separator: "\n")
+    }
+
+    /// A table with a header row; columns padded to their widest cell.
+    static func table(_ header: [String], _ rows: [[String]]) -> String {
+        let all = [header] + rows
+        let widths = header.indices.map { i in all.map { $0[i].count }.max() ?? 0 }
+        return all.map { row in
+            "  " + row.enumerated().map { i, cell in
+                i == row.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0)
+            }.joined(separator: "  ")
+        }.joined(separator: "\n")
+    }
+
+    static func state(_ s: DeviceState) -> String {
+        switch s {
+        case .active: "active"
+        case .moved: "moved away"
+        case .revoked: "revoked"
+        case .replaced: "taken over"
+        }
+    }
+}
+
+enum JSON {
+    static func print(_ value: some Encodable) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        Swift.print(String(decoding: try encoder.encode(value), as: UTF8.self))
+    }
+}
+
+/// JSON shapes of the commands.
+struct DeviceJSON: Encodable {
+    var deviceId: String
+    var state: String
+    var boundAt: String
+    var lastLoginAt: String?
+    var endedAt: String?
+    var endedReason: String?
+
+    init(_ d: DeviceBinding) {
+        deviceId = d.deviceID
+        state = d.state.rawValue
+        boundAt = d.boundAt.rfc3339
+        lastLoginAt = d.lastLoginAt?.rfc3339
+        endedAt = d.endedAt?.rfc3339
+        endedReason = d.endedReason
+    }
+}
+
+struct TransferJSON: Encodable {
+    var transferId: String
+    var email: String
+    var createdAt: String
+    var expiresAt: String
+    var expired: Bool
+    var failedAttemptsInARow: Int
+    var failedAttemptsTotal: Int
+    var lockedUntil: String?
+
+    init(_ t: TransferRecord, now: Timestamp) {
+        transferId = t.id
+        email = t.email
+        createdAt = t.createdAt.rfc3339
+        expiresAt = t.expiresAt.rfc3339
+        expired = !t.isOpen(at: now)
+        failedAttemptsInARow = t.failedConsecutive
+        failedAttemptsTotal = t.failedTotal
+        lockedUntil = t.isLocked(at: now) ? t.lockedUntil?.rfc3339 : nil
+    }
+}
+
+struct EventJSON: Encodable {
+    var at: String
+    var kind: String
+    var deviceId: String?
+    var transferId: String?
+    var actor: String
+    var reason: String?
+    var clientAddress: String?
+
+    init(_ e: AuditEvent) {
+        at = e.at.rfc3339
+        kind = e.kind.rawValue
+        deviceId = e.deviceID
+        transferId = e.transferID
+        actor = e.actor
+        reason = e.reason
+        clientAddress = e.clientAddress
+    }
+}
+
+extension Array where Element == AuditEvent {
+    func table(now: Timestamp) -> String {
+        guard !isEmpty else { return "  (none)" }
+        return Text.table(
+            ["WHEN", "EVENT", "DEVICE", "BY", "REASON"],
+            map { [Text.time($0.at, now: now), $0.kind.rawValue, $0.deviceID ?? "-", $0.actor, $0.reason ?? ""] })
+    }
+}

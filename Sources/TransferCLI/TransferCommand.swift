@@ -1,0 +1,53 @@
+import ArgumentParser
+import Foundation
+
+/// `transfer`: the support-staff command line. Exit codes: 0 done, 1 not found,
+/// 2 usage error, 3 ambiguous or conflicting, 4 database unreachable.
+@main
+struct TransferCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "transfer",
+        abstract: "Look into and fix device transfers for users who write in.",
+        discussion: """
+            ACCOUNT may be an accountId, a userName, any deviceId ever bound to the account, or the \
+            email of a pending or past transfer. Commands that change something need --reason and \
+            record it with the operator in the account's audit trail.
+            Exit codes: 0 done, 1 not found, 2 usage error, 3 ambiguous or conflicting, 4 database unreachable.
+            """,
+        subcommands: [Account.self, History.self, Cancel.self, Unlock.self, Issue.self, RevokeDevice.self, Stats.self])
+
+    /// Runs the command and turns every failure into one sentence and the contract's exit code.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var command = command as? AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch let failure as Failure {
+            FileHandle.standardError.write(Data("transfer: \(failure.message)\n".utf8))
+            Foundation.exit(failure.code)
+        } catch {
+            let code = exitCode(for: error)
+            if code == .success {
+                print(fullMessage(for: error))
+                Foundation.exit(0)
+            }
+            let sentence = message(for: error).split(separator: "\n").first.map(String.init) ?? "invalid arguments"
+            FileHandle.standardError.write(Data("transfer: \(sentence) (see transfer --help).\n".utf8))
+            Foundation.exit(2)
+        }
+    }
+}
+
+/// A failure the user can act on: one sentence and an exit code.
+struct Failure: Error {
+    let code: Int32
+    let message: String
+
+    static func notFound(_ message: String) -> Failure { Failure(code: 1, message: message) }
+    static func usage(_ message: String) -> Failure { Failure(code: 2, message: message) }
+    static func conflict(_ message: String) -> Failure { Failure(code: 3, message: message) }
+    static func unreachable(_ message: String) -> Failure { Failure(code: 4, message: message) }
+}

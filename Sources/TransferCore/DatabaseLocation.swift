@@ -1,0 +1,30 @@
+/// Where the data lives, as given by `--database` / `TRANSFER_DATABASE`.
+public enum DatabaseLocation: Sendable, Equatable {
+    case sqlite(path: String)
+    case postgres(url: String)
+
+    public static let `default` = DatabaseLocation.sqlite(path: "./transfer.sqlite")
+
+    /// `sqlite:PATH` or `postgres://user:pass@host:5432/db`; the error is one sentence.
+    public static func parse(_ text: String) throws(InvalidDatabaseURL) -> DatabaseLocation {
+        if text.hasPrefix("sqlite:") {
+            let path = String(text.dropFirst("sqlite:".count))
+            guard !path.isEmpty else { throw InvalidDatabaseURL(description: "sqlite: needs a file path, like sqlite:./transfer.sqlite") }
+            return .sqlite(path: path)
+        }
+        if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") { return .postgres(url: text) }
+        throw InvalidDatabaseURL(description: "'\(redacted(text))' is neither sqlite:PATH nor postgres://user:pass@host:5432/db")
+    }
+
+    /// A database URL with any password replaced, for messages and logs.
+    public static func redacted(_ url: String) -> String {
+        guard let at = url.lastIndex(of: "@"), let scheme = url.range(of: "://"),
+            let colon = url[scheme.upperBound..<at].firstIndex(of: ":")
+        else { return url }
+        return String(url[..<url.index(after: colon)]) + "***" + String(url[at...])
+    }
+}
+
+public struct InvalidDatabaseURL: Error, CustomStringConvertible {
+    public let description: String
+}

@@ -1,0 +1,95 @@
+/// What support staff need beyond the app's calls: finding accounts and reading their
+/// whole story. Mutations (cancel, unlock, issue, revoke) go through `TransferService`,
+/// so they follow the same rules and write the same audit trail as the API.
+public protocol SupportStore: TransferStore {
+    /// Every account `query` names: as accountId, userName, a device ever bound, or the
+    /// email of a pending or past transfer.
+    func findAccounts(_ query: String) async throws -> [AccountMatch]
+    func report(accountID: String, at: Timestamp, recentEvents: Int) async throws -> AccountReport?
+    /// The account's audit trail, oldest first.
+    func history(accountID: String) async throws -> [AuditEvent]
+    /// Clears the lock and the consecutive-failure count of the pending transfer; nil when none is pending.
+    func unlockTransfer(accountID: String, at: Timestamp, actor: String, reason: String) async throws -> TransferRecord?
+    func stats(at: Timestamp) async throws -> SupportStats
+}
+
+public struct AccountMatch: Sendable, Equatable, Codable {
+    public enum Field: String, Sendable, Codable { case accountId, userName, deviceId, email }
+    public var accountID: String
+    public var userName: String
+    public var matchedBy: Field
+    public init(accountID: String, userName: String, matchedBy: Field) {
+        self.accountID = accountID
+        self.userName = userName
+        self.matchedBy = matchedBy
+    }
+}
+
+public struct AccountReport: Sendable {
+    public var accountID: String
+    public var userName: String
+    public var createdAt: Timestamp
+    public var transferID: String?
+    /// Every binding the account ever had, oldest first, whatever its state.
+    public var devices: [DeviceBinding]
+    /// The pending transfer, also when it has expired but was not yet marked so.
+    public var transfer: TransferRecord?
+    /// The most recent events, oldest first.
+    public var recentEvents: [AuditEvent]
+
+    public init(
+        accountID: String, userName: String, createdAt: Timestamp, transferID: String?, devices: [DeviceBinding],
+        transfer: TransferRecord?, recentEvents: [AuditEvent]
+    ) {
+        self.accountID = accountID
+        self.userName = userName
+        self.createdAt = createdAt
+        self.transferID = transferID
+        self.devices = devices
+        self.transfer = transfer
+        self.recentEvents = recentEvents
+    }
+
+    public func migrationFlag(at now: Timestamp) -> Bool { transfer?.isOpen(at: now) ?? false }
+}
+
+public struct SupportStats: Sendable, Equatable, Codable {
+    public var accounts: Int
+    public var activeDevices: Int
+    public var transfersPending: Int
+    public var transfersClaimed: Int
+    public var transfersExpired: Int
+    public var transfersCancelled: Int
+    public var transfersVoided: Int
+    public var lockedNow: Int
+    public var claimsWonLast24h: Int
+    public var claimsFailedLast24h: Int
+    public init(
+        accounts: Int, activeDevices: Int, transfersPending: Int, transfersClaimed: Int, transfersExpired: Int,
+        transfersCancelled: Int, transfersVoided: Int, lockedNow: Int, claimsWonLast24h: Int, claimsFailedLast24h: Int
+    ) {
+        self.accounts = accounts
+        self.activeDevices = activeDevices
+        self.transfersPending = transfersPending
+        self.transfersClaimed = transfersClaimed
+        self.transfersExpired = transfersExpired
+        self.transfersCancelled = transfersCancelled
+        self.transfersVoided = transfersVoided
+        self.lockedNow = lockedNow
+        self.claimsWonLast24h = claimsWonLast24h
+        self.claimsFailedLast24h = claimsFailedLast24h
+    }
+}
+
+/// Temporary passwords that support hands out (`transfer issue`).
+public enum GeneratedPassword {
+    /// No 0/O, 1/l/I: easy to read aloud and type.
+    public static let alphabet = Array("abcdefghjkmnpqrstuvwxyz23456789")
+
+    /// 16 random characters (about 79 bits) in four groups: `k7mq-2xrt-p9wd-h4nz`.
+    public static func make() -> String {
+        var rng = SystemRandomNumberGenerator()
+        let chars = (0..<16).map { _ in alphabet.randomElement(using: &rng)! }
+        return stride(from: 0, to: 16, by: 4).map { String(chars[$0..<$0 + 4]) }.joined(separator: "-")
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+import GRDB
+import TransferCore
+
+extension SQLiteStore: SupportStore {
+    public func findAccounts(_ query: String) async throws -> [AccountMatch] {
+        let q = query.trimmingCharacters(in: .whitespacesAndNewlines)
+        let lower = q.lowercased()
+        let emailKey = q.precomposedStringWithCanonicalMapping.lowercased()
+        return try await pool.read { db in
+            let rows = try db.all(
+                """
+                SELECT id AS account_id, 'accountId' AS field, 1 AS rank FROM accounts WHERE id = ?1
+                UNION ALL SELECT id, 'userName', 2 FROM accounts WHERE user_name = ?1
+                UNION ALL SELECT account_id, 'deviceId', 3 FROM device_bindings WHERE device_id = ?1
+                UNION ALL SELECT account_id, 'email', 4 FROM transfers WHERE email_key = ?2
+                ORDER BY rank
+                """, [lower, emailKey])
+            var matches: [AccountMatch] = []
+            for row in rows {
+                let id: String = row["account_id"]
+                guard let field = AccountMatch.Field(rawValue: row["field"]) else { continue }
+                // One line per account: the first way it matched, in the order above.
+                guard !matches.contains(where: { $0.accountID == id }) else { continue }
+                let userName = try db.one("SELECT user_name FROM accounts WHERE id = ?", [id])?["user_name"] as String? ?? ""
+                matches.append(AccountMatch(accountID: id, userName: userName, matchedBy: field))
+            }
+            return matches
+        }
+    }
+
+    public func report(accountID: String, at now: Timestamp, recentEvents: Int) async throws -> AccountReport? {
+        try await pool.read { db in
+            guard let account = try db.one("SELECT * FROM accounts WHERE id = ?", [accountID]) else { return nil }
+            let devices = try db.all("SELECT * FROM device_bindings WHERE account_id = ? ORDER BY bound_at, id", [accountID]).map(Self.binding)
+            let transfer = try db.one("SELECT * FROM transfers WHERE account_id = ? AND state = 'pending'", [accountID]).map(Self.transfer)
+            let events = try db.all(
+                "SELECT * FROM (SELECT * FROM audit_events WHERE account_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id",
+                [accountID, recentEvents]
+            ).map(Self.event)
+            return AccountReport(
+                accountID: accountID, userName: account["user_name"], createdAt: Timestamp(milliseconds: account["created_at"]),
+                transferID: account["transfer_id"], devices: devices, transfer: transfer, recentEvents: events)
+        }
+    }
+
+    public func history(accountID: String) async throws -> [AuditEvent] {
+        try await pool.read { db in
+            try db.all("SELECT * FROM audit_events WHERE account_id = ? ORDER BY id", [accountID]).map(Self.event)
+        }
+    }
+
+    public func unlockTransfer(accountID: String, at: Timestamp, actor: String, reason: String) async throws -> TransferRecord? {
+        try await pool.write { db in
+            guard let transfer = try db.one("SELECT * FROM transfers WHERE account_id = ? AND state = 'pending'", [accountID]).map(Self.transfer)
+            else { return nil }
+            try db.run("UPDATE transfers SET locked_until = NULL, failed_consecutive = 0 WHERE id = ?", [transfer.id])
+            try Self.audit(db, AuditEvent(at: at, kind: .transferUnlocked, accountID: accountID, transferID: transfer.id, actor: actor, reason: reason))
+            return transfer
+        }
+    }
+
+    public func stats(at now: Timestamp) async throws -> SupportStats {
+        try await pool.read { db in
+            let t = now.milliseconds
+            let dayAgo = t - 86_400_000
+            let row = try db.one(
+                """
+                SELECT
+                  (SELECT COUNT(*) FROM accounts) AS accounts,
+                  (SELECT COUNT(*) FROM device_bindings WHERE state = 'active') AS active_devices,
+                  (SELECT COUNT(*) FROM transfers WHERE state = 'pending' AND expires_at > ?1) AS pending,
+                  (SELECT COUNT(*) FROM transfers WHERE state = 'claimed') AS claimed,
+                  (SELECT COUNT(*) FROM transfers WHERE state = 'expired' OR (state = 'pending' AND expires_at <= ?1)) AS expired,
+                  (SELECT COUNT(*) FROM transfers WHERE state = 'cancelled') AS cancelled,
+                  (SELECT COUNT(*) FROM transfers WHERE state = 'voided') AS voided,
+                  (SELECT COUNT(*) FROM transfers WHERE state = 'pending' AND expires_at > ?1 AND locked_until > ?1) AS locked,
+                  (SELECT COUNT(*) FROM audit_events WHERE kind = 'transfer.claimed' AND at > ?2) AS won,
+                  (SELECT COUNT(*) FROM audit_events WHERE kind = 'transfer.claim_failed' AND at > ?2) AS failed
+                """, [t, dayAgo])!
+            return SupportStats(
+                accounts: row["accounts"], activeDevices: row["active_devices"], transfersPending: row["pending"],
+                transfersClaimed: row["claimed"], transfersExpired: row["expired"], transfersCancelled: row["cancelled"],
+                transfersVoided: row["voided"], lockedNow: row["locked"], claimsWonLast24h: row["won"],
+                claimsFailedLast24h: row["failed"])
+        }
+    }
+
+    static func event(_ row: Row) -> AuditEvent {
+        AuditEvent(
+            at: Timestamp(milliseconds: row["at"]), kind: AuditEvent.Kind(rawValue: row["kind"]) ?? .login,
+            accountID: row["account_id"], deviceID: row["device_id"], transferID: row["transfer_id"], actor: row["actor"],
+            reason: row["reason"], clientAddress: row["client_address"])
+    }
+}
