@@ -21,6 +21,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", exact: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio.git", exact: "2.101.3"),
         .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", exact: "1.33.2"),
     ],
     targets: [
         // libargon2 from the system (Debian: libargon2-dev).
@@ -56,6 +57,17 @@ let package = Package(
             resources: [.copy("Resources/schema.sql")],
             swiftSettings: strict
         ),
+        // The multi-node store: PostgreSQL through postgres-nio.
+        .target(
+            name: "TransferPostgres",
+            dependencies: [
+                "TransferCore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            resources: [.copy("Resources/schema.postgres.sql")],
+            swiftSettings: strict
+        ),
         // The HTTP layer, tokens, configuration and the server's composition.
         .target(
             name: "TransferHTTP",
@@ -63,6 +75,7 @@ let package = Package(
                 "TransferCore",
                 "TransferArgon2",
                 "TransferSQLite",
+                "TransferPostgres",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Logging", package: "swift-log"),
@@ -89,6 +102,7 @@ let package = Package(
                 "TransferCore",
                 "TransferArgon2",
                 "TransferSQLite",
+                "TransferPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
@@ -100,6 +114,7 @@ let package = Package(
                 "TransferArgon2",
                 "TransferSQLite",
                 "TransferHTTP",
+                "TransferPostgres",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "GRDB", package: "GRDB.swift"),

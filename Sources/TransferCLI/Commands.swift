@@ -12,47 +12,47 @@ struct Account: AsyncParsableCommand {
     @Argument(help: "accountId, userName, deviceId or transfer email.") var account: String
 
     func run() async throws {
-        let store = try common.openStore()
-        defer { try? store.close() }
-        let match = try await store.resolve(account)
-        let now = SystemWallClock().now()
-        guard let report = try await store.report(accountID: match.accountID, at: now, recentEvents: 10) else {
-            throw Failure.notFound("account \(match.accountID) disappeared while reading it.")
-        }
-        if common.json {
-            struct Out: Encodable {
-                var matchedBy: String
-                var accountId: String
-                var userName: String
-                var createdAt: String
-                var migrationFlag: Bool
-                var transferId: String?
-                var devices: [DeviceJSON]
-                var transfer: TransferJSON?
-                var recentEvents: [EventJSON]
+        try await common.withStore { store in
+            let match = try await store.resolve(account)
+            let now = SystemWallClock().now()
+            guard let report = try await store.report(accountID: match.accountID, at: now, recentEvents: 10) else {
+                throw Failure.notFound("account \(match.accountID) disappeared while reading it.")
             }
-            try JSON.print(Out(
-                matchedBy: match.matchedBy.rawValue, accountId: report.accountID, userName: report.userName,
-                createdAt: report.createdAt.rfc3339, migrationFlag: report.migrationFlag(at: now), transferId: report.transferID,
-                devices: report.devices.map(DeviceJSON.init), transfer: report.transfer.map { TransferJSON($0, now: now) },
-                recentEvents: report.recentEvents.map(EventJSON.init)))
-            return
+            if common.json {
+                struct Out: Encodable {
+                    var matchedBy: String
+                    var accountId: String
+                    var userName: String
+                    var createdAt: String
+                    var migrationFlag: Bool
+                    var transferId: String?
+                    var devices: [DeviceJSON]
+                    var transfer: TransferJSON?
+                    var recentEvents: [EventJSON]
+                }
+                try JSON.print(Out(
+                    matchedBy: match.matchedBy.rawValue, accountId: report.accountID, userName: report.userName,
+                    createdAt: report.createdAt.rfc3339, migrationFlag: report.migrationFlag(at: now), transferId: report.transferID,
+                    devices: report.devices.map(DeviceJSON.init), transfer: report.transfer.map { TransferJSON($0, now: now) },
+                    recentEvents: report.recentEvents.map(EventJSON.init)))
+                return
+            }
+            print(Text.section("Account \(report.accountID) (matched by \(match.matchedBy.words))", [
+                ("user name", report.userName),
+                ("created", Text.time(report.createdAt, now: now)),
+                ("migration flag", report.migrationFlag(at: now) ? "raised (a transfer is waiting)" : "lowered"),
+                ("moved to device", report.transferID ?? "never moved"),
+            ]))
+            print("\nDevices")
+            print(Text.table(["DEVICE", "STATE", "BOUND", "LAST LOGIN", "ENDED", "WHY"], report.devices.map {
+                [$0.deviceID, Text.state($0.state), Text.time($0.boundAt, now: now), $0.lastLoginAt.map { Text.relative($0, now: now) } ?? "-",
+                 $0.endedAt.map { Text.relative($0, now: now) } ?? "-", $0.endedReason ?? ""]
+            }))
+            print("")
+            print(transferSection(report.transfer, now: now))
+            print("\nLast 10 events")
+            print(report.recentEvents.table(now: now))
         }
-        print(Text.section("Account \(report.accountID) (matched by \(match.matchedBy.words))", [
-            ("user name", report.userName),
-            ("created", Text.time(report.createdAt, now: now)),
-            ("migration flag", report.migrationFlag(at: now) ? "raised (a transfer is waiting)" : "lowered"),
-            ("moved to device", report.transferID ?? "never moved"),
-        ]))
-        print("\nDevices")
-        print(Text.table(["DEVICE", "STATE", "BOUND", "LAST LOGIN", "ENDED", "WHY"], report.devices.map {
-            [$0.deviceID, Text.state($0.state), Text.time($0.boundAt, now: now), $0.lastLoginAt.map { Text.relative($0, now: now) } ?? "-",
-             $0.endedAt.map { Text.relative($0, now: now) } ?? "-", $0.endedReason ?? ""]
-        }))
-        print("")
-        print(transferSection(report.transfer, now: now))
-        print("\nLast 10 events")
-        print(report.recentEvents.table(now: now))
     }
 
     func transferSection(_ transfer: TransferRecord?, now: Timestamp) -> String {
@@ -76,17 +76,17 @@ struct History: AsyncParsableCommand {
     @Argument(help: "accountId, userName, deviceId or transfer email.") var account: String
 
     func run() async throws {
-        let store = try common.openStore()
-        defer { try? store.close() }
-        let match = try await store.resolve(account)
-        let events = try await store.history(accountID: match.accountID)
-        if common.json {
-            struct Out: Encodable { var accountId: String; var matchedBy: String; var events: [EventJSON] }
-            try JSON.print(Out(accountId: match.accountID, matchedBy: match.matchedBy.rawValue, events: events.map(EventJSON.init)))
-            return
+        try await common.withStore { store in
+            let match = try await store.resolve(account)
+            let events = try await store.history(accountID: match.accountID)
+            if common.json {
+                struct Out: Encodable { var accountId: String; var matchedBy: String; var events: [EventJSON] }
+                try JSON.print(Out(accountId: match.accountID, matchedBy: match.matchedBy.rawValue, events: events.map(EventJSON.init)))
+                return
+            }
+            print("History of account \(match.accountID) (matched by \(match.matchedBy.words)), \(events.count) events")
+            print(events.table(now: SystemWallClock().now()))
         }
-        print("History of account \(match.accountID) (matched by \(match.matchedBy.words)), \(events.count) events")
-        print(events.table(now: SystemWallClock().now()))
     }
 }
 
@@ -100,23 +100,23 @@ struct Cancel: AsyncParsableCommand {
     @Argument(help: "accountId, userName, deviceId or transfer email.") var account: String
 
     func run() async throws {
-        let store = try common.openStore()
-        defer { try? store.close() }
-        let match = try await store.resolve(account)
-        let now = SystemWallClock().now()
-        guard let pending = try await store.report(accountID: match.accountID, at: now, recentEvents: 0)?.transfer else {
-            throw Failure.notFound("account \(match.accountID) has no pending transfer.")
+        try await common.withStore { store in
+            let match = try await store.resolve(account)
+            let now = SystemWallClock().now()
+            guard let pending = try await store.report(accountID: match.accountID, at: now, recentEvents: 0)?.transfer else {
+                throw Failure.notFound("account \(match.accountID) has no pending transfer.")
+            }
+            let service = try await store.service()
+            guard try await service.cancelTransfer(accountID: match.accountID, actor: change.actor, reason: change.trimmedReason) else {
+                throw Failure.notFound("account \(match.accountID) has no pending transfer.")
+            }
+            if common.json {
+                struct Out: Encodable { var accountId: String; var cancelled: TransferJSON }
+                try JSON.print(Out(accountId: match.accountID, cancelled: TransferJSON(pending, now: now)))
+                return
+            }
+            print("Cancelled transfer \(pending.id) of account \(match.accountID) (email \(pending.email)); the migration flag is lowered.")
         }
-        let service = try await store.service()
-        guard try await service.cancelTransfer(accountID: match.accountID, actor: change.actor, reason: change.trimmedReason) else {
-            throw Failure.notFound("account \(match.accountID) has no pending transfer.")
-        }
-        if common.json {
-            struct Out: Encodable { var accountId: String; var cancelled: TransferJSON }
-            try JSON.print(Out(accountId: match.accountID, cancelled: TransferJSON(pending, now: now)))
-            return
-        }
-        print("Cancelled transfer \(pending.id) of account \(match.accountID) (email \(pending.email)); the migration flag is lowered.")
     }
 }
 
@@ -130,25 +130,25 @@ struct Unlock: AsyncParsableCommand {
     @Argument(help: "accountId, userName, deviceId or transfer email.") var account: String
 
     func run() async throws {
-        let store = try common.openStore()
-        defer { try? store.close() }
-        let match = try await store.resolve(account)
-        let now = SystemWallClock().now()
-        let service = try await store.service()
-        guard let before = try await service.unlockTransfer(accountID: match.accountID, actor: change.actor, reason: change.trimmedReason) else {
-            throw Failure.notFound("account \(match.accountID) has no pending transfer.")
-        }
-        if common.json {
-            struct Out: Encodable {
-                var accountId: String; var transferId: String; var wasLockedUntil: String?; var failedInARowWas: Int; var failedTotal: Int
+        try await common.withStore { store in
+            let match = try await store.resolve(account)
+            let now = SystemWallClock().now()
+            let service = try await store.service()
+            guard let before = try await service.unlockTransfer(accountID: match.accountID, actor: change.actor, reason: change.trimmedReason) else {
+                throw Failure.notFound("account \(match.accountID) has no pending transfer.")
             }
-            try JSON.print(Out(
-                accountId: match.accountID, transferId: before.id, wasLockedUntil: before.isLocked(at: now) ? before.lockedUntil?.rfc3339 : nil,
-                failedInARowWas: before.failedConsecutive, failedTotal: before.failedTotal))
-            return
+            if common.json {
+                struct Out: Encodable {
+                    var accountId: String; var transferId: String; var wasLockedUntil: String?; var failedInARowWas: Int; var failedTotal: Int
+                }
+                try JSON.print(Out(
+                    accountId: match.accountID, transferId: before.id, wasLockedUntil: before.isLocked(at: now) ? before.lockedUntil?.rfc3339 : nil,
+                    failedInARowWas: before.failedConsecutive, failedTotal: before.failedTotal))
+                return
+            }
+            let lock = before.isLocked(at: now) ? "was locked until \(before.lockedUntil!.rfc3339)" : "was not locked"
+            print("Unlocked transfer \(before.id) of account \(match.accountID): \(lock); wrong passwords in a row \(before.failedConsecutive) → 0 (total stays \(before.failedTotal)).")
         }
-        let lock = before.isLocked(at: now) ? "was locked until \(before.lockedUntil!.rfc3339)" : "was not locked"
-        print("Unlocked transfer \(before.id) of account \(match.accountID): \(lock); wrong passwords in a row \(before.failedConsecutive) → 0 (total stays \(before.failedTotal)).")
     }
 }
 
@@ -167,27 +167,27 @@ struct Issue: AsyncParsableCommand {
         do { parsed = try FieldRules.email(email) } catch {
             throw Failure.usage("--email is not a valid email address.")
         }
-        let store = try common.openStore()
-        defer { try? store.close() }
-        let match = try await store.resolve(account)
-        let service = try await store.service()
-        let issued: (password: String, email: String, expiresAt: Timestamp)
-        do {
-            issued = try await service.issueTransfer(accountID: match.accountID, email: parsed, actor: change.actor, reason: change.trimmedReason)
-        } catch TransferError.emailInUse {
-            throw Failure.conflict("another account has a pending transfer with \(parsed.display); use another email or cancel that one.")
+        try await common.withStore { store in
+            let match = try await store.resolve(account)
+            let service = try await store.service()
+            let issued: (password: String, email: String, expiresAt: Timestamp)
+            do {
+                issued = try await service.issueTransfer(accountID: match.accountID, email: parsed, actor: change.actor, reason: change.trimmedReason)
+            } catch TransferError.emailInUse {
+                throw Failure.conflict("another account has a pending transfer with \(parsed.display); use another email or cancel that one.")
+            }
+            if common.json {
+                struct Out: Encodable { var accountId: String; var email: String; var expiresAt: String; var temporaryPassword: String }
+                try JSON.print(Out(accountId: match.accountID, email: issued.email, expiresAt: issued.expiresAt.rfc3339, temporaryPassword: issued.password))
+                return
+            }
+            let now = SystemWallClock().now()
+            print(Text.section("Issued a transfer for account \(match.accountID)", [
+                ("email", issued.email),
+                ("temporary password", issued.password + "   (shown once)"),
+                ("expires", Text.time(issued.expiresAt, now: now)),
+            ]))
         }
-        if common.json {
-            struct Out: Encodable { var accountId: String; var email: String; var expiresAt: String; var temporaryPassword: String }
-            try JSON.print(Out(accountId: match.accountID, email: issued.email, expiresAt: issued.expiresAt.rfc3339, temporaryPassword: issued.password))
-            return
-        }
-        let now = SystemWallClock().now()
-        print(Text.section("Issued a transfer for account \(match.accountID)", [
-            ("email", issued.email),
-            ("temporary password", issued.password + "   (shown once)"),
-            ("expires", Text.time(issued.expiresAt, now: now)),
-        ]))
     }
 }
 
@@ -203,21 +203,21 @@ struct RevokeDevice: AsyncParsableCommand {
 
     func run() async throws {
         guard let device = DeviceID(deviceId) else { throw Failure.usage("'\(deviceId)' is not a device UUID.") }
-        let store = try common.openStore()
-        defer { try? store.close() }
-        let service = try await store.service()
-        guard let account = try await service.revokeDevice(device, actor: change.actor, reason: change.trimmedReason) else {
-            if try await store.findAccounts(device.value).isEmpty {
-                throw Failure.notFound("no account has device \(device.value).")
+        try await common.withStore { store in
+            let service = try await store.service()
+            guard let account = try await service.revokeDevice(device, actor: change.actor, reason: change.trimmedReason) else {
+                if try await store.findAccounts(device.value).isEmpty {
+                    throw Failure.notFound("no account has device \(device.value).")
+                }
+                throw Failure.conflict("device \(device.value) is not active (already moved away, revoked or taken over).")
             }
-            throw Failure.conflict("device \(device.value) is not active (already moved away, revoked or taken over).")
+            if common.json {
+                struct Out: Encodable { var deviceId: String; var accountId: String; var state: String }
+                try JSON.print(Out(deviceId: device.value, accountId: account, state: DeviceState.revoked.rawValue))
+                return
+            }
+            print("Revoked device \(device.value) of account \(account): active → revoked; its sessions are closed.")
         }
-        if common.json {
-            struct Out: Encodable { var deviceId: String; var accountId: String; var state: String }
-            try JSON.print(Out(deviceId: device.value, accountId: account, state: DeviceState.revoked.rawValue))
-            return
-        }
-        print("Revoked device \(device.value) of account \(account): active → revoked; its sessions are closed.")
     }
 }
 
@@ -227,15 +227,15 @@ struct Stats: AsyncParsableCommand {
     @OptionGroup var common: CommonOptions
 
     func run() async throws {
-        let store = try common.openStore()
-        defer { try? store.close() }
-        let s = try await store.stats(at: SystemWallClock().now())
-        if common.json { return try JSON.print(s) }
-        print(Text.section("Accounts", [("accounts", "\(s.accounts)"), ("active devices", "\(s.activeDevices)")]))
-        print(Text.section("Transfers", [
-            ("pending", "\(s.transfersPending)"), ("claimed", "\(s.transfersClaimed)"), ("expired", "\(s.transfersExpired)"),
-            ("cancelled", "\(s.transfersCancelled)"), ("voided", "\(s.transfersVoided)"), ("locked now", "\(s.lockedNow)"),
-        ]))
-        print(Text.section("Last 24 h", [("claims won", "\(s.claimsWonLast24h)"), ("claims failed", "\(s.claimsFailedLast24h)")]))
+        try await common.withStore { store in
+            let s = try await store.stats(at: SystemWallClock().now())
+            if common.json { return try JSON.print(s) }
+            print(Text.section("Accounts", [("accounts", "\(s.accounts)"), ("active devices", "\(s.activeDevices)")]))
+            print(Text.section("Transfers", [
+                ("pending", "\(s.transfersPending)"), ("claimed", "\(s.transfersClaimed)"), ("expired", "\(s.transfersExpired)"),
+                ("cancelled", "\(s.transfersCancelled)"), ("voided", "\(s.transfersVoided)"), ("locked now", "\(s.lockedNow)"),
+            ]))
+            print(Text.section("Last 24 h", [("claims won", "\(s.claimsWonLast24h)"), ("claims failed", "\(s.claimsFailedLast24h)")]))
+        }
     }
 }

@@ -2,6 +2,9 @@ import ArgumentParser
 import Foundation
 import TransferArgon2
 import TransferCore
+import Logging
+import PostgresNIO
+import TransferPostgres
 import TransferSQLite
 
 /// Options every command takes.
@@ -12,8 +15,9 @@ struct CommonOptions: ParsableArguments {
     @Flag(help: "Print machine-readable JSON instead of text.")
     var json = false
 
-    /// Opens the store the server uses. A missing SQLite file is an error, never a new empty database.
-    func openStore() throws -> SQLiteStore {
+    /// Runs `body` on the store the server uses. A missing SQLite file is an error, never a
+    /// new empty database; a PostgreSQL that does not answer within 10 s is unreachable.
+    func withStore<T: Sendable>(_ body: @Sendable (any SupportStore) async throws -> T) async throws -> T {
         let text = database ?? ProcessInfo.processInfo.environment["TRANSFER_DATABASE"] ?? "sqlite:./transfer.sqlite"
         let location: DatabaseLocation
         do {
@@ -26,13 +30,37 @@ struct CommonOptions: ParsableArguments {
             guard FileManager.default.fileExists(atPath: path) else {
                 throw Failure.unreachable("there is no database at \(path); pass --database sqlite:PATH of the server's file.")
             }
+            let store: SQLiteStore
             do {
-                return try SQLiteStore(path: path)
+                store = try SQLiteStore(path: path)
             } catch {
                 throw Failure.unreachable("the database at \(path) cannot be opened (\(type(of: error))).")
             }
-        case .postgres:
-            throw Failure.unreachable("the PostgreSQL store is not available in this build yet.")
+            defer { try? store.close() }
+            return try await body(store)
+        case .postgres(let url):
+            var quiet = Logger(label: "transfer")
+            quiet.logLevel = .critical
+            let client: PostgresClient
+            do {
+                client = try PostgresStore.makeClient(url: url, maxConnections: 2, logger: quiet)
+            } catch {
+                throw Failure.usage("--database: \(error.description)")
+            }
+            let store = PostgresStore(client: client, logger: quiet)
+            return try await withThrowingTaskGroup(of: T?.self) { group in
+                group.addTask {
+                    await client.run()
+                    return nil
+                }
+                defer { group.cancelAll() }
+                do {
+                    try await PostgresStore.withTimeout(.seconds(10)) { try await store.ping() }
+                } catch {
+                    throw Failure.unreachable("PostgreSQL at \(DatabaseLocation.redacted(url)) does not answer.")
+                }
+                return try await body(store)
+            }
         }
     }
 }
@@ -60,7 +88,7 @@ struct ChangeOptions: ParsableArguments {
     var trimmedReason: String { reason.trimmingCharacters(in: .whitespacesAndNewlines) }
 }
 
-extension SQLiteStore {
+extension SupportStore {
     /// Resolves ACCOUNT to exactly one account, or fails with the contract's exit code.
     func resolve(_ query: String) async throws -> AccountMatch {
         let matches = try await findAccounts(query)

@@ -27,4 +27,5 @@ public enum DatabaseLocation: Sendable, Equatable {
 
 public struct InvalidDatabaseURL: Error, CustomStringConvertible {
     public let description: String
+    public init(description: String) { self.description = description }
 }

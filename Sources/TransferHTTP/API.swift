@@ -8,7 +8,7 @@ import TransferCore
 /// The HTTP contract: parses and validates requests, calls the service, shapes answers.
 struct API<Context: AppRequestContext>: Sendable {
     let service: TransferService
-    let tokens: TokenService
+    let tokenBox: TokenBox
     let configuration: ServerConfiguration
     let metrics: ServiceMetrics
     let hasher: Argon2Hasher?
@@ -35,7 +35,7 @@ struct API<Context: AppRequestContext>: Sendable {
         router.delete("/v1/me/transfer") { request, context in try await cancelTransfer(request, context) }
         router.post("/v1/transfers/claim") { request, context in try await claim(request, context) }
         router.get("/.well-known/jwks.json") { _, _ in
-            Self.raw(tokens.jwksJSON, type: "application/json", cache: "public, max-age=300")
+            Self.raw(try tokenBox.tokens.jwksJSON, type: "application/json", cache: "public, max-age=300")
         }
         router.get("/healthz") { _, _ in Self.raw(Array(#"{"status":"ok"}"#.utf8), type: "application/json") }
         router.get("/readyz") { _, _ in try await ready() }
@@ -138,7 +138,7 @@ struct API<Context: AppRequestContext>: Sendable {
             header.lowercased().hasPrefix("bearer ")
         else { throw TransferError.invalidToken }
         let token = header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
-        guard let claims = await tokens.verify(token, now: service.clock.now()) else { throw TransferError.invalidToken }
+        guard let claims = await (try tokenBox.tokens).verify(token, now: service.clock.now()) else { throw TransferError.invalidToken }
         let caller = try await service.authenticate(
             accountID: claims.sub.value, deviceID: claims.did, sessionID: claims.sid)
         context.log.accountID = caller.accountID
@@ -157,6 +157,7 @@ struct API<Context: AppRequestContext>: Sendable {
 
     func session(_ grant: SessionGrant, status: HTTPResponse.Status) async throws -> Response {
         let now = service.clock.now()
+        let tokens = try tokenBox.tokens
         let access = try await tokens.accessToken(for: grant, now: now)
         return try Self.json(
             SessionBody(

@@ -25,6 +25,8 @@ public struct ServerConfiguration: Sendable {
     public var argon2 = Argon2Parameters()
     public var hashWorkers = ProcessInfo.processInfo.activeProcessorCount
     public var hashQueue = 64
+    /// Connections each node keeps to PostgreSQL at most.
+    public var databasePoolSize = 20
     public var accountCreationLimit: RateLimit? = RateLimit(count: 60, period: .seconds(60))
     public var claimLimit: RateLimit? = RateLimit(count: 30, period: .seconds(60))
     public var trustedProxy = false
@@ -70,6 +72,7 @@ public struct ServerConfiguration: Sendable {
         }
         if let (v, n) = value(flags.hashWorkers, "hash-workers") { config.hashWorkers = try integer(v, n, in: 1...1024) }
         if let (v, n) = value(flags.hashQueue, "hash-queue") { config.hashQueue = try integer(v, n, in: 0...1_000_000) }
+        if let (v, n) = value(flags.databasePoolSize, "database-pool-size") { config.databasePoolSize = try integer(v, n, in: 1...1000) }
         if let (v, n) = value(flags.accountCreationLimit, "account-creation-limit") {
             config.accountCreationLimit = try rateLimit(v, n)
         }
@@ -150,6 +153,8 @@ public struct ServerFlags: ParsableArguments {
     public var hashWorkers: String?
     @Option(name: .customLong("hash-queue"), help: "Set-ups and claims that may wait for a hash worker before 503 overloaded (default 64).")
     public var hashQueue: String?
+    @Option(name: .customLong("database-pool-size"), help: "PostgreSQL connections per node at most (TRANSFER_DATABASE_POOL_SIZE; default 20).")
+    public var databasePoolSize: String?
     @Option(name: .customLong("account-creation-limit"), help: "New accounts per client address, N/PERIOD or off (default 60/1m).")
     public var accountCreationLimit: String?
     @Option(name: .customLong("claim-limit"), help: "Claim attempts per client address, N/PERIOD or off (default 30/1m).")

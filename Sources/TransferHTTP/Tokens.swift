@@ -1,4 +1,5 @@
 import Crypto
+import Synchronization
 import Foundation
 import JWTKit
 import TransferCore
@@ -85,5 +86,23 @@ public struct TokenService: Sendable {
     static func base64url(_ data: Data) -> String {
         data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
+    }
+}
+
+/// The token service, loaded from the database once the database client runs (before the
+/// server accepts requests).
+public final class TokenBox: Sendable {
+    private let value = Mutex<TokenService?>(nil)
+    public init() {}
+
+    func set(_ service: TokenService) { value.withLock { $0 = service } }
+
+    var tokens: TokenService {
+        get throws {
+            guard let service = value.withLock({ $0 }) else {
+                throw APIError(.serviceUnavailable, "not_ready", "The service is starting; try again shortly.")
+            }
+            return service
+        }
     }
 }

@@ -1,9 +1,11 @@
 import Foundation
 import Hummingbird
 import Logging
+import PostgresNIO
 import ServiceLifecycle
 import TransferArgon2
 import TransferCore
+import TransferPostgres
 import TransferSQLite
 
 /// Builds the whole server from a configuration: store, hasher, service, tokens, routes.
@@ -11,8 +13,13 @@ public enum TransferApp {
     public struct Parts: Sendable {
         public let service: TransferService
         public let hasher: Argon2Hasher
-        public let store: any TransferStore
+        public let store: any SupportStore
         public let metrics: ServiceMetrics
+    }
+
+    /// A start-up failure, said in one line.
+    public struct StartupError: Error, CustomStringConvertible {
+        public let description: String
     }
 
     /// The application, ready to `run()` or to test. `clock` and `hasher` may be injected by tests.
@@ -21,15 +28,42 @@ public enum TransferApp {
         passwordHasher: (any PasswordHasher)? = nil, logger: Logger = Logger(label: "transfer-server")
     ) async throws -> (some ApplicationProtocol, Parts) {
         _ = CommonPasswords.count  // load the list now, not on the first set-up
-        let store: any TransferStore
+        var services: [any Service] = []
+        var prepare: @Sendable () async throws -> Void = {}
+        let store: any SupportStore
         let closeStore: @Sendable () async throws -> Void
         switch configuration.database {
         case .sqlite(let path):
-            let sqlite = try SQLiteStore(path: path)
+            let sqlite: SQLiteStore
+            do {
+                sqlite = try SQLiteStore(path: path)
+            } catch {
+                throw StartupError(description: "the SQLite database at \(path) cannot be opened or migrated (\(error))")
+            }
             store = sqlite
             closeStore = { try sqlite.close() }
-        case .postgres:
-            throw ServerConfiguration.Invalid(description: "--database: the PostgreSQL store is not available in this build yet")
+        case .postgres(let url):
+            let client: PostgresClient
+            do {
+                // The pool retries connections on its own; its per-attempt messages stay out of the log.
+                var poolLogger = logger
+                poolLogger.logLevel = .error
+                client = try PostgresStore.makeClient(url: url, maxConnections: configuration.databasePoolSize, logger: poolLogger)
+            } catch {
+                throw StartupError(description: "--database: \(error.description)")
+            }
+            let postgres = PostgresStore(client: client, logger: logger)
+            store = postgres
+            services.append(client)  // runs before the server starts, stops after it
+            let where_ = DatabaseLocation.redacted(url)
+            prepare = {
+                do {
+                    try await PostgresStore.withTimeout(.seconds(15)) { try await postgres.migrate() }
+                } catch {
+                    throw StartupError(description: "PostgreSQL at \(where_) does not answer or cannot be migrated (\(PostgresStore.describe(error)))")
+                }
+            }
+            closeStore = {}
         }
         let metrics = ServiceMetrics()
         let hashRecorder = metrics.hashSeconds
@@ -40,15 +74,13 @@ public enum TransferApp {
             store: store, hasher: passwordHasher ?? argon2, clock: clock,
             policy: ServicePolicy(transferTTL: configuration.transferTTL, refreshTokenTTL: configuration.refreshTokenTTL),
             observer: metrics)
-        let tokens = try await TokenService.load(
-            store: store, issuer: configuration.issuer, audience: configuration.audience,
-            accessTTL: configuration.accessTokenTTL, now: clock.now())
 
+        let tokenBox = TokenBox()
         let router = Router(context: TransferRequestContext.self)
         router.add(middleware: RequestLogMiddleware(metrics: metrics))
         router.add(middleware: ErrorMiddleware(allowedMethods: API<TransferRequestContext>.routes))
         API<TransferRequestContext>(
-            service: service, tokens: tokens, configuration: configuration, metrics: metrics, hasher: argon2,
+            service: service, tokenBox: tokenBox, configuration: configuration, metrics: metrics, hasher: argon2,
             creationLimiter: configuration.accountCreationLimit.map(RateLimiter.init),
             claimLimiter: configuration.claimLimit.map(RateLimiter.init),
             openAPI: try openAPIDocument()
@@ -57,7 +89,16 @@ public enum TransferApp {
         var app = Application(
             router: router,
             configuration: .init(address: .hostname(configuration.hostname, port: configuration.port), serverName: nil),
+            services: services,
             logger: logger)
+        // Once the database client runs: migrate, then load (or create) the signing key.
+        app.beforeServerStarts { [prepare] in
+            try await prepare()
+            let tokens = try await TokenService.load(
+                store: store, issuer: configuration.issuer, audience: configuration.audience,
+                accessTTL: configuration.accessTokenTTL, now: clock.now())
+            tokenBox.set(tokens)
+        }
         // Shut down after the HTTP server has finished its in-flight requests.
         app.addServices(Closer(logger: logger) {
             try await argon2.shutdown()

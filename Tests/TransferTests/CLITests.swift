@@ -16,7 +16,7 @@ struct CLITests {
     static func transfer(_ args: [String], database: String?) throws -> Run {
         let p = Process()
         p.executableURL = ProcessTests.root.appendingPathComponent(".build/debug/transfer")
-        p.arguments = args + (database.map { ["--database", "sqlite:\($0)"] } ?? [])
+        p.arguments = args + (database.map { ["--database", $0] } ?? [])
         p.environment = ["USER": "agent-smith"]
         let out = Pipe(), err = Pipe()
         p.standardOutput = out
@@ -30,156 +30,156 @@ struct CLITests {
 
     let password = "plum-harbor-71-sail"
 
-    @Test("account finds the account by id, userName, device and email, and says which matched")
-    func account() async throws {
-        let harness = Harness()
-        defer { harness.database.remove() }
-        try await harness.run { api, _ in
-            let a = Device(), b = Device()
-            let session = try await api.login(a)
-            let account = try #require(session["accountId"] as? String)
-            _ = try await api.setUp(token: session.accessToken, email: "Ann@Example.com", password: password)
-            _ = try await api.claim(email: "ann@example.com", password: "wrong-guess-1", device: b)
-            let db = harness.database.path
-            for (query, field) in [(account, "accountId"), (a.id.uppercased(), "userName"), ("ANN@example.com", "email")] {
-                let run = try Self.transfer(["account", query, "--json"], database: db)
-                #expect(run.code == 0)
-                #expect(run.json["accountId"] as? String == account)
-                #expect(run.json["matchedBy"] as? String == field)
+    @Test("account finds the account by id, userName, device and email, and says which matched", arguments: StoreKind.available)
+    func account(store: StoreKind) async throws {
+        try await withHarness(store) { harness in
+            try await harness.run { api, _ in
+                let a = Device(), b = Device()
+                let session = try await api.login(a)
+                let account = try #require(session["accountId"] as? String)
+                _ = try await api.setUp(token: session.accessToken, email: "Ann@Example.com", password: password)
+                _ = try await api.claim(email: "ann@example.com", password: "wrong-guess-1", device: b)
+                let db = harness.databaseArgument
+                for (query, field) in [(account, "accountId"), (a.id.uppercased(), "userName"), ("ANN@example.com", "email")] {
+                    let run = try Self.transfer(["account", query, "--json"], database: db)
+                    #expect(run.code == 0)
+                    #expect(run.json["accountId"] as? String == account)
+                    #expect(run.json["matchedBy"] as? String == field)
+                }
+                let text = try Self.transfer(["account", "ann@example.com"], database: db)
+                #expect(text.code == 0)
+                #expect(text.out.contains("matched by transfer email"))
+                #expect(text.out.contains("active"))
+                #expect(text.out.contains("1 in a row, 1 in total"))
+                #expect(text.out.contains("expires in 23 h"))
+                #expect(!text.out.contains("$argon2id$"))
+                #expect(!text.out.contains(a.secret))
+                let json = try Self.transfer(["account", account, "--json"], database: db).json
+                let transfer = try #require(json["transfer"] as? [String: Any])
+                #expect(transfer["email"] as? String == "Ann@Example.com")
+                #expect(transfer["failedAttemptsTotal"] as? Int == 1)
+                #expect((json["devices"] as? [[String: Any]])?.first?["state"] as? String == "active")
+                #expect(json["migrationFlag"] as? Bool == true)
+
+                let missing = try Self.transfer(["account", "nobody@example.com"], database: db)
+                #expect(missing.code == 1)
+                #expect(missing.err.split(separator: "\n").count == 1)
             }
-            let text = try Self.transfer(["account", "ann@example.com"], database: db)
-            #expect(text.code == 0)
-            #expect(text.out.contains("matched by transfer email"))
-            #expect(text.out.contains("active"))
-            #expect(text.out.contains("1 in a row, 1 in total"))
-            #expect(text.out.contains("expires in 23 h"))
-            #expect(!text.out.contains("$argon2id$"))
-            #expect(!text.out.contains(a.secret))
-            let json = try Self.transfer(["account", account, "--json"], database: db).json
-            let transfer = try #require(json["transfer"] as? [String: Any])
-            #expect(transfer["email"] as? String == "Ann@Example.com")
-            #expect(transfer["failedAttemptsTotal"] as? Int == 1)
-            #expect((json["devices"] as? [[String: Any]])?.first?["state"] as? String == "active")
-            #expect(json["migrationFlag"] as? Bool == true)
-
-            let missing = try Self.transfer(["account", "nobody@example.com"], database: db)
-            #expect(missing.code == 1)
-            #expect(missing.err.split(separator: "\n").count == 1)
         }
     }
 
-    @Test("a device that moved between accounts is ambiguous: exit 3 with the candidates")
-    func ambiguous() async throws {
-        let harness = Harness()
-        defer { harness.database.remove() }
-        try await harness.run { api, _ in
-            let a = Device(), b = Device()
-            let sessionA = try await api.login(a)
-            let sessionB = try await api.login(b)
-            _ = try await api.setUp(token: sessionA.accessToken, email: "amb@example.com", password: password)
-            _ = try await api.claim(email: "amb@example.com", password: password, device: b, replace: true)
-            let run = try Self.transfer(["account", b.id], database: harness.database.path)
-            #expect(run.code == 3)
-            #expect(run.err.contains(sessionA["accountId"] as? String ?? "?"))
-            #expect(run.err.contains(sessionB["accountId"] as? String ?? "?"))
+    @Test("a device that moved between accounts is ambiguous: exit 3 with the candidates", arguments: StoreKind.available)
+    func ambiguous(store: StoreKind) async throws {
+        try await withHarness(store) { harness in
+            try await harness.run { api, _ in
+                let a = Device(), b = Device()
+                let sessionA = try await api.login(a)
+                let sessionB = try await api.login(b)
+                _ = try await api.setUp(token: sessionA.accessToken, email: "amb@example.com", password: password)
+                _ = try await api.claim(email: "amb@example.com", password: password, device: b, replace: true)
+                let run = try Self.transfer(["account", b.id], database: harness.databaseArgument)
+                #expect(run.code == 3)
+                #expect(run.err.contains(sessionA["accountId"] as? String ?? "?"))
+                #expect(run.err.contains(sessionB["accountId"] as? String ?? "?"))
+            }
         }
     }
 
-    @Test("unlock, then the right password claims; the audit trail names the operator and the reason")
-    func unlock() async throws {
-        let harness = Harness()
-        defer { harness.database.remove() }
-        try await harness.run { api, _ in
-            let session = try await api.login(Device())
-            _ = try await api.setUp(token: session.accessToken, email: "locked@example.com", password: password)
-            for _ in 1...5 { _ = try await api.claim(email: "locked@example.com", password: "wrong-guess-1", device: Device()) }
-            #expect(try await api.claim(email: "locked@example.com", password: password, device: Device()).status == .tooManyRequests)
-            let db = harness.database.path
-            #expect(try Self.transfer(["unlock", "locked@example.com"], database: db).code == 2)  // --reason is required
-            let run = try Self.transfer(["unlock", "locked@example.com", "--reason", "ticket 7: owner verified by phone"], database: db)
-            #expect(run.code == 0)
-            #expect(run.out.contains("was locked until"))
-            #expect(try await api.claim(email: "locked@example.com", password: password, device: Device()).status == .ok)
-            let history = try Self.transfer(["history", session["accountId"] as? String ?? "", "--json"], database: db)
-            let events = history.json["events"] as? [[String: Any]] ?? []
-            let unlock = try #require(events.first { $0["kind"] as? String == "transfer.unlocked" })
-            #expect(unlock["actor"] as? String == "operator:agent-smith")
-            #expect(unlock["reason"] as? String == "ticket 7: owner verified by phone")
+    @Test("unlock, then the right password claims; the audit trail names the operator and the reason", arguments: StoreKind.available)
+    func unlock(store: StoreKind) async throws {
+        try await withHarness(store) { harness in
+            try await harness.run { api, _ in
+                let session = try await api.login(Device())
+                _ = try await api.setUp(token: session.accessToken, email: "locked@example.com", password: password)
+                for _ in 1...5 { _ = try await api.claim(email: "locked@example.com", password: "wrong-guess-1", device: Device()) }
+                #expect(try await api.claim(email: "locked@example.com", password: password, device: Device()).status == .tooManyRequests)
+                let db = harness.databaseArgument
+                #expect(try Self.transfer(["unlock", "locked@example.com"], database: db).code == 2)  // --reason is required
+                let run = try Self.transfer(["unlock", "locked@example.com", "--reason", "ticket 7: owner verified by phone"], database: db)
+                #expect(run.code == 0)
+                #expect(run.out.contains("was locked until"))
+                #expect(try await api.claim(email: "locked@example.com", password: password, device: Device()).status == .ok)
+                let history = try Self.transfer(["history", session["accountId"] as? String ?? "", "--json"], database: db)
+                let events = history.json["events"] as? [[String: Any]] ?? []
+                let unlock = try #require(events.first { $0["kind"] as? String == "transfer.unlocked" })
+                #expect(unlock["actor"] as? String == "operator:agent-smith")
+                #expect(unlock["reason"] as? String == "ticket 7: owner verified by phone")
+            }
         }
     }
 
-    @Test("issue prints a password once; the user claims with it on the new phone")
-    func issue() async throws {
-        let harness = Harness()
-        defer { harness.database.remove() }
-        try await harness.run { api, _ in
-            let lost = Device()
-            let session = try await api.login(lost)
-            let run = try Self.transfer(
-                ["issue", lost.id, "--email", "lost@example.com", "--reason", "ticket 9: lost phone, id checked", "--operator", "kim", "--json"],
-                database: harness.database.path)
-            #expect(run.code == 0)
-            let temporary = try #require(run.json["temporaryPassword"] as? String)
-            #expect(temporary.count >= 16)
-            #expect(run.json["expiresAt"] is String)
-            let claim = try await api.claim(email: "lost@example.com", password: temporary, device: Device())
-            #expect(claim.status == .ok)
-            #expect(claim["accountId"] as? String == session["accountId"] as? String)
-            #expect(try await api.login(lost).status == .gone)
-            let history = try Self.transfer(["history", lost.id], database: harness.database.path)
-            #expect(history.out.contains("transfer.issued"))
-            #expect(history.out.contains("operator:kim"))
-            #expect(!history.out.contains(temporary))
+    @Test("issue prints a password once; the user claims with it on the new phone", arguments: StoreKind.available)
+    func issue(store: StoreKind) async throws {
+        try await withHarness(store) { harness in
+            try await harness.run { api, _ in
+                let lost = Device()
+                let session = try await api.login(lost)
+                let run = try Self.transfer(
+                    ["issue", lost.id, "--email", "lost@example.com", "--reason", "ticket 9: lost phone, id checked", "--operator", "kim", "--json"],
+                    database: harness.databaseArgument)
+                #expect(run.code == 0)
+                let temporary = try #require(run.json["temporaryPassword"] as? String)
+                #expect(temporary.count >= 16)
+                #expect(run.json["expiresAt"] is String)
+                let claim = try await api.claim(email: "lost@example.com", password: temporary, device: Device())
+                #expect(claim.status == .ok)
+                #expect(claim["accountId"] as? String == session["accountId"] as? String)
+                #expect(try await api.login(lost).status == .gone)
+                let history = try Self.transfer(["history", lost.id], database: harness.databaseArgument)
+                #expect(history.out.contains("transfer.issued"))
+                #expect(history.out.contains("operator:kim"))
+                #expect(!history.out.contains(temporary))
+            }
         }
     }
 
-    @Test("revoke-device: the stolen phone gets 403 and its tokens die at once")
-    func revoke() async throws {
-        let harness = Harness()
-        defer { harness.database.remove() }
-        try await harness.run { api, _ in
-            let stolen = Device()
-            let session = try await api.login(stolen)
-            let run = try Self.transfer(["revoke-device", stolen.id, "--reason", "ticket 11: stolen"], database: harness.database.path)
-            #expect(run.code == 0)
-            #expect(run.out.contains("active → revoked"))
-            #expect(try await api.login(stolen).error == "device_revoked")
-            #expect(try await api.me(session.accessToken).status == .unauthorized)
-            let again = try Self.transfer(["revoke-device", stolen.id, "--reason", "again"], database: harness.database.path)
-            #expect(again.code == 3)
-            #expect(try Self.transfer(["revoke-device", UUID().uuidString, "--reason", "x"], database: harness.database.path).code == 1)
-            #expect(try Self.transfer(["revoke-device", "not-a-uuid", "--reason", "x"], database: harness.database.path).code == 2)
+    @Test("revoke-device: the stolen phone gets 403 and its tokens die at once", arguments: StoreKind.available)
+    func revoke(store: StoreKind) async throws {
+        try await withHarness(store) { harness in
+            try await harness.run { api, _ in
+                let stolen = Device()
+                let session = try await api.login(stolen)
+                let run = try Self.transfer(["revoke-device", stolen.id, "--reason", "ticket 11: stolen"], database: harness.databaseArgument)
+                #expect(run.code == 0)
+                #expect(run.out.contains("active → revoked"))
+                #expect(try await api.login(stolen).error == "device_revoked")
+                #expect(try await api.me(session.accessToken).status == .unauthorized)
+                let again = try Self.transfer(["revoke-device", stolen.id, "--reason", "again"], database: harness.databaseArgument)
+                #expect(again.code == 3)
+                #expect(try Self.transfer(["revoke-device", UUID().uuidString, "--reason", "x"], database: harness.databaseArgument).code == 1)
+                #expect(try Self.transfer(["revoke-device", "not-a-uuid", "--reason", "x"], database: harness.databaseArgument).code == 2)
+            }
         }
     }
 
-    @Test("cancel and stats")
-    func cancelAndStats() async throws {
-        let harness = Harness()
-        defer { harness.database.remove() }
-        try await harness.run { api, _ in
-            let session = try await api.login(Device())
-            _ = try await api.login(Device())
-            _ = try await api.setUp(token: session.accessToken, email: "stats@example.com", password: password)
-            _ = try await api.claim(email: "stats@example.com", password: "wrong-guess-1", device: Device())
-            let db = harness.database.path
-            let stats = try Self.transfer(["stats", "--json"], database: db).json
-            #expect(stats["accounts"] as? Int == 2)
-            #expect(stats["activeDevices"] as? Int == 2)
-            #expect(stats["transfersPending"] as? Int == 1)
-            #expect(stats["claimsFailedLast24h"] as? Int == 1)
-            let cancel = try Self.transfer(["cancel", "stats@example.com", "--reason", "user asked"], database: db)
-            #expect(cancel.code == 0)
-            #expect(try await api.me(session.accessToken)["migrationFlag"] as? Bool == false)
-            #expect(try Self.transfer(["cancel", "stats@example.com", "--reason", "again"], database: db).code == 1)
-            let after = try Self.transfer(["stats", "--json"], database: db).json
-            #expect(after["transfersCancelled"] as? Int == 1)
-            #expect(after["transfersPending"] as? Int == 0)
+    @Test("cancel and stats", arguments: StoreKind.available)
+    func cancelAndStats(store: StoreKind) async throws {
+        try await withHarness(store) { harness in
+            try await harness.run { api, _ in
+                let session = try await api.login(Device())
+                _ = try await api.login(Device())
+                _ = try await api.setUp(token: session.accessToken, email: "stats@example.com", password: password)
+                _ = try await api.claim(email: "stats@example.com", password: "wrong-guess-1", device: Device())
+                let db = harness.databaseArgument
+                let stats = try Self.transfer(["stats", "--json"], database: db).json
+                #expect(stats["accounts"] as? Int == 2)
+                #expect(stats["activeDevices"] as? Int == 2)
+                #expect(stats["transfersPending"] as? Int == 1)
+                #expect(stats["claimsFailedLast24h"] as? Int == 1)
+                let cancel = try Self.transfer(["cancel", "stats@example.com", "--reason", "user asked"], database: db)
+                #expect(cancel.code == 0)
+                #expect(try await api.me(session.accessToken)["migrationFlag"] as? Bool == false)
+                #expect(try Self.transfer(["cancel", "stats@example.com", "--reason", "again"], database: db).code == 1)
+                let after = try Self.transfer(["stats", "--json"], database: db).json
+                #expect(after["transfersCancelled"] as? Int == 1)
+                #expect(after["transfersPending"] as? Int == 0)
+            }
         }
     }
 
     @Test("a database that is not there: exit 4, one sentence")
     func unreachable() throws {
-        let run = try Self.transfer(["stats"], database: "/nonexistent/transfer.sqlite")
+        let run = try Self.transfer(["stats"], database: "sqlite:/nonexistent/transfer.sqlite")
         #expect(run.code == 4)
         #expect(run.err.split(separator: "\n").count == 1)
     }

@@ -9,9 +9,9 @@ import GRDB
 struct ScenarioTests {
     let password = "plum-harbor-71-sail"
 
-    @Test("first launch creates the account; relaunch logs in to it")
-    func firstLaunchAndRelaunch() async throws {
-        try await withServer { api, _ in
+    @Test("first launch creates the account; relaunch logs in to it", arguments: StoreKind.available)
+    func firstLaunchAndRelaunch(store: StoreKind) async throws {
+        try await withServer(store) { api, _ in
             let a = Device()
             let first = try await api.login(a)
             #expect(first.status == .created)
@@ -29,9 +29,9 @@ struct ScenarioTests {
         }
     }
 
-    @Test("upper-case device ids log in to the same account and come back lower-case")
-    func deviceIdCase() async throws {
-        try await withServer { api, _ in
+    @Test("upper-case device ids log in to the same account and come back lower-case", arguments: StoreKind.available)
+    func deviceIdCase(store: StoreKind) async throws {
+        try await withServer(store) { api, _ in
             let a = Device()
             let first = try await api.login(a)
             let upper = try await api.login(Device(id: a.id.uppercased(), secret: a.secret))
@@ -41,9 +41,9 @@ struct ScenarioTests {
         }
     }
 
-    @Test("a wrong device secret is refused")
-    func wrongSecret() async throws {
-        try await withServer { api, _ in
+    @Test("a wrong device secret is refused", arguments: StoreKind.available)
+    func wrongSecret(store: StoreKind) async throws {
+        try await withServer(store) { api, _ in
             let a = Device()
             _ = try await api.login(a)
             let wrong = try await api.login(Device(id: a.id, secret: Device().secret))
@@ -52,9 +52,9 @@ struct ScenarioTests {
         }
     }
 
-    @Test("A sets up, B claims, B relaunches into the same account, A is told its data moved")
-    func moveFromAToB() async throws {
-        try await withServer { api, _ in
+    @Test("A sets up, B claims, B relaunches into the same account, A is told its data moved", arguments: StoreKind.available)
+    func moveFromAToB(store: StoreKind) async throws {
+        try await withServer(store) { api, _ in
             let a = Device(), b = Device()
             let sessionA = try await api.login(a)
             let account = sessionA["accountId"] as? String
@@ -110,9 +110,9 @@ struct ScenarioTests {
         }
     }
 
-    @Test("A→B→C: each move keeps the account and retires the previous phone")
-    func chain() async throws {
-        try await withServer { api, _ in
+    @Test("A→B→C: each move keeps the account and retires the previous phone", arguments: StoreKind.available)
+    func chain(store: StoreKind) async throws {
+        try await withServer(store) { api, _ in
             let a = Device(), b = Device(), c = Device()
             let sessionA = try await api.login(a)
             let account = sessionA["accountId"] as? String
@@ -135,9 +135,9 @@ struct ScenarioTests {
         }
     }
 
-    @Test("claiming onto a phone that has its own account needs replaceExistingAccount")
-    func deviceWithOwnAccount() async throws {
-        try await withServer { api, _ in
+    @Test("claiming onto a phone that has its own account needs replaceExistingAccount", arguments: StoreKind.available)
+    func deviceWithOwnAccount(store: StoreKind) async throws {
+        try await withServer(store) { api, _ in
             let a = Device(), b = Device()
             let sessionA = try await api.login(a)
             let sessionB = try await api.login(b)
@@ -159,9 +159,9 @@ struct ScenarioTests {
         }
     }
 
-    @Test("claim errors about the new device")
-    func claimDeviceErrors() async throws {
-        try await withServer { api, _ in
+    @Test("claim errors about the new device", arguments: StoreKind.available)
+    func claimDeviceErrors(store: StoreKind) async throws {
+        try await withServer(store) { api, _ in
             let a = Device()
             let sessionA = try await api.login(a)
             _ = try await api.setUp(token: sessionA.accessToken, email: "dev@example.com", password: password)
@@ -181,9 +181,9 @@ struct ScenarioTests {
         }
     }
 
-    @Test("cancel lowers the flag and the transfer can no longer be claimed")
-    func cancel() async throws {
-        try await withServer { api, _ in
+    @Test("cancel lowers the flag and the transfer can no longer be claimed", arguments: StoreKind.available)
+    func cancel(store: StoreKind) async throws {
+        try await withServer(store) { api, _ in
             let a = Device()
             let session = try await api.login(a)
             _ = try await api.setUp(token: session.accessToken, email: "cancel@example.com", password: password)
@@ -196,9 +196,9 @@ struct ScenarioTests {
         }
     }
 
-    @Test("a transfer expires after its lifetime")
-    func expiry() async throws {
-        try await withServer { api, harness in
+    @Test("a transfer expires after its lifetime", arguments: StoreKind.available)
+    func expiry(store: StoreKind) async throws {
+        try await withServer(store) { api, harness in
             let a = Device()
             let session = try await api.login(a)
             _ = try await api.setUp(token: session.accessToken, email: "exp@example.com", password: password)
@@ -215,9 +215,9 @@ struct ScenarioTests {
         }
     }
 
-    @Test("another account's pending transfer holds its email")
-    func emailInUse() async throws {
-        try await withServer { api, _ in
+    @Test("another account's pending transfer holds its email", arguments: StoreKind.available)
+    func emailInUse(store: StoreKind) async throws {
+        try await withServer(store) { api, _ in
             let one = try await api.login(Device())
             let two = try await api.login(Device())
             _ = try await api.setUp(token: one.accessToken, email: "taken@example.com", password: password)
@@ -231,9 +231,9 @@ struct ScenarioTests {
         }
     }
 
-    @Test("locked at exactly the 5th wrong password, for 15 minutes, even for the right one")
-    func lockout() async throws {
-        try await withServer { api, harness in
+    @Test("locked at exactly the 5th wrong password, for 15 minutes, even for the right one", arguments: StoreKind.available)
+    func lockout(store: StoreKind) async throws {
+        try await withServer(store) { api, harness in
             let session = try await api.login(Device())
             _ = try await api.setUp(token: session.accessToken, email: "lock@example.com", password: password)
             for _ in 1...4 {
@@ -254,9 +254,9 @@ struct ScenarioTests {
         }
     }
 
-    @Test("attempts during a lock are not counted, and the right password before the 5th resets nothing it shouldn't")
-    func lockNotCounted() async throws {
-        try await withServer { api, harness in
+    @Test("attempts during a lock are not counted, and the right password before the 5th resets nothing it shouldn't", arguments: StoreKind.available)
+    func lockNotCounted(store: StoreKind) async throws {
+        try await withServer(store) { api, harness in
             let session = try await api.login(Device())
             _ = try await api.setUp(token: session.accessToken, email: "count@example.com", password: password)
             for _ in 1...5 { _ = try await api.claim(email: "count@example.com", password: "wrong-guess-1", device: Device()) }
@@ -269,9 +269,9 @@ struct ScenarioTests {
         }
     }
 
-    @Test("voided at exactly 20 wrong passwords in total")
-    func voiding() async throws {
-        try await withServer { api, harness in
+    @Test("voided at exactly 20 wrong passwords in total", arguments: StoreKind.available)
+    func voiding(store: StoreKind) async throws {
+        try await withServer(store) { api, harness in
             let a = Device()
             let first = try await api.login(a)
             _ = try await api.setUp(token: first.accessToken, email: "void@example.com", password: password)
@@ -293,9 +293,9 @@ struct ScenarioTests {
         }
     }
 
-    @Test("claims racing for one transfer: exactly one wins", arguments: [2, 16])
-    func racingClaims(count: Int) async throws {
-        try await withServer { api, _ in
+    @Test("claims racing for one transfer: exactly one wins", arguments: StoreKind.available, [2, 16])
+    func racingClaims(store: StoreKind, count: Int) async throws {
+        try await withServer(store) { api, _ in
             let a = Device()
             let session = try await api.login(a)
             _ = try await api.setUp(token: session.accessToken, email: "race@example.com", password: password)
@@ -321,9 +321,9 @@ struct ScenarioTests {
         }
     }
 
-    @Test("refresh rotates; presenting a rotated token revokes the family")
-    func refreshRotation() async throws {
-        try await withServer { api, _ in
+    @Test("refresh rotates; presenting a rotated token revokes the family", arguments: StoreKind.available)
+    func refreshRotation(store: StoreKind) async throws {
+        try await withServer(store) { api, _ in
             let a = Device()
             let first = try await api.login(a)
             let second = try await api.call(.post, "/v1/tokens/refresh", json: ["refreshToken": first.refreshToken])
@@ -344,18 +344,18 @@ struct ScenarioTests {
         }
     }
 
-    @Test("refresh tokens expire")
-    func refreshExpiry() async throws {
-        try await withServer { api, harness in
+    @Test("refresh tokens expire", arguments: StoreKind.available)
+    func refreshExpiry(store: StoreKind) async throws {
+        try await withServer(store) { api, harness in
             let first = try await api.login(Device())
             harness.clock.advance(.seconds(30 * 24 * 3600))
             #expect(try await api.call(.post, "/v1/tokens/refresh", json: ["refreshToken": first.refreshToken]).status == .unauthorized)
         }
     }
 
-    @Test("access tokens expire")
-    func accessExpiry() async throws {
-        try await withServer { api, harness in
+    @Test("access tokens expire", arguments: StoreKind.available)
+    func accessExpiry(store: StoreKind) async throws {
+        try await withServer(store) { api, harness in
             let first = try await api.login(Device())
             harness.clock.advance(.seconds(15 * 60 - 1))
             #expect(try await api.me(first.accessToken).status == .ok)
@@ -366,9 +366,9 @@ struct ScenarioTests {
         }
     }
 
-    @Test("logout revokes the device's tokens; the device stays bound")
-    func logout() async throws {
-        try await withServer { api, _ in
+    @Test("logout revokes the device's tokens; the device stays bound", arguments: StoreKind.available)
+    func logout(store: StoreKind) async throws {
+        try await withServer(store) { api, _ in
             let a = Device()
             let session = try await api.login(a)
             #expect(try await api.call(.post, "/v1/logout", token: session.accessToken).status == .noContent)

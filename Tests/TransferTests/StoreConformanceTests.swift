@@ -4,21 +4,6 @@ import Testing
 import TransferCore
 import TransferSQLite
 
-/// Every store implementation, opened fresh for one test.
-enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
-    case sqlite
-    var testDescription: String { rawValue }
-
-    func open() throws -> (any TransferStore, cleanup: () -> Void) {
-        switch self {
-        case .sqlite:
-            let db = TempDatabase()
-            let store = try SQLiteStore(path: db.path)
-            return (store, { try? store.close(); db.remove() })
-        }
-    }
-}
-
 /// One suite that every `TransferStore` must pass, so each store keeps the contract's rules.
 @Suite("Store conformance")
 struct StoreConformanceTests {
@@ -49,136 +34,138 @@ struct StoreConformanceTests {
             transferID: id, accountID: account, email: e, passwordHash: hash, now: now, expiresAt: now + .seconds(3600))), id)
     }
 
-    @Test("login creates once, then logs in; a wrong secret changes nothing", arguments: StoreKind.allCases)
+    @Test("login creates once, then logs in; a wrong secret changes nothing", arguments: StoreKind.available)
     func loginRules(kind: StoreKind) async throws {
-        let (store, cleanup) = try kind.open()
-        defer { cleanup() }
-        let d = newDevice()
-        let first = try await login(store, d, at: t0)
-        guard case .loggedIn(let a, true) = first else { Issue.record("not created: \(first)"); return }
-        #expect(a.userName == d.value)
-        let second = try await login(store, d, at: t0 + .seconds(1))
-        #expect(second == .loggedIn(SessionAccount(accountID: a.accountID, userName: d.value, migrationFlag: false), created: false))
-        #expect(try await login(store, d, secret: "other", at: t0) == .rejected(.invalidDeviceCredentials))
-        let refused = try await store.login(LoginCommand(
-            deviceID: newDevice(), secretHash: SecretHash(of: "s"), now: t0, newAccountID: Identifier.make(), allowCreate: false,
-            session: session(t0), clientAddress: nil))
-        #expect(refused == .creationRefused)
+        try await kind.withStore { store in
+            let d = newDevice()
+            let first = try await login(store, d, at: t0)
+            guard case .loggedIn(let a, true) = first else { Issue.record("not created: \(first)"); return }
+            #expect(a.userName == d.value)
+            let second = try await login(store, d, at: t0 + .seconds(1))
+            #expect(second == .loggedIn(SessionAccount(accountID: a.accountID, userName: d.value, migrationFlag: false), created: false))
+            #expect(try await login(store, d, secret: "other", at: t0) == .rejected(.invalidDeviceCredentials))
+            let refused = try await store.login(LoginCommand(
+                deviceID: newDevice(), secretHash: SecretHash(of: "s"), now: t0, newAccountID: Identifier.make(), allowCreate: false,
+                session: session(t0), clientAddress: nil))
+            #expect(refused == .creationRefused)
+        }
     }
 
-    @Test("one pending transfer per email; an account replaces its own", arguments: StoreKind.allCases)
+    @Test("one pending transfer per email; an account replaces its own", arguments: StoreKind.available)
     func pendingPerEmail(kind: StoreKind) async throws {
-        let (store, cleanup) = try kind.open()
-        defer { cleanup() }
-        let a = try #require(account(try await login(store, newDevice(), at: t0)))
-        let b = try #require(account(try await login(store, newDevice(), at: t0)))
-        #expect(try await setUp(store, account: a, email: "x@example.com", at: t0).0 == .created)
-        #expect(try await setUp(store, account: b, email: "X@EXAMPLE.com", at: t0).0 == .emailInUse)
-        let (_, second) = try await setUp(store, account: a, email: "x@example.com", at: t0)
-        #expect(try await store.pendingTransfer(emailKey: "x@example.com")?.id == second)
-        // After expiry the email is free.
-        #expect(try await setUp(store, account: b, email: "x@example.com", at: t0 + .seconds(3600)).0 == .created)
+        try await kind.withStore { store in
+            let a = try #require(account(try await login(store, newDevice(), at: t0)))
+            let b = try #require(account(try await login(store, newDevice(), at: t0)))
+            #expect(try await setUp(store, account: a, email: "x@example.com", at: t0).0 == .created)
+            #expect(try await setUp(store, account: b, email: "X@EXAMPLE.com", at: t0).0 == .emailInUse)
+            let (_, second) = try await setUp(store, account: a, email: "x@example.com", at: t0)
+            #expect(try await store.pendingTransfer(emailKey: "x@example.com")?.id == second)
+            // After expiry the email is free.
+            #expect(try await setUp(store, account: b, email: "x@example.com", at: t0 + .seconds(3600)).0 == .created)
+        }
     }
 
-    @Test("concurrent wrong passwords are each counted exactly once", arguments: StoreKind.allCases)
+    @Test("concurrent wrong passwords are each counted exactly once", arguments: StoreKind.available)
     func exactCounting(kind: StoreKind) async throws {
-        let (store, cleanup) = try kind.open()
-        defer { cleanup() }
-        let a = try #require(account(try await login(store, newDevice(), at: t0)))
-        let (_, id) = try await setUp(store, account: a, email: "count@example.com", at: t0)
-        let policy = LockPolicy(consecutiveFailures: 1000, lockDuration: .seconds(60), totalFailures: 1000)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for _ in 0..<40 {
-                group.addTask {
-                    _ = try await store.recordFailedClaim(FailedClaimCommand(transferID: id, now: t0, policy: policy, clientAddress: nil))
+        try await kind.withStore { store in
+            let a = try #require(account(try await login(store, newDevice(), at: t0)))
+            let (_, id) = try await setUp(store, account: a, email: "count@example.com", at: t0)
+            let policy = LockPolicy(consecutiveFailures: 1000, lockDuration: .seconds(60), totalFailures: 1000)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<40 {
+                    group.addTask {
+                        _ = try await store.recordFailedClaim(FailedClaimCommand(transferID: id, now: t0, policy: policy, clientAddress: nil))
+                    }
                 }
+                try await group.waitForAll()
             }
-            try await group.waitForAll()
+            let t = try #require(try await store.pendingTransfer(emailKey: "count@example.com"))
+            #expect(t.failedTotal == 40)
+            #expect(t.failedConsecutive == 40)
         }
-        let t = try #require(try await store.pendingTransfer(emailKey: "count@example.com"))
-        #expect(t.failedTotal == 40)
-        #expect(t.failedConsecutive == 40)
     }
 
-    @Test("the 5th failure locks; failures during the lock are not counted; the 20th voids", arguments: StoreKind.allCases)
+    @Test("the 5th failure locks; failures during the lock are not counted; the 20th voids", arguments: StoreKind.available)
     func lockAndVoid(kind: StoreKind) async throws {
-        let (store, cleanup) = try kind.open()
-        defer { cleanup() }
-        let a = try #require(account(try await login(store, newDevice(), at: t0)))
-        let (_, id) = try await setUp(store, account: a, email: "lock@example.com", at: t0)
-        var now = t0
-        func fail() async throws -> FailedClaimResult {
-            try await store.recordFailedClaim(FailedClaimCommand(transferID: id, now: now, policy: .standard, clientAddress: nil))
-        }
-        for _ in 1...4 { #expect(try await fail() == .counted) }
-        #expect(try await fail() == .locked(until: now + .seconds(900)))
-        #expect(try await fail() == .notCounted(.tooManyAttempts(retryAfterSeconds: 900)))
-        for _ in 1...2 {
+        try await kind.withStore { store in
+            let a = try #require(account(try await login(store, newDevice(), at: t0)))
+            let (_, id) = try await setUp(store, account: a, email: "lock@example.com", at: t0)
+            var now = t0
+            @Sendable func fail(_ at: Timestamp) async throws -> FailedClaimResult {
+                try await store.recordFailedClaim(FailedClaimCommand(transferID: id, now: at, policy: .standard, clientAddress: nil))
+            }
+            for _ in 1...4 { #expect(try await fail(now) == .counted) }
+            #expect(try await fail(now) == .locked(until: now + .seconds(900)))
+            #expect(try await fail(now) == .notCounted(.tooManyAttempts(retryAfterSeconds: 900)))
+            for _ in 1...2 {
+                now = now + .seconds(900)
+                for _ in 1...4 { #expect(try await fail(now) == .counted) }
+                #expect(try await fail(now) == .locked(until: now + .seconds(900)))
+            }
             now = now + .seconds(900)
-            for _ in 1...4 { #expect(try await fail() == .counted) }
-            #expect(try await fail() == .locked(until: now + .seconds(900)))
+            for _ in 1...4 { #expect(try await fail(now) == .counted) }
+            #expect(try await fail(now) == .voided)
+            #expect(try await store.pendingTransfer(emailKey: "lock@example.com") == nil)
+            #expect(try await fail(now) == .notCounted(.invalidTransferCredentials))
         }
-        now = now + .seconds(900)
-        for _ in 1...4 { #expect(try await fail() == .counted) }
-        #expect(try await fail() == .voided)
-        #expect(try await store.pendingTransfer(emailKey: "lock@example.com") == nil)
-        #expect(try await fail() == .notCounted(.invalidTransferCredentials))
     }
 
-    @Test("sixteen concurrent claims of one transfer: one wins, the account has one active device", arguments: StoreKind.allCases)
+    @Test("sixteen concurrent claims of one transfer: one wins, the account has one active device", arguments: StoreKind.available)
     func claimRace(kind: StoreKind) async throws {
-        let (store, cleanup) = try kind.open()
-        defer { cleanup() }
-        let oldDevice = newDevice()
-        let a = try #require(account(try await login(store, oldDevice, at: t0)))
-        let (_, id) = try await setUp(store, account: a, email: "race@example.com", at: t0)
-        let results = try await withThrowingTaskGroup(of: ClaimResult.self) { group in
-            for _ in 0..<16 {
-                let device = newDevice()
-                group.addTask {
-                    try await store.claim(ClaimCommand(
-                        transferID: id, deviceID: device, secretHash: SecretHash(of: "b"), replaceExistingAccount: false,
-                        now: t0, session: session(t0), clientAddress: nil))
+        try await kind.withStore { store in
+            let oldDevice = newDevice()
+            let a = try #require(account(try await login(store, oldDevice, at: t0)))
+            let (_, id) = try await setUp(store, account: a, email: "race@example.com", at: t0)
+            let results = try await withThrowingTaskGroup(of: ClaimResult.self) { group in
+                for _ in 0..<16 {
+                    let device = newDevice()
+                    group.addTask {
+                        try await store.claim(ClaimCommand(
+                            transferID: id, deviceID: device, secretHash: SecretHash(of: "b"), replaceExistingAccount: false,
+                            now: t0, session: session(t0), clientAddress: nil))
+                    }
                 }
+                return try await group.reduce(into: [ClaimResult]()) { $0.append($1) }
             }
-            return try await group.reduce(into: [ClaimResult]()) { $0.append($1) }
+            #expect(results.filter { if case .claimed = $0 { true } else { false } }.count == 1)
+            #expect(results.filter { $0 == .rejected(.invalidTransferCredentials) }.count == 15)
+            let profile = try #require(try await store.profile(accountID: a, at: t0))
+            #expect(profile.activeDevices.count == 1)
+            #expect(profile.activeDevices.first?.deviceID != oldDevice.value)
+            #expect(try await login(store, oldDevice, at: t0) == .rejected(.deviceTransferred(at: t0)))
         }
-        #expect(results.filter { if case .claimed = $0 { true } else { false } }.count == 1)
-        #expect(results.filter { $0 == .rejected(.invalidTransferCredentials) }.count == 15)
-        let profile = try #require(try await store.profile(accountID: a, at: t0))
-        #expect(profile.activeDevices.count == 1)
-        #expect(profile.activeDevices.first?.deviceID != oldDevice.value)
-        #expect(try await login(store, oldDevice, at: t0) == .rejected(.deviceTransferred(at: t0)))
     }
 
-    @Test("concurrent refreshes of one token: at most one rotation", arguments: StoreKind.allCases)
+    @Test("concurrent refreshes of one token: at most one rotation", arguments: StoreKind.available)
     func refreshRace(kind: StoreKind) async throws {
-        let (store, cleanup) = try kind.open()
-        defer { cleanup() }
-        let token = RandomToken.make()
-        let s = NewSession(sessionID: Identifier.make(), refreshTokenHash: SecretHash(of: token), refreshExpiresAt: t0 + .seconds(3600))
-        _ = try await store.login(LoginCommand(
-            deviceID: newDevice(), secretHash: SecretHash(of: "s"), now: t0, newAccountID: Identifier.make(), session: s, clientAddress: nil))
-        let results = try await withThrowingTaskGroup(of: RefreshResult.self) { group in
-            for _ in 0..<8 {
-                group.addTask {
-                    try await store.refresh(RefreshCommand(
-                        tokenHash: SecretHash(of: token), now: t0, next: SecretHash(of: RandomToken.make()), nextExpiresAt: t0 + .seconds(60)))
+        try await kind.withStore { store in
+            let token = RandomToken.make()
+            let s = NewSession(sessionID: Identifier.make(), refreshTokenHash: SecretHash(of: token), refreshExpiresAt: t0 + .seconds(3600))
+            _ = try await store.login(LoginCommand(
+                deviceID: newDevice(), secretHash: SecretHash(of: "s"), now: t0, newAccountID: Identifier.make(), session: s, clientAddress: nil))
+            let results = try await withThrowingTaskGroup(of: RefreshResult.self) { group in
+                for _ in 0..<8 {
+                    group.addTask {
+                        try await store.refresh(RefreshCommand(
+                            tokenHash: SecretHash(of: token), now: t0, next: SecretHash(of: RandomToken.make()), nextExpiresAt: t0 + .seconds(60)))
+                    }
                 }
+                return try await group.reduce(into: [RefreshResult]()) { $0.append($1) }
             }
-            return try await group.reduce(into: [RefreshResult]()) { $0.append($1) }
+            #expect(results.filter { $0 != .rejected }.count <= 1)
         }
-        #expect(results.filter { $0 != .rejected }.count <= 1)
     }
 
-    @Test("the first signing key stays the key", arguments: StoreKind.allCases)
+    @Test("the first signing key stays the key", arguments: StoreKind.available)
     func signingKey(kind: StoreKind) async throws {
-        let (store, cleanup) = try kind.open()
-        defer { cleanup() }
-        let one = SigningKeyRecord(kid: "one", algorithm: "EdDSA", privateKey: "a", createdAt: t0)
-        let two = SigningKeyRecord(kid: "two", algorithm: "EdDSA", privateKey: "b", createdAt: t0)
-        #expect(try await store.signingKeys(insertingIfNone: one) == [one])
-        #expect(try await store.signingKeys(insertingIfNone: two) == [one])
+        try await kind.withStore { store in
+            let one = SigningKeyRecord(kid: "one", algorithm: "EdDSA", privateKey: "a", createdAt: t0)
+            let two = SigningKeyRecord(kid: "two", algorithm: "EdDSA", privateKey: "b", createdAt: t0)
+            let first = try await store.signingKeys(insertingIfNone: one)
+            let second = try await store.signingKeys(insertingIfNone: two)
+            #expect(first == [one])
+            #expect(second == [one])
+        }
     }
 }
 

@@ -148,9 +148,13 @@ struct Harness {
     var injectHasher = true
 
     init(database: TempDatabase = TempDatabase(), configure: (inout ServerConfiguration) -> Void = { _ in }) {
-        self.database = database
+        self.init(location: .sqlite(path: database.path), file: database, configure: configure)
+    }
+
+    init(location: DatabaseLocation, file: TempDatabase, configure: (inout ServerConfiguration) -> Void = { _ in }) {
+        self.database = file
         var config = ServerConfiguration()
-        config.database = .sqlite(path: database.path)
+        config.database = location
         config.accountCreationLimit = nil
         config.claimLimit = nil
         config.argon2 = Argon2Parameters(memoryKiB: 256, iterations: 1, parallelism: 1)
@@ -179,12 +183,35 @@ struct Harness {
     }
 }
 
-/// A fresh harness whose database is removed afterwards.
+/// A server on a fresh database of the given store, removed afterwards.
 func withServer(
-    configure: (inout ServerConfiguration) -> Void = { _ in },
+    _ kind: StoreKind = .sqlite,
+    configure: @escaping @Sendable (inout ServerConfiguration) -> Void = { _ in },
     _ body: @Sendable (Client, Harness) async throws -> Void
 ) async throws {
-    let harness = Harness(configure: configure)
-    defer { harness.database.remove() }
-    try await harness.run { client, _ in try await body(client, harness) }
+    try await kind.withDatabaseLocation { location, file in
+        let harness = Harness(location: location, file: file, configure: configure)
+        try await harness.run { client, _ in try await body(client, harness) }
+    }
+}
+
+extension Harness {
+    /// The `--database` value of this harness's database.
+    var databaseArgument: String {
+        switch configuration.database {
+        case .sqlite(let path): "sqlite:\(path)"
+        case .postgres(let url): url
+        }
+    }
+}
+
+/// A harness on a fresh database of the given store, for tests that also reach the database otherwise.
+func withHarness(
+    _ kind: StoreKind,
+    configure: @escaping @Sendable (inout ServerConfiguration) -> Void = { _ in },
+    _ body: @Sendable (Harness) async throws -> Void
+) async throws {
+    try await kind.withDatabaseLocation { location, file in
+        try await body(Harness(location: location, file: file, configure: configure))
+    }
 }

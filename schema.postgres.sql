@@ -1,0 +1,1 @@
+Sources/TransferPostgres/Resources/schema.postgres.sql
