@@ -45,7 +45,47 @@ struct JSONBody {
         guard case .object(let fields) = value else {
             throw APIError.invalidRequest("The request body must be a JSON object.")
         }
+        // Parsers disagree on which of two equal keys wins; an ambiguous body is refused.
+        if let key = duplicateKey(in: Array(buffer.readableBytesView)) {
+            throw APIError.invalidRequest("\(key) appears more than once.")
+        }
         return JSONBody(fields: fields)
+    }
+
+    /// The first key that appears twice in one object of already-valid JSON, if any.
+    static func duplicateKey(in bytes: [UInt8]) -> String? {
+        // One entry per open object (its keys so far, and whether a key comes next) or array (nil).
+        var stack: [(keys: Set<String>, expectKey: Bool)?] = []
+        var i = 0
+        while i < bytes.count {
+            switch bytes[i] {
+            case UInt8(ascii: "\""):
+                let start = i
+                i += 1
+                while i < bytes.count, bytes[i] != UInt8(ascii: "\"") {
+                    i += bytes[i] == UInt8(ascii: "\\") ? 2 : 1
+                }
+                if var top = stack.last ?? nil, top.expectKey {
+                    let raw = Data(bytes[start...min(i, bytes.count - 1)])
+                    let key = (try? JSONDecoder().decode(String.self, from: raw)) ?? String(decoding: raw, as: UTF8.self)
+                    if top.keys.contains(key) { return key }
+                    top.keys.insert(key)
+                    top.expectKey = false
+                    stack[stack.count - 1] = top
+                }
+            case UInt8(ascii: "{"): stack.append((keys: [], expectKey: true))
+            case UInt8(ascii: "["): stack.append(nil)
+            case UInt8(ascii: "}"), UInt8(ascii: "]"): _ = stack.popLast()
+            case UInt8(ascii: ","):
+                if var top = stack.last ?? nil {
+                    top.expectKey = true
+                    stack[stack.count - 1] = top
+                }
+            default: break
+            }
+            i += 1
+        }
+        return nil
     }
 
     func string(_ name: String) throws -> String {

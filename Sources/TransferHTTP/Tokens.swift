@@ -13,6 +13,8 @@ struct AccessClaims: JWTPayload {
     var sid: String
     var iat: IssuedAtClaim
     var exp: ExpirationClaim
+    /// Never set by us; honoured when present.
+    var nbf: NotBeforeClaim?
 
     /// Expiry is checked by `TokenService.verify` against the service's clock.
     func verify(using algorithm: some JWTAlgorithm) async throws {}
@@ -58,7 +60,7 @@ public struct TokenService: Sendable {
         let claims = AccessClaims(
             iss: .init(value: issuer), aud: .init(value: [audience]), sub: .init(value: grant.account.accountID),
             did: grant.deviceID, sid: grant.sessionID, iat: .init(value: Self.wholeSeconds(now)),
-            exp: .init(value: Self.wholeSeconds(now + accessTTL)))
+            exp: .init(value: Self.wholeSeconds(now + accessTTL)), nbf: nil)
         return try await keys.sign(claims, kid: JWKIdentifier(string: currentKID))
     }
 
@@ -67,6 +69,7 @@ public struct TokenService: Sendable {
         guard let claims = try? await keys.verify(token, as: AccessClaims.self) else { return nil }
         guard claims.iss.value == issuer, claims.aud.value.contains(audience) else { return nil }
         guard now.date < claims.exp.value, claims.iat.value.timeIntervalSince(now.date) < 60 else { return nil }
+        if let nbf = claims.nbf, nbf.value.timeIntervalSince(now.date) > 60 { return nil }
         return claims
     }
 

@@ -205,3 +205,24 @@ struct OpenAPIDocumentTests {
         }
     }
 }
+
+@Suite("Duplicate JSON keys")
+struct DuplicateKeyTests {
+    @Test("equal keys in one object are found, also when escaped differently", arguments: [
+        (#"{"a":1,"a":2}"#, "a"),
+        (#"{"a\u0041":1,"aA":2}"#, "aA"),
+        (#"{"x":"a\",\"a","y":{"b":1,"b":2}}"#, "b"),
+        (#"{"a":"x,y","b":[1,{"a":1}],"a":3}"#, "a"),
+    ])
+    func found(_ json: String, _ key: String) {
+        #expect(JSONBody.duplicateKey(in: Array(json.utf8)) == key)
+    }
+
+    @Test("the same key in different objects is fine", arguments: [
+        #"{"a":{"a":{"a":1}},"b":[{"a":1},{"a":2}]}"#,
+        #"{"a":"\"a\":1,\"a\":2"}"#,
+    ])
+    func fine(_ json: String) {
+        #expect(JSONBody.duplicateKey(in: Array(json.utf8)) == nil)
+    }
+}
