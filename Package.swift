@@ -22,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", exact: "2.101.3"),
         .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
         .package(url: "https://github.com/vapor/postgres-nio.git", exact: "1.33.2"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", exact: "1.37.0"),
     ],
     targets: [
         // libargon2 from the system (Debian: libargon2-dev).
@@ -54,6 +55,8 @@ let package = Package(
                 "TransferCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             resources: [.copy("Resources/schema.sql")],
             swiftSettings: strict
@@ -120,6 +123,8 @@ let package = Package(
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),

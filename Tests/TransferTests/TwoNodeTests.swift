@@ -5,7 +5,8 @@ import Testing
 final class Node: @unchecked Sendable {
     let process = Process()
     let port = Int.random(in: 20000...60000)
-    let log = Pipe()
+    /// The server's log goes to a file: an unread pipe would fill and block the server.
+    let logFile = FileManager.default.temporaryDirectory.appendingPathComponent("transfer-node-\(UUID().uuidString).log")
     var base: String { "http://127.0.0.1:\(port)" }
 
     init(database: String, extra: [String] = []) throws {
@@ -14,6 +15,8 @@ final class Node: @unchecked Sendable {
             "--port", "\(port)", "--database", database, "--argon2-memory-kib", "1024", "--argon2-iterations", "1",
             "--claim-limit", "off", "--account-creation-limit", "off",
         ] + extra
+        FileManager.default.createFile(atPath: logFile.path, contents: nil)
+        let log = try FileHandle(forWritingTo: logFile)
         process.standardOutput = log
         process.standardError = log
         try process.run()
@@ -30,6 +33,7 @@ final class Node: @unchecked Sendable {
     func stop() {
         if process.isRunning { process.terminate() }
         process.waitUntilExit()
+        try? FileManager.default.removeItem(at: logFile)
     }
 
     /// Starts a JSON POST without waiting for it, so many run at once.

@@ -1,0 +1,193 @@
+import AsyncHTTPClient
+import Foundation
+import GRDB
+import NIOCore
+import NIOHTTP1
+import PostgresNIO
+import Synchronization
+import Testing
+import TransferCore
+
+/// What the clients were told, to check against the database after the crashes.
+final class Ledger: Sendable {
+    struct State {
+        var accounts: [String: (device: Device, account: String)] = [:]  // device id → account created (201)
+        var transfers: [String: (account: String, password: String)] = [:]  // email → set up (201)
+        var claims: [String: (device: Device, account: String)] = [:]  // email → claim answered 200
+        var claimAttempts: [String: [Device]] = [:]  // email → every device that tried
+    }
+    let state = Mutex(State())
+}
+
+/// Kills the server with SIGKILL while logins, set-ups and claims are in flight, restarts it
+/// on the same database, again and again; then checks every invariant from outside.
+@Suite("Crash safety", .serialized)
+struct CrashTests {
+    static let password = "plum-harbor-71-sail"
+
+    static func post(_ http: HTTPClient, _ base: String, _ path: String, _ json: [String: Any], token: String? = nil, method: HTTPMethod = .POST) async -> (Int, [String: Any])? {
+        var request = HTTPClientRequest(url: base + path)
+        request.method = method
+        request.headers.add(name: "Content-Type", value: "application/json")
+        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        request.body = .bytes(ByteBuffer(bytes: try! JSONSerialization.data(withJSONObject: json)))
+        do {
+            let response = try await http.execute(request, timeout: .seconds(3))
+            let body = try await response.body.collect(upTo: 1 << 20)
+            let object = (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView))) as? [String: Any] ?? [:]
+            return (Int(response.status.code), object)
+        } catch {
+            return nil  // the server died under this request: the outcome is unknown
+        }
+    }
+
+    /// One burst of mixed traffic against `base`.
+    static func workload(_ http: HTTPClient, _ base: String, _ ledger: Ledger, round: Int) async {
+        await withTaskGroup(of: Void.self) { group in
+            for i in 0..<12 {
+                group.addTask {
+                    // A new phone logs in; half of them set up a transfer; the transfer is claimed twice at once.
+                    let a = Device()
+                    guard let (status, session) = await post(http, base, "/v1/devices/login", a.loginBody), status == 201,
+                        let account = session["accountId"] as? String, let token = session["accessToken"] as? String
+                    else { return }
+                    ledger.state.withLock { $0.accounts[a.id] = (a, account) }
+                    guard i % 2 == 0 else {
+                        _ = await post(http, base, "/v1/devices/login", a.loginBody)
+                        return
+                    }
+                    let email = "r\(round)-\(i)-\(UUID().uuidString.prefix(8))@example.com"
+                    guard let (setUp, _) = await post(http, base, "/v1/me/transfer", ["email": email, "temporaryPassword": password], token: token, method: .PUT),
+                        setUp == 201
+                    else { return }
+                    ledger.state.withLock { $0.transfers[email] = (account, password) }
+                    await withTaskGroup(of: Void.self) { claims in
+                        for _ in 0..<2 {
+                            claims.addTask {
+                                let b = Device()
+                                ledger.state.withLock { $0.claimAttempts[email, default: []].append(b) }
+                                let body: [String: Any] = ["email": email, "temporaryPassword": password, "deviceId": b.id, "deviceSecret": b.secret]
+                                if let (status, claim) = await post(http, base, "/v1/transfers/claim", body), status == 200 {
+                                    ledger.state.withLock { $0.claims[email] = (b, claim["accountId"] as? String ?? "") }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Invariant queries: each returns the number of violating rows.
+    static let invariants: [(String, String)] = [
+        ("an account with two active devices",
+         "SELECT account_id FROM device_bindings WHERE state = 'active' GROUP BY account_id HAVING COUNT(*) > 1"),
+        ("a device bound to two accounts",
+         "SELECT device_id FROM device_bindings WHERE state IN ('active', 'moved', 'revoked') GROUP BY device_id HAVING COUNT(DISTINCT account_id) > 1"),
+        ("a claimed transfer whose device is not the account's active device",
+         "SELECT t.id FROM transfers t WHERE t.state = 'claimed' AND NOT EXISTS (SELECT 1 FROM device_bindings b WHERE b.account_id = t.account_id AND b.device_id = t.claimed_by_device AND b.state = 'active')"),
+        ("a claimed transfer whose account does not point at its device",
+         "SELECT t.id FROM transfers t JOIN accounts a ON a.id = t.account_id WHERE t.state = 'claimed' AND (a.transfer_id IS NULL OR a.transfer_id <> t.claimed_by_device)"),
+        ("a pending transfer on an account that already moved",
+         "SELECT t.id FROM transfers t WHERE t.state = 'pending' AND EXISTS (SELECT 1 FROM device_bindings b WHERE b.account_id = t.account_id AND b.state = 'moved')"),
+        ("an account without an active device",
+         "SELECT a.id FROM accounts a WHERE NOT EXISTS (SELECT 1 FROM device_bindings b WHERE b.account_id = a.id AND b.state = 'active')"),
+        ("a moved device whose sessions are still open",
+         "SELECT s.id FROM sessions s JOIN device_bindings b ON b.device_id = s.device_id AND b.account_id = s.account_id WHERE b.state = 'moved' AND s.revoked_at IS NULL"),
+    ]
+
+    static func violations(_ location: DatabaseLocation, _ sql: String) async throws -> Int {
+        let count = "SELECT COUNT(*) FROM (\(sql)) v"
+        switch location {
+        case .sqlite(let path):
+            let queue = try DatabaseQueue(path: path)
+            return try await queue.read { db in try Int.fetchOne(db, sql: count) ?? -1 }
+        case .postgres(let url):
+            return try await TestPostgres.withClient(url) { client in
+                for try await n in try await client.query(PostgresQuery(unsafeSQL: count)).decode(Int64.self) { return Int(n) }
+                return -1
+            }
+        }
+    }
+
+    @Test("kill -9 during traffic, restart, repeat: nothing half-done, nothing lost", arguments: StoreKind.available)
+    func killNine(store: StoreKind) async throws {
+        try await store.withDatabaseLocation { location, _ in
+            let argument: String
+            switch location {
+            case .sqlite(let path): argument = "sqlite:\(path)"
+            case .postgres(let url): argument = url
+            }
+            let http = HTTPClient(eventLoopGroupProvider: .singleton)
+            let ledger = Ledger()
+            var kills = 0
+            do {
+                for round in 0..<8 {
+                    let node = try Node(database: argument)
+                    #expect(try await node.waitReady(), "restart \(round) did not become ready")
+                    let dead = Atomic<Bool>(false)
+                    let traffic = Task {
+                        // Bursts until the server is gone, so the kill lands mid-request.
+                        var burst = 0
+                        while !dead.load(ordering: .relaxed) {
+                            await Self.workload(http, node.base, ledger, round: round * 1000 + burst)
+                            burst += 1
+                        }
+                    }
+                    try await Task.sleep(for: .milliseconds(Int.random(in: 300...900)))
+                    kill(node.process.processIdentifier, SIGKILL)
+                    dead.store(true, ordering: .relaxed)
+                    defer { node.stop() }
+                    node.process.waitUntilExit()
+                    kills += 1
+                    await traffic.value
+                }
+                // Checks from outside, on a fresh node.
+                let node = try Node(database: argument)
+                defer { node.stop() }
+                #expect(try await node.waitReady())
+                for (what, sql) in Self.invariants {
+                    let n = try await Self.violations(location, sql)
+                    #expect(n == 0, "\(n) × \(what)")
+                }
+                let state = ledger.state.withLock { $0 }
+                #expect(!state.accounts.isEmpty)
+                print("crash test (\(store)): \(state.accounts.count) accounts, \(state.transfers.count) transfers, \(state.claims.count) claims answered 200 over \(kills) kills")
+                // No account lost: every phone told "created" still logs in, to its account or is told it moved.
+                for (_, entry) in state.accounts {
+                    let r = await Self.post(http, node.base, "/v1/devices/login", entry.device.loginBody)
+                    #expect(r?.0 == 200 || r?.0 == 410, "a created account's device got \(String(describing: r?.0)) \(String(describing: r?.1))")
+                    if r?.0 == 200 { #expect(r?.1["accountId"] as? String == entry.account) }
+                }
+                // Every claim answered 200 holds: that phone logs in to that account.
+                for (_, claim) in state.claims {
+                    let r = await Self.post(http, node.base, "/v1/devices/login", claim.device.loginBody)
+                    #expect(r?.0 == 200)
+                    #expect(r?.1["accountId"] as? String == claim.account)
+                }
+                // Every transfer set up and not claimed is still claimable (unless a claim was applied
+                // and its answer lost in the crash: then one of the claimants owns the account).
+                for (email, transfer) in state.transfers where state.claims[email] == nil {
+                    let owners = await withTaskGroup(of: Bool.self) { group in
+                        for d in state.claimAttempts[email] ?? [] {
+                            group.addTask { await Self.post(http, node.base, "/v1/devices/login", d.loginBody)?.1["accountId"] as? String == transfer.account }
+                        }
+                        return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+                    }
+                    if owners == 0 {
+                        let b = Device()
+                        let r = await Self.post(http, node.base, "/v1/transfers/claim", ["email": email, "temporaryPassword": transfer.password, "deviceId": b.id, "deviceSecret": b.secret])
+                        #expect(r?.0 == 200, "pending transfer \(email) not claimable: \(String(describing: r?.0))")
+                    } else {
+                        #expect(owners == 1)
+                    }
+                }
+            } catch {
+                try? await http.shutdown()
+                throw error
+            }
+            try await http.shutdown()
+            #expect(kills == 8)
+        }
+    }
+}
