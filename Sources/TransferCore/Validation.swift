@@ -21,12 +21,12 @@ public enum FieldRules {
     /// or control characters. Returns the email as the user typed it (trimmed) and the key
     /// it is compared by (NFC, lower-case).
     public static func email(_ text: String) throws(TransferError) -> Email {
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let trimmed = String(String.UnicodeScalarView(
+            text.unicodeScalars.drop(while: isSpace).reversed().drop(while: isSpace).reversed()))
         let count = trimmed.count
         guard count >= 3 else { throw .invalidEmail("email must be at least 3 characters") }
         guard count <= 254 else { throw .invalidEmail("email must be at most 254 characters") }
-        let forbidden = CharacterSet.whitespacesAndNewlines.union(.controlCharacters).union(.illegalCharacters)
-        guard !trimmed.unicodeScalars.contains(where: forbidden.contains) else {
+        guard !trimmed.unicodeScalars.contains(where: { isSpace($0) || $0.properties.generalCategory == .control }) else {
             throw .invalidEmail("email must not contain whitespace or control characters")
         }
         let parts = trimmed.split(separator: "@", omittingEmptySubsequences: false)
@@ -55,6 +55,9 @@ public enum FieldRules {
         }
         return password
     }
+
+    /// Unicode White_Space, and the byte-order mark (which JSON Schema's `\s` also counts).
+    private static func isSpace(_ s: Unicode.Scalar) -> Bool { s.properties.isWhitespace || s == "\u{FEFF}" }
 
     private static func isSecretByte(_ c: UInt8) -> Bool {
         (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c == 45 || c == 95
