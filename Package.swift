@@ -9,6 +9,9 @@ let package = Package(
     products: [
         .executable(name: "transfer-server", targets: ["TransferServer"]),
         .executable(name: "transfer", targets: ["TransferCLI"]),
+        .executable(name: "bench-baseline", targets: ["BenchBaseline"]),
+        .executable(name: "argon2-bench", targets: ["BenchArgon2"]),
+        .executable(name: "bench-seed", targets: ["BenchSeed"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", exact: "2.28.1"),
@@ -109,6 +112,19 @@ let package = Package(
                 "TransferPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
+            swiftSettings: strict
+        ),
+        // Benchmark helpers (bench/run): the bare-Hummingbird ceiling, the raw argon2 rate,
+        // and bulk seeding through the store's schema.
+        .executableTarget(
+            name: "BenchBaseline",
+            dependencies: [.product(name: "Hummingbird", package: "hummingbird")],
+            swiftSettings: strict
+        ),
+        .executableTarget(name: "BenchArgon2", dependencies: ["TransferArgon2"], swiftSettings: strict),
+        .executableTarget(
+            name: "BenchSeed",
+            dependencies: ["TransferCore", "TransferArgon2", "TransferSQLite", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: strict
         ),
         .testTarget(

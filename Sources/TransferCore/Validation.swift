@@ -21,6 +21,8 @@ public enum FieldRules {
     /// or control characters. Returns the email as the user typed it (trimmed) and the key
     /// it is compared by (NFC, lower-case).
     public static func email(_ text: String) throws(TransferError) -> Email {
+        // What arrives is at most 254 code points too (as JSON Schema counts), spaces included.
+        guard text.unicodeScalars.count <= 254 else { throw .invalidEmail("email must be at most 254 characters") }
         let trimmed = String(String.UnicodeScalarView(
             text.unicodeScalars.drop(while: isSpace).reversed().drop(while: isSpace).reversed()))
         let count = trimmed.count

@@ -62,6 +62,17 @@ struct ProcessTests {
         #expect(try Self.curl(["\(base)/openapi.yaml"]).1.contains("openapi: 3.1"))
         #expect(try Self.curl(["\(base)/metrics"]).1.contains("http_requests_total"))
 
+        // A chunked body (no Content-Length) over 16 KiB is refused as it streams in.
+        let big = FileManager.default.temporaryDirectory.appendingPathComponent("chunked-\(UUID().uuidString).json")
+        try Data(("{\"deviceId\":\"" + String(repeating: "a", count: 64 * 1024) + "\"}").utf8).write(to: big)
+        defer { try? FileManager.default.removeItem(at: big) }
+        let (chunkedStatus, chunkedBody) = try Self.curl([
+            "-X", "POST", "-H", "Content-Type: application/json", "-H", "Transfer-Encoding: chunked",
+            "--data-binary", "@\(big.path)", "\(base)/v1/devices/login",
+        ])
+        #expect(chunkedStatus == 413)
+        #expect(chunkedBody.contains("payload_too_large"))
+
         server.terminate()  // SIGTERM
         server.waitUntilExit()
         #expect(server.terminationStatus == 0)

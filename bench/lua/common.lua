@@ -1,0 +1,30 @@
+-- Shared by the benchmark scripts: a per-thread id, and a summary line as JSON.
+local threads = {}
+local counter = 0
+
+function setup(thread)
+  counter = counter + 1
+  thread:set("tid", counter)
+  table.insert(threads, thread)
+end
+
+function uuid4()
+  local t = {}
+  for i = 1, 32 do t[i] = string.format("%x", math.random(0, 15)) end
+  t[13] = "4"
+  t[17] = string.format("%x", 8 + math.random(0, 3))
+  local s = table.concat(t)
+  return s:sub(1, 8) .. "-" .. s:sub(9, 12) .. "-" .. s:sub(13, 16) .. "-" .. s:sub(17, 20) .. "-" .. s:sub(21, 32)
+end
+
+function seeded(i)
+  return string.format("00000000-0000-4000-8000-%012d", i)
+end
+
+function done(summary, latency, requests)
+  local bad = summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout
+  io.write(string.format(
+    'RESULT {"requests":%d,"seconds":%.3f,"rps":%.1f,"p50_ms":%.3f,"p99_ms":%.3f,"p999_ms":%.3f,"errors":%d}\n',
+    summary.requests, summary.duration / 1e6, summary.requests / (summary.duration / 1e6),
+    latency:percentile(50) / 1000, latency:percentile(99) / 1000, latency:percentile(99.9) / 1000, bad))
+end
