@@ -1,4 +1,7 @@
 import CArgon2
+#if canImport(Glibc)
+import Glibc
+#endif
 import NIOPosix
 import Synchronization
 import TransferCore
@@ -73,6 +76,7 @@ public final class Argon2Hasher: PasswordHasher {
         }
         defer { admitted.wrappingSubtract(1, ordering: .relaxed) }
         return try await pool.runIfActive { [self] in
+            Self.yieldToEventLoops()
             let now = running.wrappingAdd(1, ordering: .relaxed).newValue
             _ = peakRunning.max(now, ordering: .relaxed)
             defer { running.wrappingSubtract(1, ordering: .relaxed) }
@@ -86,6 +90,15 @@ public final class Argon2Hasher: PasswordHasher {
     }
 
     public enum Argon2Error: Error { case failed(Int32) }
+
+    /// Hash workers run at a lower scheduling priority (nice 10, per thread on Linux), so the
+    /// event loops answering logins get the CPU first while claims saturate the pool.
+    static func yieldToEventLoops() {
+        #if os(Linux)
+        // On Linux the nice value is per thread, and `who == 0` means the calling thread.
+        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
+        #endif
+    }
 
     /// Hashes on the calling thread: a PHC string with a 16-byte random salt and a 32-byte tag.
     public static func hashNow(_ password: String, parameters p: Argon2Parameters) throws -> String {

@@ -66,8 +66,11 @@ struct JSONBody {
                     i += bytes[i] == UInt8(ascii: "\\") ? 2 : 1
                 }
                 if var top = stack.last ?? nil, top.expectKey {
-                    let raw = Data(bytes[start...min(i, bytes.count - 1)])
-                    let key = (try? JSONDecoder().decode(String.self, from: raw)) ?? String(decoding: raw, as: UTF8.self)
+                    let raw = bytes[start...min(i, bytes.count - 1)]
+                    // Only keys with escapes need decoding to compare them ("a\u0041" is "aA").
+                    let key = raw.contains(UInt8(ascii: "\\"))
+                        ? (try? JSONDecoder().decode(String.self, from: Data(raw))) ?? String(decoding: raw, as: UTF8.self)
+                        : String(decoding: raw.dropFirst().dropLast(), as: UTF8.self)
                     if top.keys.contains(key) { return key }
                     top.keys.insert(key)
                     top.expectKey = false

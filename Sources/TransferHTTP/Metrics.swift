@@ -1,4 +1,5 @@
 import Metrics
+import Synchronization
 import Prometheus
 import TransferArgon2
 import TransferCore
@@ -39,11 +40,27 @@ public final class ServiceMetrics: ServiceObserver {
     public func claimFailed() { claimsFailed.increment() }
     public func transferLocked() { lockouts.increment() }
 
+    private struct RequestKey: Hashable { var method: String; var route: String; var status: Int }
+    /// Metric handles per method, route and status, made once: creating them per request
+    /// costs a registry lookup under a lock each time.
+    private let requestMetrics = Mutex<[RequestKey: (count: Metrics.Counter, time: Metrics.Timer)]>([:])
+
     func request(method: String, route: String, status: Int, duration: Duration) {
-        let dimensions = [("method", method), ("route", route), ("status", String(status))]
-        Metrics.Counter(label: "http_requests_total", dimensions: dimensions, factory: factory).increment()
-        Metrics.Timer(label: "http_request_duration_seconds", dimensions: [("method", method), ("route", route)], factory: factory)
-            .recordSeconds(duration.secondsDouble)
+        let key = RequestKey(method: method, route: route, status: status)
+        let handles = requestMetrics.withLock { cache in
+            if let handles = cache[key] { return handles }
+            let handles = (
+                count: Metrics.Counter(
+                    label: "http_requests_total", dimensions: [("method", method), ("route", route), ("status", String(status))],
+                    factory: factory),
+                time: Metrics.Timer(
+                    label: "http_request_duration_seconds", dimensions: [("method", method), ("route", route)], factory: factory)
+            )
+            cache[key] = handles
+            return handles
+        }
+        handles.count.increment()
+        handles.time.recordSeconds(duration.secondsDouble)
     }
 
     /// The text exposition, with the hash queue's current depth.

@@ -15,7 +15,7 @@ final class Node: @unchecked Sendable {
             "--port", "\(port)", "--database", database, "--argon2-memory-kib", "1024", "--argon2-iterations", "1",
             "--claim-limit", "off", "--account-creation-limit", "off",
         ] + extra
-        FileManager.default.createFile(atPath: logFile.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
         let log = try FileHandle(forWritingTo: logFile)
         process.standardOutput = log
         process.standardError = log
@@ -23,10 +23,14 @@ final class Node: @unchecked Sendable {
     }
 
     func waitReady() async throws -> Bool {
-        for _ in 0..<150 {
+        for _ in 0..<300 {
             if try ProcessTests.curl(["\(base)/readyz"]).0 == 200 { return true }
+            if !process.isRunning { break }
             try await Task.sleep(for: .milliseconds(100))
         }
+        // Say why, for the test's report.
+        let log = (try? String(contentsOf: logFile, encoding: .utf8)) ?? ""
+        print("node on port \(port) not ready (running: \(process.isRunning)); log tail:\n\(log.suffix(1500))")
         return false
     }
 
