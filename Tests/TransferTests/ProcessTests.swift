@@ -33,24 +33,10 @@ struct ProcessTests {
     func realProcess() async throws {
         let db = TempDatabase()
         defer { db.remove() }
-        let port = Int.random(in: 20000...60000)
-        let server = Process()
-        server.executableURL = try Self.binary()
-        server.arguments = ["--port", "\(port)", "--argon2-memory-kib", "1024", "--argon2-iterations", "1"]
-        server.environment = ["TRANSFER_DATABASE": "sqlite:\(db.path)", "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin"]
-        let log = Pipe()
-        server.standardOutput = log
-        server.standardError = log
-        try server.run()
-        defer { if server.isRunning { server.terminate() } }
-
-        let base = "http://127.0.0.1:\(port)"
-        var ready = false
-        for _ in 0..<100 {
-            if try Self.curl(["\(base)/readyz"]).0 == 200 { ready = true; break }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        #expect(ready)
+        let node = try Node(database: "sqlite:\(db.path)")
+        defer { node.stop() }
+        #expect(try await node.waitReady())
+        let base = node.base
 
         let device = Device()
         let body = #"{"deviceId":"\#(device.id)","deviceSecret":"\#(device.secret)"}"#
@@ -73,10 +59,10 @@ struct ProcessTests {
         #expect(chunkedStatus == 413)
         #expect(chunkedBody.contains("payload_too_large"))
 
-        server.terminate()  // SIGTERM
-        server.waitUntilExit()
-        #expect(server.terminationStatus == 0)
-        let output = String(decoding: log.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        node.process.terminate()  // SIGTERM
+        node.process.waitUntilExit()
+        #expect(node.process.terminationStatus == 0)
+        let output = (try? String(contentsOf: node.logFile, encoding: .utf8)) ?? ""
         #expect(output.contains("database closed"))
         #expect(!output.contains(device.secret))
     }

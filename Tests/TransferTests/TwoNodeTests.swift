@@ -4,7 +4,9 @@ import Testing
 /// A real `transfer-server` process.
 final class Node: @unchecked Sendable {
     let process = Process()
-    let port = Int.random(in: 20000...60000)
+    /// Known once the server says where it listens: it binds port 0, so the kernel picks a
+    /// free port (a random pick collided with the tests' own client ports).
+    private(set) var port = 0
     /// The server's log goes to a file: an unread pipe would fill and block the server.
     let logFile = FileManager.default.temporaryDirectory.appendingPathComponent("transfer-node-\(UUID().uuidString).log")
     var base: String { "http://127.0.0.1:\(port)" }
@@ -12,19 +14,26 @@ final class Node: @unchecked Sendable {
     init(database: String, extra: [String] = []) throws {
         process.executableURL = try ProcessTests.binary()
         process.arguments = [
-            "--port", "\(port)", "--database", database, "--argon2-memory-kib", "1024", "--argon2-iterations", "1",
+            "--port", "0", "--database", database, "--argon2-memory-kib", "1024", "--argon2-iterations", "1",
             "--claim-limit", "off", "--account-creation-limit", "off",
         ] + extra
         _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
         let log = try FileHandle(forWritingTo: logFile)
         process.standardOutput = log
         process.standardError = log
+        // The port is read from the start-up line, which is logged at info.
+        process.environment = ProcessInfo.processInfo.environment.merging(["LOG_LEVEL": "info"]) { $1 }
         try process.run()
     }
 
     func waitReady() async throws -> Bool {
         for _ in 0..<300 {
-            if try ProcessTests.curl(["\(base)/readyz"]).0 == 200 { return true }
+            if port == 0, let log = try? String(contentsOf: logFile, encoding: .utf8),
+                let range = log.range(of: #"listening on 127\.0\.0\.1:(\d+)"#, options: .regularExpression)
+            {
+                port = Int(log[range].split(separator: ":").last ?? "") ?? 0
+            }
+            if port != 0, try ProcessTests.curl(["\(base)/readyz"]).0 == 200 { return true }
             if !process.isRunning { break }
             try await Task.sleep(for: .milliseconds(100))
         }
