@@ -22,7 +22,24 @@ public struct DeviceID: Hashable, Sendable, CustomStringConvertible {
     public var description: String { value }
 }
 
-/// Fresh random identifiers for rows the service creates.
+/// Fresh identifiers for rows the service creates: UUIDv7 (RFC 9562), lower-case. The
+/// leading millisecond timestamp keeps primary-key inserts at the end of their index
+/// instead of on a random page; the 74 random bits come from the CSPRNG in one call.
 public enum Identifier {
-    public static func make() -> String { UUID().uuidString.lowercased() }
+    public static func make(at now: Timestamp = SystemWallClock().now()) -> String {
+        var b = RandomToken.randomBytes(16)
+        let ms = UInt64(max(0, now.milliseconds))
+        for i in 0..<6 { b[i] = UInt8(truncatingIfNeeded: ms >> (40 - 8 * UInt64(i))) }
+        b[6] = 0x70 | (b[6] & 0x0F)  // version 7
+        b[8] = 0x80 | (b[8] & 0x3F)  // variant 10
+        let hex = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(36)
+        for (i, byte) in b.enumerated() {
+            if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
+            out.append(hex[Int(byte >> 4)])
+            out.append(hex[Int(byte & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
 }
