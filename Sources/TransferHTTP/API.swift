@@ -158,7 +158,7 @@ struct API<Context: AppRequestContext>: Sendable {
     func session(_ grant: SessionGrant, status: HTTPResponse.Status) async throws -> Response {
         let now = service.clock.now()
         let tokens = try tokenBox.tokens
-        let access = try await tokens.accessToken(for: grant, now: now)
+        let access = try tokens.accessToken(for: grant, now: now)
         return try Self.json(
             SessionBody(
                 accountId: grant.account.accountID, userName: grant.account.userName, deviceId: grant.deviceID,

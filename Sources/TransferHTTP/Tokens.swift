@@ -25,6 +25,9 @@ struct AccessClaims: JWTPayload {
 public struct TokenService: Sendable {
     let keys: JWTKeyCollection
     let currentKID: String
+    /// The current key, for signing on the login path without a trip through the actor and
+    /// `JSONEncoder` (see `accessToken`).
+    let signingKey: Curve25519.Signing.PrivateKey
     let publicKeys: [(kid: String, x: String)]
     let issuer: String
     let audience: String
@@ -41,27 +44,54 @@ public struct TokenService: Sendable {
         let records = try await store.signingKeys(insertingIfNone: candidate)
         let keys = JWTKeyCollection()
         var publics: [(String, String)] = []
+        var current: (kid: String, key: Curve25519.Signing.PrivateKey)?
         for record in records {
             guard let raw = Data(base64Encoded: record.privateKey) else { continue }
             let key = try Curve25519.Signing.PrivateKey(rawRepresentation: raw)
             await keys.add(eddsa: EdDSA.PrivateKey(backing: key), kid: JWKIdentifier(string: record.kid))
             publics.append((record.kid, Self.base64url(key.publicKey.rawRepresentation)))
+            current = (record.kid, key)
         }
-        guard let current = records.last else { throw TokenError.noKey }
+        guard let current else { throw TokenError.noKey }
         return TokenService(
-            keys: keys, currentKID: current.kid, publicKeys: publics, issuer: issuer, audience: audience,
-            accessTTL: accessTTL)
+            keys: keys, currentKID: current.kid, signingKey: current.key, publicKeys: publics, issuer: issuer,
+            audience: audience, accessTTL: accessTTL)
     }
 
     enum TokenError: Error { case noKey }
 
-    /// A signed access token for a session.
-    func accessToken(for grant: SessionGrant, now: Timestamp) async throws -> String {
-        let claims = AccessClaims(
-            iss: .init(value: issuer), aud: .init(value: [audience]), sub: .init(value: grant.account.accountID),
-            did: grant.deviceID, sid: grant.sessionID, iat: .init(value: Self.wholeSeconds(now)),
-            exp: .init(value: Self.wholeSeconds(now + accessTTL)), nbf: nil)
-        return try await keys.sign(claims, kid: JWKIdentifier(string: currentKID))
+    /// A signed access token for a session: a compact JWS (RFC 7515) with EdDSA (RFC 8037).
+    ///
+    /// Built here rather than by `JWTKeyCollection.sign`: on the auto-login path the generic
+    /// `JSONEncoder` of header and claims plus the actor hop cost more than the Ed25519
+    /// signature itself (BENCHMARKS.md, profile). The claims are the same `AccessClaims`
+    /// that `verify` decodes with jwt-kit, and the tests verify every token with jwt-kit.
+    func accessToken(for grant: SessionGrant, now: Timestamp) throws -> String {
+        let header = #"{"alg":"EdDSA","kid":"# + Self.jsonString(currentKID) + #","typ":"JWT"}"#
+        let payload =
+            #"{"iss":"# + Self.jsonString(issuer) + #","aud":["# + Self.jsonString(audience)
+            + #"],"sub":"# + Self.jsonString(grant.account.accountID) + #","did":"# + Self.jsonString(grant.deviceID)
+            + #","sid":"# + Self.jsonString(grant.sessionID) + #","iat":\#(now.seconds),"exp":\#((now + accessTTL).seconds)}"#
+        let input = Base64URL.encode(header.utf8) + "." + Base64URL.encode(payload.utf8)
+        let signature = try signingKey.signature(for: Array(input.utf8))
+        return input + "." + Base64URL.encode(signature)
+    }
+
+    /// A JSON string literal (RFC 8259 §7): quotes, backslash and control characters escaped.
+    static func jsonString(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
     }
 
     /// Verifies signature, algorithm, `kid`, expiry, issuer and audience; `nil` for any failure.
@@ -86,10 +116,7 @@ public struct TokenService: Sendable {
         String(base64url(Data(SHA256.hash(data: key.rawRepresentation))).prefix(16))
     }
 
-    static func base64url(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
+    static func base64url(_ data: Data) -> String { Base64URL.encode(data) }
 }
 
 /// The token service, loaded from the database once the database client runs (before the

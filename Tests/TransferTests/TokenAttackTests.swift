@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import JWTKit
 import Testing
 import TransferCore
 
@@ -29,6 +30,40 @@ struct TokenAttackTests {
     static func token(_ header: [String: Any], _ payload: [String: Any], sign: (Data) throws -> Data) rethrows -> String {
         let input = b64(json(header)) + "." + b64(json(payload))
         return input + "." + b64(try sign(Data(input.utf8)))
+    }
+
+    /// What an app backend checks: our tokens through jwt-kit and the published JWKS only.
+    struct BackendClaims: JWTPayload {
+        var iss: IssuerClaim
+        var aud: AudienceClaim
+        var sub: SubjectClaim
+        var did: String
+        var sid: String
+        var iat: IssuedAtClaim
+        var exp: ExpirationClaim
+        func verify(using algorithm: some JWTAlgorithm) async throws { try exp.verifyNotExpired() }
+    }
+
+    @Test("an access token verifies with jwt-kit against the published JWKS and carries the contract's claims")
+    func verifiesAgainstJWKS() async throws {
+        let harness = Harness()
+        defer { harness.database.remove() }
+        try await harness.run { api, _ in
+            let device = Device()
+            let session = try await api.login(device)
+            let jwks = try await api.call(.get, "/.well-known/jwks.json")
+            let keys = try await JWTKeyCollection().add(jwksJSON: jwks.text)
+            let claims = try await keys.verify(session.accessToken, as: BackendClaims.self)
+            #expect(claims.sub.value == session["accountId"] as? String)
+            #expect(claims.did == device.id)
+            #expect(claims.aud.value == ["transfer-api"])
+            #expect(claims.iss.value == "transfer-server")
+            #expect(Int(claims.exp.value.timeIntervalSince(claims.iat.value)) == session["expiresIn"] as? Int)
+            let header = Self.parts(session.accessToken).header
+            #expect(header["alg"] as? String == "EdDSA")
+            #expect(header["typ"] as? String == "JWT")
+            #expect(header["kid"] as? String != nil)
+        }
     }
 
     @Test("tokens with another key, alg none, HS256 with the public key, or altered claims are refused")
