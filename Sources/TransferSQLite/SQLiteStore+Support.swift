@@ -51,7 +51,7 @@ extension SQLiteStore: SupportStore {
     }
 
     public func unlockTransfer(accountID: String, at: Timestamp, actor: String, reason: String) async throws -> TransferRecord? {
-        try await pool.write { db in
+        try await commits.write { db in
             guard let transfer = try db.one("SELECT * FROM transfers WHERE account_id = ? AND state = 'pending'", [accountID]).map(Self.transfer)
             else { return nil }
             try db.run("UPDATE transfers SET locked_until = NULL, failed_consecutive = 0 WHERE id = ?", [transfer.id])

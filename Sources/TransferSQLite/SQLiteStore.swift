@@ -3,10 +3,14 @@ import GRDB
 import TransferCore
 
 /// The embedded store: SQLite through GRDB, one `DatabasePool` in WAL mode.
-/// Every `TransferStore` method is one `read` or one `write` (one transaction), with
-/// cached statements, so a request touches the database once.
+/// Every `TransferStore` method is one `read`, or one write applied atomically in a savepoint
+/// of a transaction it may share with concurrent writes (`GroupCommit`), with cached
+/// statements, so a request touches the database once.
 public final class SQLiteStore: TransferStore {
     public let pool: DatabasePool
+    /// Every write goes through here: concurrent requests share a transaction (see `GroupCommit`).
+    let commits: GroupCommit
+    private let checkpointer: Checkpointer
 
     /// Opens (creating if needed) the database at `path` and applies pending migrations.
     public init(path: String) throws {
@@ -19,12 +23,22 @@ public final class SQLiteStore: TransferStore {
             // WAL + NORMAL: a committed transaction survives a crash of the process;
             // an OS crash or power loss may lose the last commits, never corrupt the file.
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            if !db.configuration.readonly {
+                // The writer checkpoints only as a backstop (16 MiB of WAL), which also restarts
+                // the WAL; `Checkpointer` does the copying in between, off the writer.
+                try db.execute(sql: "PRAGMA wal_autocheckpoint = 4000")
+            }
         }
         pool = try DatabasePool(path: path, configuration: config)
+        commits = GroupCommit(writer: pool)
         try Self.migrator.migrate(pool)
+        checkpointer = try Checkpointer(path: path, interval: .milliseconds(25))
     }
 
-    public func close() throws { try pool.close() }
+    public func close() throws {
+        try checkpointer.stop()
+        try pool.close()
+    }
 
     /// Versioned migrations. `v1` is `schema.sql` as shipped; later versions are appended here.
     static var migrator: DatabaseMigrator {
@@ -49,7 +63,7 @@ public final class SQLiteStore: TransferStore {
     }
 
     public func login(_ c: LoginCommand) async throws -> LoginResult {
-        try await pool.write { db in
+        try await commits.write { db in
             let binding = try Self.currentBinding(db, deviceID: c.deviceID.value)
             switch Rules.login(binding: binding, secretHash: c.secretHash) {
             case .create:
@@ -77,7 +91,7 @@ public final class SQLiteStore: TransferStore {
     }
 
     public func refresh(_ c: RefreshCommand) async throws -> RefreshResult {
-        try await pool.write { db in
+        try await commits.write { db in
             let row = try db.one(
                 """
                 SELECT r.session_id, r.expires_at, r.used_at, s.account_id, s.device_id, s.revoked_at,
@@ -111,7 +125,7 @@ public final class SQLiteStore: TransferStore {
     }
 
     public func logout(accountID: String, deviceID: String, at: Timestamp) async throws {
-        try await pool.write { db in
+        try await commits.write { db in
             try Self.revokeSessions(db, accountID: accountID, deviceID: deviceID, at: at)
             try Self.audit(db, AuditEvent(at: at, kind: .logout, accountID: accountID, deviceID: deviceID))
         }
@@ -156,7 +170,7 @@ public final class SQLiteStore: TransferStore {
     }
 
     public func revokeDevice(deviceID: String, at: Timestamp, actor: String, reason: String?) async throws -> String? {
-        try await pool.write { db in
+        try await commits.write { db in
             guard let row = try db.one("SELECT account_id FROM device_bindings WHERE device_id = ? AND state = 'active'", [deviceID]) else {
                 return nil
             }
@@ -171,7 +185,7 @@ public final class SQLiteStore: TransferStore {
     }
 
     public func setUpTransfer(_ c: SetUpCommand) async throws -> SetUpResult {
-        try await pool.write { db in
+        try await commits.write { db in
             let now = c.now.milliseconds
             // A pending transfer past its expiry no longer holds its email.
             try db.run(
@@ -195,7 +209,7 @@ public final class SQLiteStore: TransferStore {
     }
 
     public func cancelTransfer(accountID: String, at: Timestamp, actor: String, reason: String?) async throws -> Bool {
-        try await pool.write { db in
+        try await commits.write { db in
             guard let row = try db.one("SELECT id FROM transfers WHERE account_id = ? AND state = 'pending'", [accountID]) else {
                 return false
             }
@@ -214,7 +228,7 @@ public final class SQLiteStore: TransferStore {
     }
 
     public func recordFailedClaim(_ c: FailedClaimCommand) async throws -> FailedClaimResult {
-        try await pool.write { db in
+        try await commits.write { db in
             let transfer = try db.one("SELECT * FROM transfers WHERE id = ?", [c.transferID]).map(Self.transfer)
             switch Rules.failure(transfer: transfer, now: c.now, policy: c.policy) {
             case .notCounted(let error):
@@ -244,7 +258,7 @@ public final class SQLiteStore: TransferStore {
     }
 
     public func claim(_ c: ClaimCommand) async throws -> ClaimResult {
-        try await pool.write { db in
+        try await commits.write { db in
             let transfer = try db.one("SELECT * FROM transfers WHERE id = ?", [c.transferID]).map(Self.transfer)
             let device = try Self.currentBinding(db, deviceID: c.deviceID.value)
             let decision = Rules.claim(
@@ -285,7 +299,7 @@ public final class SQLiteStore: TransferStore {
     }
 
     public func signingKeys(insertingIfNone candidate: SigningKeyRecord) async throws -> [SigningKeyRecord] {
-        try await pool.write { db in
+        try await commits.write { db in
             let sql = "SELECT kid, algorithm, private_key, created_at FROM signing_keys WHERE retired_at IS NULL ORDER BY created_at, kid"
             if try db.one(sql, []) == nil {
                 try db.run(

@@ -1,0 +1,99 @@
+import Foundation
+import GRDB
+import Testing
+import TransferCore
+@testable import TransferSQLite
+
+/// SQLite writes from concurrent requests share transactions; each request must still be
+/// all-or-nothing on its own, and be answered only once its transaction has committed.
+@Suite("SQLite group commit")
+struct GroupCommitTests {
+    struct Refused: Error, Equatable { let value: Int }
+
+    @Test("a request that fails inside a shared transaction is rolled back alone; the others commit")
+    func failureIsIsolated() async throws {
+        let file = TempDatabase()
+        defer { file.remove() }
+        let store = try SQLiteStore(path: file.path)
+        try await store.pool.write { db in try db.execute(sql: "CREATE TABLE probe (v INTEGER PRIMARY KEY)") }
+
+        // Hold the writer so that the requests below queue up and run as one batch.
+        let holder = Task { try await store.pool.writeWithoutTransaction { _ in Thread.sleep(forTimeInterval: 0.3) } }
+        try await Task.sleep(for: .milliseconds(50))
+        let outcomes = await withTaskGroup(of: (Int, Result<Int, Refused>).self) { group in
+            for i in 0..<100 {
+                group.addTask {
+                    do {
+                        let value = try await store.commits.write { db in
+                            try db.execute(sql: "INSERT INTO probe (v) VALUES (?)", arguments: [i])
+                            // Every tenth request fails after writing: its row must not survive.
+                            if i % 10 == 0 { throw Refused(value: i) }
+                            return i
+                        }
+                        return (i, .success(value))
+                    } catch {
+                        return (i, .failure((error as? Refused) ?? Refused(value: -1)))
+                    }
+                }
+            }
+            return await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
+        }
+        try await holder.value
+
+        #expect(store.commits.largestBatch.withLock { $0 } > 1)
+        for (i, outcome) in outcomes {
+            #expect(outcome == (i % 10 == 0 ? .failure(Refused(value: i)) : .success(i)))
+        }
+        let stored = try await store.pool.read { db in try Int.fetchAll(db, sql: "SELECT v FROM probe ORDER BY v") }
+        #expect(stored == (0..<100).filter { $0 % 10 != 0 })
+        try store.close()
+    }
+
+    @Test("answers come after the commit: a reader sees each acknowledged write")
+    func acknowledgedMeansCommitted() async throws {
+        let file = TempDatabase()
+        defer { file.remove() }
+        let store = try SQLiteStore(path: file.path)
+        try await store.pool.write { db in try db.execute(sql: "CREATE TABLE probe (v INTEGER PRIMARY KEY)") }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<50 {
+                group.addTask {
+                    try await store.commits.write { db in try db.execute(sql: "INSERT INTO probe (v) VALUES (?)", arguments: [i]) }
+                    // A separate connection: only committed rows are visible to it.
+                    let seen = try await store.pool.read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM probe WHERE v = ?)", arguments: [i]) }
+                    #expect(seen == true)
+                }
+            }
+            try await group.waitForAll()
+        }
+        try store.close()
+    }
+}
+
+@Suite("Identifiers and tokens")
+struct IdentifierTests {
+    @Test("new row ids are lower-case UUIDv7, ordered by creation time")
+    func uuidV7() {
+        let earlier = Identifier.make(at: Timestamp(milliseconds: 1_790_000_000_000))
+        let later = Identifier.make(at: Timestamp(milliseconds: 1_790_000_000_001))
+        for id in [earlier, later, Identifier.make()] {
+            #expect(DeviceID(id)?.value == id)  // canonical 8-4-4-4-12, lower-case
+            #expect(Array(id)[14] == "7")
+            #expect("89ab".contains(Array(id)[19]))
+        }
+        #expect(earlier < later)
+        #expect(Set((0..<1000).map { _ in Identifier.make() }).count == 1000)
+    }
+
+    @Test("base64url matches Foundation's base64 with the URL alphabet and no padding")
+    func base64url() {
+        for count in 0..<70 {
+            let bytes = RandomToken.randomBytes(count)
+            let expected = Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            #expect(Base64URL.encode(bytes) == expected)
+        }
+        #expect(RandomToken.make().count == 43)  // 32 bytes
+        #expect(RandomToken.make() != RandomToken.make())
+    }
+}
