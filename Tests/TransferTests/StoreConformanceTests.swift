@@ -48,6 +48,23 @@ struct StoreConformanceTests {
                 deviceID: newDevice(), secretHash: SecretHash(of: "s"), now: t0, newAccountID: Identifier.make(), allowCreate: false,
                 session: session(t0), clientAddress: nil))
             #expect(refused == .creationRefused)
+
+            // What a login leaves behind: a refresh token that rotates, and the audit trail.
+            let token = RandomToken.make()
+            let third = try await store.login(LoginCommand(
+                deviceID: d, secretHash: SecretHash(of: "s"), now: t0 + .seconds(2), newAccountID: Identifier.make(),
+                session: NewSession(sessionID: Identifier.make(), refreshTokenHash: SecretHash(of: token), refreshExpiresAt: t0 + .seconds(3600)),
+                clientAddress: "203.0.113.7"))
+            #expect(account(third) == a.accountID)
+            let rotated = try await store.refresh(RefreshCommand(
+                tokenHash: SecretHash(of: token), now: t0 + .seconds(3), next: SecretHash(of: RandomToken.make()), nextExpiresAt: t0 + .seconds(3600)))
+            guard case .rotated(let owner, let device, _) = rotated else { Issue.record("not rotated: \(rotated)"); return }
+            #expect(owner.accountID == a.accountID)
+            #expect(device == d.value)
+            let history = try await store.history(accountID: a.accountID)
+            #expect(history.map(\.kind) == [.accountCreated, .login, .loginFailed, .login])
+            #expect(history.last?.clientAddress == "203.0.113.7")
+            #expect(history.last?.deviceID == d.value)
         }
     }
 
