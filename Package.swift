@@ -124,7 +124,10 @@ let package = Package(
         .executableTarget(name: "BenchArgon2", dependencies: ["TransferArgon2"], swiftSettings: strict),
         .executableTarget(
             name: "BenchSeed",
-            dependencies: ["TransferCore", "TransferArgon2", "TransferSQLite", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "TransferCore", "TransferArgon2", "TransferSQLite", "TransferPostgres", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(

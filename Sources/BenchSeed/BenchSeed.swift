@@ -1,7 +1,10 @@
 import Foundation
 import GRDB
+import Logging
+import PostgresNIO
 import TransferArgon2
 import TransferCore
+import TransferPostgres
 import TransferSQLite
 
 /// Seeds a SQLite database for the benchmark in bulk, in one transaction, through the
@@ -10,6 +13,13 @@ import TransferSQLite
 /// parameters) and SESSIONS refresh tokens `bench-refresh-<i>`.
 /// Device i is `00000000-0000-4000-8000-<i as 12 digits>`, its secret `BenchSeed.secret`.
 /// Usage: bench-seed PATH ACCOUNTS TRANSFERS SESSIONS MEMORY_KIB ITERATIONS
+/// PATH may be a `postgres://` URL: the store migrates the database, then one transaction
+/// of `INSERT … SELECT … generate_series` writes the same rows server-side.
+///
+/// `bench-seed --store-logins PATH ACCOUNTS TASKS SECONDS` instead measures auto-login
+/// through the store alone (no HTTP, no JSON, no JWT): TASKS concurrent tasks log seeded
+/// devices in for SECONDS and it prints the rate. It tells the store's share of the HTTP
+/// figure apart from the rest.
 @main
 struct BenchSeed {
     static let secret = "benchSecretBenchSecretBenchSecret01"
@@ -21,17 +31,24 @@ struct BenchSeed {
 
     static func main() async throws {
         let args = Array(CommandLine.arguments.dropFirst())
+        if args.first == "--store-logins" { return try await storeLogins(Array(args.dropFirst())) }
         guard args.count == 6, let accounts = Int(args[1]), let transfers = Int(args[2]), let sessions = Int(args[3]),
             let memory = UInt32(args[4]), let iterations = UInt32(args[5])
         else {
             FileHandle.standardError.write(Data("usage: bench-seed PATH ACCOUNTS TRANSFERS SESSIONS MEMORY_KIB ITERATIONS\n".utf8))
             exit(2)
         }
-        let store = try SQLiteStore(path: args[0])
         let phc = try Argon2Hasher.hashNow("bench-password-1", parameters: Argon2Parameters(memoryKiB: memory, iterations: iterations))
         let secretHash = Data(SecretHash(of: secret).bytes)
         let now = Timestamp(Date()).milliseconds
         let start = ContinuousClock.now
+        if args[0].hasPrefix("postgres://") || args[0].hasPrefix("postgresql://") {
+            try await seedPostgres(
+                url: args[0], accounts: accounts, transfers: transfers, sessions: sessions, phc: phc, secretHash: secretHash, now: now)
+            print("seeded \(accounts) accounts, \(min(transfers, accounts)) transfers, \(sessions) sessions in \(ContinuousClock.now - start)")
+            return
+        }
+        let store = try SQLiteStore(path: args[0])
         try await store.pool.write { db in
             let account = try db.makeStatement(sql: "INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)")
             let binding = try db.makeStatement(sql: "INSERT INTO device_bindings (id, device_id, account_id, secret_hash, state, bound_at, last_login_at) VALUES (?, ?, ?, ?, 'active', ?, ?)")
@@ -56,5 +73,90 @@ struct BenchSeed {
         }
         try store.close()
         print("seeded \(accounts) accounts, \(min(transfers, accounts)) transfers, \(sessions) sessions in \(ContinuousClock.now - start)")
+    }
+
+    /// The rows `main` writes for SQLite, generated inside PostgreSQL.
+    static func seedPostgres(
+        url: String, accounts: Int, transfers: Int, sessions: Int, phc: String, secretHash: Data, now: Int64
+    ) async throws {
+        let logger = Logger(label: "bench-seed")
+        let client = try PostgresStore.makeClient(url: url, maxConnections: 2, logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            let store = PostgresStore(client: client, logger: logger)
+            try await store.migrate()
+            let pad = { (prefix: String, column: String) in "'\(prefix)' || lpad((\(column))::text, 12, '0')" }
+            try await client.withTransaction(logger: logger) { conn in
+                try await conn.query(
+                    """
+                    INSERT INTO accounts (id, user_name, created_at)
+                    SELECT \(unescaped: pad("a0000000-0000-4000-8000-", "i")), \(unescaped: pad("00000000-0000-4000-8000-", "i")), \(now)
+                    FROM generate_series(0, \(accounts - 1)) AS i
+                    """, logger: logger)
+                try await conn.query(
+                    """
+                    INSERT INTO device_bindings (id, device_id, account_id, secret_hash, state, bound_at, last_login_at)
+                    SELECT \(unescaped: pad("b0000000-0000-4000-8000-", "i")), \(unescaped: pad("00000000-0000-4000-8000-", "i")),
+                           \(unescaped: pad("a0000000-0000-4000-8000-", "i")), \(secretHash), 'active', \(now), \(now)
+                    FROM generate_series(0, \(accounts - 1)) AS i
+                    """, logger: logger)
+                try await conn.query(
+                    """
+                    INSERT INTO transfers (id, account_id, email, email_key, password_hash, state, created_at, expires_at)
+                    SELECT \(unescaped: pad("c0000000-0000-4000-8000-", "i")), \(unescaped: pad("a0000000-0000-4000-8000-", "i")),
+                           'bench' || i || '@example.com', 'bench' || i || '@example.com', \(phc), 'pending', \(now), \(now + 86_400_000)
+                    FROM generate_series(0, \(min(transfers, accounts) - 1)) AS i
+                    """, logger: logger)
+                try await conn.query(
+                    """
+                    INSERT INTO sessions (id, account_id, device_id, created_at)
+                    SELECT \(unescaped: pad("d0000000-0000-4000-8000-", "i")), \(unescaped: pad("a0000000-0000-4000-8000-", "i % \(max(accounts, 1))")),
+                           \(unescaped: pad("00000000-0000-4000-8000-", "i % \(max(accounts, 1))")), \(now)
+                    FROM generate_series(0, \(sessions - 1)) AS i
+                    """, logger: logger)
+                try await conn.query(
+                    """
+                    INSERT INTO refresh_tokens (token_hash, session_id, created_at, expires_at)
+                    SELECT sha256(convert_to('bench-refresh-' || i, 'UTF8')), \(unescaped: pad("d0000000-0000-4000-8000-", "i")), \(now), \(now + 86_400_000)
+                    FROM generate_series(0, \(sessions - 1)) AS i
+                    """, logger: logger)
+            }
+            _ = try await client.withConnection { conn in try await conn.query("ANALYZE", logger: logger) }
+            group.cancelAll()
+        }
+    }
+
+    static func storeLogins(_ args: [String]) async throws {
+        guard args.count == 4, let accounts = Int(args[1]), let tasks = Int(args[2]), let seconds = Int(args[3]) else {
+            FileHandle.standardError.write(Data("usage: bench-seed --store-logins PATH ACCOUNTS TASKS SECONDS\n".utf8))
+            exit(2)
+        }
+        let store = try SQLiteStore(path: args[0])
+        let secretHash = SecretHash(of: secret)
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        let count = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<tasks {
+                group.addTask {
+                    var done = 0
+                    while ContinuousClock.now < deadline {
+                        let now = Timestamp(Date())
+                        let device = DeviceID(id("00000000-0000-4000-8000-", Int.random(in: 0..<accounts)))!
+                        let result = try await store.login(
+                            LoginCommand(
+                                deviceID: device, secretHash: secretHash, now: now, newAccountID: Identifier.make(),
+                                session: NewSession(
+                                    sessionID: Identifier.make(), refreshTokenHash: SecretHash(of: RandomToken.make()),
+                                    refreshExpiresAt: now + .seconds(86_400)),
+                                clientAddress: "127.0.0.1"))
+                        guard case .loggedIn = result else { fatalError("login refused: \(result)") }
+                        done += 1
+                    }
+                    return done
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        try store.close()
+        print(String(format: "%.1f", Double(count) / Double(seconds)))
     }
 }
