@@ -31,6 +31,12 @@ final class GroupCommit: Sendable {
     private let queue = Mutex(Queue())
     /// The most requests one transaction has held so far (for tests and diagnostics).
     let largestBatch = Mutex(0)
+    private let committed = Atomic<Bool>(false)
+
+    /// Whether a transaction has committed since the previous call (for `Checkpointer`).
+    func committedSinceLastAsked() -> Bool {
+        committed.exchange(false, ordering: .acquiringAndReleasing)
+    }
 
     init(writer: DatabasePool, maxBatch: Int = 256) {
         self.writer = writer
@@ -97,6 +103,7 @@ final class GroupCommit: Sendable {
                     }
                     return .commit
                 }
+                committed.store(true, ordering: .releasing)
                 for job in batch { job.complete(nil) }
             } catch {
                 for job in batch { job.complete(error) }

@@ -35,7 +35,7 @@ public final class SQLiteStore: TransferStore {
         pool = try DatabasePool(path: path, configuration: config)
         commits = GroupCommit(writer: pool)
         try Self.migrator.migrate(pool)
-        checkpointer = try Checkpointer(path: path, interval: .milliseconds(25))
+        checkpointer = try Checkpointer(path: path, interval: .milliseconds(25), commits: commits)
     }
 
     public func close() throws {
