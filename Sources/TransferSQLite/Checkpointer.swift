@@ -7,23 +7,32 @@ import Synchronization
 ///
 /// SQLite's automatic checkpoint runs on the connection that commits: on a busy server the
 /// writer stopped every few hundred logins to copy pages and fsync the database file. Here a
-/// PASSIVE checkpoint (it never blocks the writer or readers) runs every `interval`; the
-/// writer's own automatic checkpoint stays on as the bound on the WAL's size and as what
-/// restarts the WAL, and finds almost nothing left to copy. An idle server does no work:
-/// a round without a commit since the last one is skipped.
+/// PASSIVE checkpoint (it never blocks the writer or readers) runs every `interval`.
+///
+/// The WAL only starts over after a checkpoint that has caught up with the writer, which a
+/// checkpoint running beside a busy writer rarely does. So once the WAL holds more than
+/// `restartFrames`, the writer itself checkpoints between two transactions: it copies only
+/// what this connection has not copied yet, and the next transaction restarts the WAL.
+/// (Left to SQLite, the writer's automatic checkpoint fired on every commit past its
+/// threshold, competing with this one for the checkpoint lock and fsyncing each time.)
+/// An idle server does no work: a round without a commit since the last one is skipped.
 final class Checkpointer: Sendable {
     private let connection: DatabaseQueue
     private let queue = DispatchQueue(label: "transfer.sqlite.checkpoint", qos: .utility)
     private let interval: DispatchTimeInterval
     private let stopped = Atomic<Bool>(false)
     private let commits: GroupCommit
+    private let writer: DatabasePool
+    private let restartFrames: Int
 
-    init(path: String, interval: DispatchTimeInterval, commits: GroupCommit) throws {
+    init(path: String, interval: DispatchTimeInterval, commits: GroupCommit, writer: DatabasePool, restartFrames: Int) throws {
         var config = Configuration()
         config.label = "checkpoint"
         connection = try DatabaseQueue(path: path, configuration: config)
         self.interval = interval
         self.commits = commits
+        self.writer = writer
+        self.restartFrames = restartFrames
         schedule()
     }
 
@@ -33,7 +42,10 @@ final class Checkpointer: Sendable {
             guard let self, !stopped.load(ordering: .acquiring) else { return }
             if commits.committedSinceLastAsked() {
                 // A failure (e.g. the file is busy with a support tool's TRUNCATE) is retried next time.
-                _ = try? connection.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+                let frames = (try? connection.writeWithoutTransaction { db in try db.checkpoint(.passive) })?.walFrameCount ?? 0
+                if frames > restartFrames {
+                    _ = try? writer.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+                }
             }
             schedule()
         }

@@ -24,9 +24,10 @@ public final class SQLiteStore: TransferStore {
             // an OS crash or power loss may lose the last commits, never corrupt the file.
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
             if !db.configuration.readonly {
-                // The writer checkpoints only as a backstop (16 MiB of WAL), which also restarts
-                // the WAL; `Checkpointer` does the copying in between, off the writer.
-                try db.execute(sql: "PRAGMA wal_autocheckpoint = 4000")
+                // `Checkpointer` copies WAL pages off the writer and has the writer restart the
+                // WAL past 4 000 frames (16 MiB); SQLite's own checkpoint on commit is only the
+                // last resort, should that thread ever stall (256 MiB).
+                try db.execute(sql: "PRAGMA wal_autocheckpoint = 65536")
                 // Every login touches a few random index pages; with SQLite's default 2 MiB
                 // cache the writer re-read them with pread (6 % of server CPU in the profile).
                 try db.execute(sql: "PRAGMA cache_size = -32768")
@@ -35,7 +36,8 @@ public final class SQLiteStore: TransferStore {
         pool = try DatabasePool(path: path, configuration: config)
         commits = GroupCommit(writer: pool)
         try Self.migrator.migrate(pool)
-        checkpointer = try Checkpointer(path: path, interval: .milliseconds(25), commits: commits)
+        checkpointer = try Checkpointer(
+            path: path, interval: .milliseconds(25), commits: commits, writer: pool, restartFrames: 4000)
     }
 
     public func close() throws {
