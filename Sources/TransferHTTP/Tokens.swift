@@ -24,10 +24,10 @@ struct AccessClaims: JWTPayload {
 /// node and every restart uses the same one) and verifies them.
 public struct TokenService: Sendable {
     let keys: JWTKeyCollection
-    let currentKID: String
     /// The current key, for signing on the login path without a trip through the actor and
-    /// `JSONEncoder` (see `accessToken`).
+    /// `JSONEncoder` (see `accessToken`), and the JWS header naming it, encoded once.
     let signingKey: Curve25519.Signing.PrivateKey
+    let encodedHeader: String
     let publicKeys: [(kid: String, x: String)]
     let issuer: String
     let audience: String
@@ -49,13 +49,14 @@ public struct TokenService: Sendable {
             guard let raw = Data(base64Encoded: record.privateKey) else { continue }
             let key = try Curve25519.Signing.PrivateKey(rawRepresentation: raw)
             await keys.add(eddsa: EdDSA.PrivateKey(backing: key), kid: JWKIdentifier(string: record.kid))
-            publics.append((record.kid, Self.base64url(key.publicKey.rawRepresentation)))
+            publics.append((record.kid, Base64URL.encode(key.publicKey.rawRepresentation)))
             current = (record.kid, key)
         }
         guard let current else { throw TokenError.noKey }
         return TokenService(
-            keys: keys, currentKID: current.kid, signingKey: current.key, publicKeys: publics, issuer: issuer,
-            audience: audience, accessTTL: accessTTL)
+            keys: keys, signingKey: current.key,
+            encodedHeader: Base64URL.encode((#"{"alg":"EdDSA","kid":"# + jsonString(current.kid) + #","typ":"JWT"}"#).utf8),
+            publicKeys: publics, issuer: issuer, audience: audience, accessTTL: accessTTL)
     }
 
     enum TokenError: Error { case noKey }
@@ -67,12 +68,11 @@ public struct TokenService: Sendable {
     /// signature itself (BENCHMARKS.md, profile). The claims are the same `AccessClaims`
     /// that `verify` decodes with jwt-kit, and the tests verify every token with jwt-kit.
     func accessToken(for grant: SessionGrant, now: Timestamp) throws -> String {
-        let header = #"{"alg":"EdDSA","kid":"# + Self.jsonString(currentKID) + #","typ":"JWT"}"#
         let payload =
             #"{"iss":"# + Self.jsonString(issuer) + #","aud":["# + Self.jsonString(audience)
             + #"],"sub":"# + Self.jsonString(grant.account.accountID) + #","did":"# + Self.jsonString(grant.deviceID)
             + #","sid":"# + Self.jsonString(grant.sessionID) + #","iat":\#(now.seconds),"exp":\#((now + accessTTL).seconds)}"#
-        let input = Base64URL.encode(header.utf8) + "." + Base64URL.encode(payload.utf8)
+        let input = encodedHeader + "." + Base64URL.encode(payload.utf8)
         let signature = try signingKey.signature(for: Array(input.utf8))
         return input + "." + Base64URL.encode(signature)
     }
@@ -109,14 +109,9 @@ public struct TokenService: Sendable {
         return (try? [UInt8](JSONSerialization.data(withJSONObject: ["keys": keys], options: [.sortedKeys, .withoutEscapingSlashes]))) ?? []
     }
 
-    /// JWT times as whole seconds, as most verifiers expect.
-    static func wholeSeconds(_ t: Timestamp) -> Date { Date(timeIntervalSince1970: Double(t.seconds)) }
-
     static func kid(for key: Curve25519.Signing.PublicKey) -> String {
-        String(base64url(Data(SHA256.hash(data: key.rawRepresentation))).prefix(16))
+        String(Base64URL.encode(Array(SHA256.hash(data: key.rawRepresentation))).prefix(16))
     }
-
-    static func base64url(_ data: Data) -> String { Base64URL.encode(data) }
 }
 
 /// The token service, loaded from the database once the database client runs (before the
