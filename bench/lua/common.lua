@@ -17,6 +17,17 @@ function uuid4()
   return s:sub(1, 8) .. "-" .. s:sub(9, 12) .. "-" .. s:sub(13, 16) .. "-" .. s:sub(17, 20) .. "-" .. s:sub(21, 32)
 end
 
+-- The next seeded item for this thread: threads take every BENCH_THREADS-th index from
+-- BENCH_OFFSET on, so no item (a transfer, a refresh token) is used twice in a run.
+local stride = tonumber(os.getenv("BENCH_THREADS") or "2")
+local first = tonumber(os.getenv("BENCH_OFFSET") or "0")
+local taken = 0
+function next_index()
+  local i = first + (tid - 1) + taken * stride
+  taken = taken + 1
+  return i
+end
+
 function seeded(i)
   return string.format("00000000-0000-4000-8000-%012d", i)
 end
