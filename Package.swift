@@ -57,11 +57,8 @@ let package = Package(
             dependencies: [
                 "TransferCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
-            resources: [.copy("Resources/schema.sql")],
+            resources: [.copy("Resources/migrations")],
             swiftSettings: strict
         ),
         // The multi-node store: PostgreSQL through postgres-nio.
@@ -72,7 +69,17 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            resources: [.copy("Resources/schema.postgres.sql")],
+            resources: [.copy("Resources/migrations")],
+            swiftSettings: strict
+        ),
+        // Opens the store a `--database` value names (the server, the CLI, tests, benchmarks).
+        .target(
+            name: "TransferStorage",
+            dependencies: [
+                "TransferCore", "TransferSQLite", "TransferPostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
         // The HTTP layer, tokens, configuration and the server's composition.
@@ -81,8 +88,8 @@ let package = Package(
             dependencies: [
                 "TransferCore",
                 "TransferArgon2",
-                "TransferSQLite",
                 "TransferPostgres",
+                "TransferStorage",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Logging", package: "swift-log"),
@@ -108,8 +115,7 @@ let package = Package(
             dependencies: [
                 "TransferCore",
                 "TransferArgon2",
-                "TransferSQLite",
-                "TransferPostgres",
+                "TransferStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
@@ -125,7 +131,8 @@ let package = Package(
         .executableTarget(
             name: "BenchSeed",
             dependencies: [
-                "TransferCore", "TransferArgon2", "TransferSQLite", "TransferPostgres", .product(name: "GRDB", package: "GRDB.swift"),
+                "TransferCore", "TransferArgon2", "TransferSQLite", "TransferPostgres", "TransferStorage",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -138,6 +145,7 @@ let package = Package(
                 "TransferSQLite",
                 "TransferHTTP",
                 "TransferPostgres",
+                "TransferStorage",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -6,6 +6,7 @@ import TransferArgon2
 import TransferCore
 import TransferPostgres
 import TransferSQLite
+import TransferStorage
 
 /// Seeds a SQLite database for the benchmark in bulk, in one transaction, through the
 /// store's own pool and schema: ACCOUNTS accounts each with an active device, TRANSFERS
@@ -80,11 +81,11 @@ struct BenchSeed {
         url: String, accounts: Int, transfers: Int, sessions: Int, phc: String, secretHash: Data, now: Int64
     ) async throws {
         let logger = Logger(label: "bench-seed")
-        let client = try PostgresStore.makeClient(url: url, maxConnections: 2, logger: logger)
+        let opened = try Storage.open(.postgres(url: url), poolSize: 2, logger: logger)
+        guard let client = opened.client else { return }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
-            let store = PostgresStore(client: client, logger: logger)
-            try await store.migrate()
+            try await opened.migrate()
             let pad = { (prefix: String, column: String) in "'\(prefix)' || lpad((\(column))::text, 12, '0')" }
             try await client.withTransaction(logger: logger) { conn in
                 try await conn.query(

@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import TransferCore
-import TransferSQLite
 
 struct Account: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -32,7 +31,7 @@ struct Account: AsyncParsableCommand {
                 }
                 try JSON.print(Out(
                     matchedBy: match.matchedBy.rawValue, accountId: report.accountID, userName: report.userName,
-                    createdAt: report.createdAt.rfc3339, migrationFlag: report.migrationFlag(at: now), transferId: report.transferID,
+                    createdAt: report.createdAt.rfc3339, migrationFlag: report.migrationFlag(at: now), transferId: report.movedToDeviceID,
                     devices: report.devices.map(DeviceJSON.init), transfer: report.transfer.map { TransferJSON($0, now: now) },
                     recentEvents: report.recentEvents.map(EventJSON.init)))
                 return
@@ -41,7 +40,7 @@ struct Account: AsyncParsableCommand {
                 ("user name", report.userName),
                 ("created", Text.time(report.createdAt, now: now)),
                 ("migration flag", report.migrationFlag(at: now) ? "raised (a transfer is waiting)" : "lowered"),
-                ("moved to device", report.transferID ?? "never moved"),
+                ("moved to device", report.movedToDeviceID ?? "never moved"),
             ]))
             print("\nDevices")
             print(Text.table(["DEVICE", "STATE", "BOUND", "LAST LOGIN", "ENDED", "WHY"], report.devices.map {
@@ -63,7 +62,7 @@ struct Account: AsyncParsableCommand {
             ("email", t.email),
             ("created", Text.time(t.createdAt, now: now)),
             ("expiry", expiry),
-            ("failed attempts", "\(t.failedConsecutive) in a row, \(t.failedTotal) in total (void at 20)"),
+            ("failed attempts", "\(t.failedConsecutive) in a row, \(t.failedTotal) in total (void at \(LockPolicy.standard.totalFailures))"),
             ("lock", lock),
         ])
     }
@@ -107,7 +106,7 @@ struct Cancel: AsyncParsableCommand {
                 throw Failure.notFound("account \(match.accountID) has no pending transfer.")
             }
             let service = try await store.service()
-            guard try await service.cancelTransfer(accountID: match.accountID, actor: change.actor, reason: change.trimmedReason) else {
+            guard try await service.cancelTransfer(accountID: match.accountID, by: change.initiator, reason: change.trimmedReason) else {
                 throw Failure.notFound("account \(match.accountID) has no pending transfer.")
             }
             if common.json {
@@ -123,7 +122,7 @@ struct Cancel: AsyncParsableCommand {
 struct Unlock: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Clear the lock and the count of wrong passwords in a row of the pending transfer.",
-        discussion: "For \"it says too many attempts\" once you are sure the user is the owner. The total count (void at 20) stays.")
+        discussion: "For \"it says too many attempts\" once you are sure the user is the owner. The total count (void at \(LockPolicy.standard.totalFailures)) stays.")
 
     @OptionGroup var common: CommonOptions
     @OptionGroup var change: ChangeOptions
@@ -134,7 +133,7 @@ struct Unlock: AsyncParsableCommand {
             let match = try await store.resolve(account)
             let now = SystemWallClock().now()
             let service = try await store.service()
-            guard let before = try await service.unlockTransfer(accountID: match.accountID, actor: change.actor, reason: change.trimmedReason) else {
+            guard let before = try await service.unlockTransfer(accountID: match.accountID, by: change.initiator, reason: change.trimmedReason) else {
                 throw Failure.notFound("account \(match.accountID) has no pending transfer.")
             }
             if common.json {
@@ -172,7 +171,7 @@ struct Issue: AsyncParsableCommand {
             let service = try await store.service()
             let issued: (password: String, email: String, expiresAt: Timestamp)
             do {
-                issued = try await service.issueTransfer(accountID: match.accountID, email: parsed, actor: change.actor, reason: change.trimmedReason)
+                issued = try await service.issueTransfer(accountID: match.accountID, email: parsed, by: change.initiator, reason: change.trimmedReason)
             } catch TransferError.emailInUse {
                 throw Failure.conflict("another account has a pending transfer with \(parsed.display); use another email or cancel that one.")
             }
@@ -205,7 +204,7 @@ struct RevokeDevice: AsyncParsableCommand {
         guard let device = DeviceID(deviceId) else { throw Failure.usage("'\(deviceId)' is not a device UUID.") }
         try await common.withStore { store in
             let service = try await store.service()
-            guard let account = try await service.revokeDevice(device, actor: change.actor, reason: change.trimmedReason) else {
+            guard let account = try await service.revokeDevice(device, by: change.initiator, reason: change.trimmedReason) else {
                 if try await store.findAccounts(device.value).isEmpty {
                     throw Failure.notFound("no account has device \(device.value).")
                 }

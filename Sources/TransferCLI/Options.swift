@@ -3,9 +3,8 @@ import Foundation
 import TransferArgon2
 import TransferCore
 import Logging
-import PostgresNIO
 import TransferPostgres
-import TransferSQLite
+import TransferStorage
 
 /// Options every command takes.
 struct CommonOptions: ParsableArguments {
@@ -18,48 +17,29 @@ struct CommonOptions: ParsableArguments {
     /// Runs `body` on the store the server uses. A missing SQLite file is an error, never a
     /// new empty database; a PostgreSQL that does not answer within 10 s is unreachable.
     func withStore<T: Sendable>(_ body: @Sendable (any SupportStore) async throws -> T) async throws -> T {
-        let text = database ?? ProcessInfo.processInfo.environment["TRANSFER_DATABASE"] ?? "sqlite:./transfer.sqlite"
+        let text = database ?? ProcessInfo.processInfo.environment["TRANSFER_DATABASE"] ?? DatabaseLocation.default.argument
         let location: DatabaseLocation
         do {
             location = try DatabaseLocation.parse(text)
         } catch {
             throw Failure.usage("--database: \(error.description)")
         }
-        switch location {
-        case .sqlite(let path):
-            guard FileManager.default.fileExists(atPath: path) else {
-                throw Failure.unreachable("there is no database at \(path); pass --database sqlite:PATH of the server's file.")
-            }
-            let store: SQLiteStore
-            do {
-                store = try SQLiteStore(path: path)
-            } catch {
-                throw Failure.unreachable("the database at \(path) cannot be opened (\(type(of: error))).")
-            }
-            defer { try? store.close() }
-            return try await body(store)
-        case .postgres(let url):
-            var quiet = Logger(label: "transfer")
-            quiet.logLevel = .critical
-            let client: PostgresClient
-            do {
-                client = try PostgresStore.makeClient(url: url, maxConnections: 2, logger: quiet)
-            } catch {
-                throw Failure.usage("--database: \(error.description)")
-            }
-            let store = PostgresStore(client: client, logger: quiet)
-            return try await withThrowingTaskGroup(of: T?.self) { group in
-                group.addTask {
-                    await client.run()
-                    return nil
-                }
-                defer { group.cancelAll() }
+        var quiet = Logger(label: "transfer")
+        quiet.logLevel = .critical
+        do {
+            return try await Storage.withStore(location, poolSize: 2, logger: quiet, mustExist: true, migrate: false) { store in
                 do {
                     try await PostgresStore.withTimeout(.seconds(10)) { try await store.ping() }
                 } catch {
-                    throw Failure.unreachable("PostgreSQL at \(DatabaseLocation.redacted(url)) does not answer.")
+                    throw Failure.unreachable("the database at \(DatabaseLocation.redacted(text)) does not answer.")
                 }
                 return try await body(store)
+            }
+        } catch let error as Storage.OpenError {
+            switch error.reason {
+            case .invalidURL: throw Failure.usage("--database: \(error.description)")
+            case .missingFile: throw Failure.unreachable("\(error.description); pass --database sqlite:PATH of the server's file.")
+            case .cannotOpen: throw Failure.unreachable("\(error.description).")
             }
         }
     }
@@ -79,10 +59,10 @@ struct ChangeOptions: ParsableArguments {
         }
     }
 
-    var actor: String {
+    var initiator: Initiator {
         let name = operatorName ?? ProcessInfo.processInfo.environment["USER"] ?? ProcessInfo.processInfo.environment["LOGNAME"]
             ?? getpwuid(getuid()).map { String(cString: $0.pointee.pw_name) } ?? "unknown"
-        return "operator:\(name)"
+        return .support(operator: name)
     }
 
     var trimmedReason: String { reason.trimmingCharacters(in: .whitespacesAndNewlines) }

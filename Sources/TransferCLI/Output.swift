@@ -113,7 +113,7 @@ struct EventJSON: Encodable {
         kind = e.kind.rawValue
         deviceId = e.deviceID
         transferId = e.transferID
-        actor = e.actor
+        actor = e.actor.description
         reason = e.reason
         clientAddress = e.clientAddress
     }
@@ -124,6 +124,6 @@ extension Array where Element == AuditEvent {
         guard !isEmpty else { return "  (none)" }
         return Text.table(
             ["WHEN", "EVENT", "DEVICE", "BY", "REASON"],
-            map { [Text.time($0.at, now: now), $0.kind.rawValue, $0.deviceID ?? "-", $0.actor, $0.reason ?? ""] })
+            map { [Text.time($0.at, now: now), $0.kind.rawValue, $0.deviceID ?? "-", $0.actor.description, $0.reason ?? ""] })
     }
 }

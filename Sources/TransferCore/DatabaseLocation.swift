@@ -3,7 +3,17 @@ public enum DatabaseLocation: Sendable, Equatable {
     case sqlite(path: String)
     case postgres(url: String)
 
+    /// Where the server, the CLI and the benchmark look when neither `--database` nor
+    /// `TRANSFER_DATABASE` is given.
     public static let `default` = DatabaseLocation.sqlite(path: "./transfer.sqlite")
+
+    /// As written in `--database`.
+    public var argument: String {
+        switch self {
+        case .sqlite(let path): "sqlite:\(path)"
+        case .postgres(let url): url
+        }
+    }
 
     /// `sqlite:PATH` or `postgres://user:pass@host:5432/db`; the error is one sentence.
     public static func parse(_ text: String) throws(InvalidDatabaseURL) -> DatabaseLocation {

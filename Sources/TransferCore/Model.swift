@@ -102,7 +102,8 @@ public struct AccountProfile: Sendable, Equatable {
     public var accountID: String
     public var userName: String
     public var createdAt: Timestamp
-    public var transferID: String?
+    /// The device the account was last moved to (the contract's `transferId`).
+    public var movedToDeviceID: String?
     public var transfer: PendingTransfer?
     public var activeDevices: [Device]
 
@@ -110,13 +111,13 @@ public struct AccountProfile: Sendable, Equatable {
     public var migrationFlag: Bool { transfer != nil }
 
     public init(
-        accountID: String, userName: String, createdAt: Timestamp, transferID: String?,
+        accountID: String, userName: String, createdAt: Timestamp, movedToDeviceID: String?,
         transfer: PendingTransfer?, activeDevices: [Device]
     ) {
         self.accountID = accountID
         self.userName = userName
         self.createdAt = createdAt
-        self.transferID = transferID
+        self.movedToDeviceID = movedToDeviceID
         self.transfer = transfer
         self.activeDevices = activeDevices
     }
@@ -149,14 +150,13 @@ public struct AuditEvent: Sendable, Equatable {
     public var accountID: String?
     public var deviceID: String?
     public var transferID: String?
-    /// Who acted: `device` for the app, `operator:NAME` for support.
-    public var actor: String
+    public var actor: Initiator
     public var reason: String?
     public var clientAddress: String?
 
     public init(
         at: Timestamp, kind: Kind, accountID: String?, deviceID: String? = nil, transferID: String? = nil,
-        actor: String = "device", reason: String? = nil, clientAddress: String? = nil
+        actor: Initiator = .device, reason: String? = nil, clientAddress: String? = nil
     ) {
         self.at = at
         self.kind = kind

@@ -19,8 +19,6 @@ public struct SecretHash: Hashable, Sendable {
         for i in bytes.indices { diff |= bytes[i] ^ other.bytes[i] }
         return diff == 0
     }
-
-    public var hex: String { bytes.map { String(format: "%02x", $0) }.joined() }
 }
 
 public enum RandomToken {

@@ -42,8 +42,7 @@ public enum FieldRules {
     /// not a common password. Returns the normalised password that is hashed.
     public static func temporaryPassword(_ text: String, email: Email) throws(TransferError) -> String {
         let password = text.precomposedStringWithCanonicalMapping
-        // 64 characters of the widest kind stay far below this; it stops huge input before hashing.
-        guard password.utf8.count <= 1024 else { throw .weakPassword("temporaryPassword must be at most 64 characters") }
+        guard password.utf8.count <= maxPasswordBytes else { throw .weakPassword("temporaryPassword must be at most 64 characters") }
         let count = password.count
         guard count >= 8 else { throw .weakPassword("temporaryPassword must be at least 8 characters") }
         guard count <= 64 else { throw .weakPassword("temporaryPassword must be at most 64 characters") }
@@ -57,6 +56,16 @@ public enum FieldRules {
         }
         return password
     }
+
+    /// A claim's temporaryPassword, as it is verified: NFC, like the password that was hashed.
+    /// Longer input than any set-up accepts is refused before hashing, as a wrong password.
+    public static func claimPassword(_ text: String) throws(TransferError) -> String {
+        guard text.utf8.count <= maxPasswordBytes else { throw .invalidTransferCredentials }
+        return text.precomposedStringWithCanonicalMapping
+    }
+
+    /// 64 characters of the widest kind stay far below this; it stops huge input before hashing.
+    static let maxPasswordBytes = 1024
 
     /// Unicode White_Space, and the byte-order mark (which JSON Schema's `\s` also counts).
     private static func isSpace(_ s: Unicode.Scalar) -> Bool { s.properties.isWhitespace || s == "\u{FEFF}" }

@@ -16,33 +16,37 @@ struct API<Context: AppRequestContext>: Sendable {
     let claimLimiter: RateLimiter?
     let openAPI: [UInt8]
 
-    /// Paths and their methods, also used to answer 405 with `Allow`.
-    static var routes: [String: [HTTPRequest.Method]] {
+    typealias Handler = @Sendable (Request, Context) async throws -> Response
+
+    /// Every route, once: what `register` adds to the router, and what answers 405 with `Allow`.
+    static var routes: [(method: HTTPRequest.Method, path: String, handler: (API) -> Handler)] {
         [
-            "/v1/devices/login": [.post], "/v1/tokens/refresh": [.post], "/v1/logout": [.post],
-            "/v1/me": [.get], "/v1/me/transfer": [.put, .delete], "/v1/transfers/claim": [.post],
-            "/.well-known/jwks.json": [.get], "/healthz": [.get], "/readyz": [.get], "/metrics": [.get],
-            "/openapi.yaml": [.get],
+            (.post, "/v1/devices/login", { $0.login }),
+            (.post, "/v1/tokens/refresh", { $0.refresh }),
+            (.post, "/v1/logout", { $0.logout }),
+            (.get, "/v1/me", { $0.me }),
+            (.put, "/v1/me/transfer", { $0.setUpTransfer }),
+            (.delete, "/v1/me/transfer", { $0.cancelTransfer }),
+            (.post, "/v1/transfers/claim", { $0.claim }),
+            (.get, "/.well-known/jwks.json", { $0.jwks }),
+            (.get, "/healthz", { _ in { _, _ in raw(Array(#"{"status":"ok"}"#.utf8), type: "application/json") } }),
+            (.get, "/readyz", { api in { _, _ in try await api.ready() } }),
+            (.get, "/metrics", { api in { _, _ in
+                raw(api.metrics.exposition(hasher: api.hasher), type: "text/plain; version=0.0.4; charset=utf-8")
+            } }),
+            (.get, "/openapi.yaml", { api in { _, _ in raw(api.openAPI, type: "application/yaml") } }),
         ]
     }
 
+    /// The methods of each path.
+    static var allowedMethods: [String: [HTTPRequest.Method]] {
+        routes.reduce(into: [:]) { $0[$1.path, default: []].append($1.method) }
+    }
+
     func register(on router: Router<Context>) {
-        router.post("/v1/devices/login") { request, context in try await login(request, context) }
-        router.post("/v1/tokens/refresh") { request, context in try await refresh(request, context) }
-        router.post("/v1/logout") { request, context in try await logout(request, context) }
-        router.get("/v1/me") { request, context in try await me(request, context) }
-        router.put("/v1/me/transfer") { request, context in try await setUpTransfer(request, context) }
-        router.delete("/v1/me/transfer") { request, context in try await cancelTransfer(request, context) }
-        router.post("/v1/transfers/claim") { request, context in try await claim(request, context) }
-        router.get("/.well-known/jwks.json") { _, _ in
-            Self.raw(try tokenBox.tokens.jwksJSON, type: "application/json", cache: "public, max-age=300")
+        for route in Self.routes {
+            router.on(RouterPath(route.path), method: route.method, use: route.handler(self))
         }
-        router.get("/healthz") { _, _ in Self.raw(Array(#"{"status":"ok"}"#.utf8), type: "application/json") }
-        router.get("/readyz") { _, _ in try await ready() }
-        router.get("/metrics") { _, _ in
-            Self.raw(metrics.exposition(hasher: hasher), type: "text/plain; version=0.0.4; charset=utf-8")
-        }
-        router.get("/openapi.yaml") { _, _ in Self.raw(openAPI, type: "application/yaml") }
     }
 
     // MARK: Endpoints
@@ -107,19 +111,22 @@ struct API<Context: AppRequestContext>: Sendable {
         let secret = try FieldRules.deviceSecret(try body.string("deviceSecret"))
         let replace = try body.bool("replaceExistingAccount", default: false)
         let email = try FieldRules.email(emailText)
-        // Refused before hashing: nothing this long was ever accepted at set-up.
-        guard password.utf8.count <= 1024 else { throw TransferError.invalidTransferCredentials }
+        let temporaryPassword = try FieldRules.claimPassword(password)
         let address = clientAddress(request, context)
         if let retry = claimLimiter?.hit(address, now: service.clock.now()) {
             throw APIError.rateLimited(retryAfter: retry)
         }
         let grant = try await service.claim(
             ClaimRequest(
-                email: email, temporaryPassword: password.precomposedStringWithCanonicalMapping, deviceID: deviceID,
+                email: email, temporaryPassword: temporaryPassword, deviceID: deviceID,
                 deviceSecret: secret, replaceExistingAccount: replace),
             clientAddress: address)
         context.log.accountID = grant.account.accountID
         return try await session(grant, status: .ok)
+    }
+
+    func jwks(_ request: Request, _ context: Context) async throws -> Response {
+        Self.raw(try tokenBox.tokens.jwksJSON, type: "application/json", cache: "public, max-age=300")
     }
 
     func ready() async throws -> Response {
@@ -227,7 +234,7 @@ struct MeBody: Encodable {
         try c.encode(profile.userName, forKey: .userName)
         try c.encode(profile.createdAt.rfc3339, forKey: .createdAt)
         try c.encode(profile.migrationFlag, forKey: .migrationFlag)
-        try c.encode(profile.transferID, forKey: .transferId)
+        try c.encode(profile.movedToDeviceID, forKey: .transferId)
         try c.encode(
             profile.transfer.map { Transfer(email: $0.email, createdAt: $0.createdAt.rfc3339, expiresAt: $0.expiresAt.rfc3339) },
             forKey: .transfer)

@@ -18,10 +18,10 @@ public struct ServerConfiguration: Sendable {
 
     public var hostname = "127.0.0.1"
     public var port = 8080
-    public var database = Database.sqlite(path: "./transfer.sqlite")
-    public var transferTTL = Duration.seconds(24 * 3600)
+    public var database = Database.default
+    public var transferTTL = ServicePolicy.standard.transferTTL
     public var accessTokenTTL = Duration.seconds(15 * 60)
-    public var refreshTokenTTL = Duration.seconds(30 * 24 * 3600)
+    public var refreshTokenTTL = ServicePolicy.standard.refreshTokenTTL
     public var argon2 = Argon2Parameters()
     public var hashWorkers = ProcessInfo.processInfo.activeProcessorCount
     public var hashQueue = 64

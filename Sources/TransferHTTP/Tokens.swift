@@ -41,7 +41,7 @@ public struct TokenService: Sendable {
         let candidate = SigningKeyRecord(
             kid: Self.kid(for: fresh.publicKey), algorithm: "EdDSA",
             privateKey: fresh.rawRepresentation.base64EncodedString(), createdAt: now)
-        let records = try await store.signingKeys(insertingIfNone: candidate)
+        let records = try await store.execute(SigningKeysCommand(candidate: candidate, now: now))
         let keys = JWTKeyCollection()
         var publics: [(String, String)] = []
         var current: (kid: String, key: Curve25519.Signing.PrivateKey)?

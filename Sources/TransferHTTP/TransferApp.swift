@@ -6,7 +6,7 @@ import ServiceLifecycle
 import TransferArgon2
 import TransferCore
 import TransferPostgres
-import TransferSQLite
+import TransferStorage
 
 /// Builds the whole server from a configuration: store, hasher, service, tokens, routes.
 public enum TransferApp {
@@ -14,7 +14,6 @@ public enum TransferApp {
         public let service: TransferService
         public let hasher: Argon2Hasher
         public let store: any SupportStore
-        public let metrics: ServiceMetrics
     }
 
     /// A start-up failure, said in one line.
@@ -30,40 +29,26 @@ public enum TransferApp {
         _ = CommonPasswords.count  // load the list now, not on the first set-up
         var services: [any Service] = []
         var prepare: @Sendable () async throws -> Void = {}
-        let store: any SupportStore
-        let closeStore: @Sendable () async throws -> Void
-        switch configuration.database {
-        case .sqlite(let path):
-            let sqlite: SQLiteStore
-            do {
-                sqlite = try SQLiteStore(path: path)
-            } catch {
-                throw StartupError(description: "the SQLite database at \(path) cannot be opened or migrated (\(error))")
-            }
-            store = sqlite
-            closeStore = { try sqlite.close() }
-        case .postgres(let url):
-            let client: PostgresClient
-            do {
-                // The pool retries connections on its own; its per-attempt messages stay out of the log.
-                var poolLogger = logger
-                poolLogger.logLevel = .error
-                client = try PostgresStore.makeClient(url: url, maxConnections: configuration.databasePoolSize, logger: poolLogger)
-            } catch {
-                throw StartupError(description: "--database: \(error.description)")
-            }
-            let postgres = PostgresStore(client: client, logger: logger)
-            store = postgres
+        // The pool retries connections on its own; its per-attempt messages stay out of the log.
+        var poolLogger = logger
+        poolLogger.logLevel = .error
+        let opened: OpenedStore
+        do {
+            opened = try Storage.open(configuration.database, poolSize: configuration.databasePoolSize, logger: poolLogger)
+        } catch {
+            throw StartupError(description: error.reason == .invalidURL ? "--database: \(error.description)" : error.description)
+        }
+        let store = opened.store
+        if let client = opened.client {
             services.append(client)  // runs before the server starts, stops after it
-            let where_ = DatabaseLocation.redacted(url)
+            let where_ = DatabaseLocation.redacted(configuration.database.argument)
             prepare = {
                 do {
-                    try await PostgresStore.withTimeout(.seconds(15)) { try await postgres.migrate() }
+                    try await PostgresStore.withTimeout(.seconds(15)) { try await opened.migrate() }
                 } catch {
                     throw StartupError(description: "PostgreSQL at \(where_) does not answer or cannot be migrated (\(PostgresStore.describe(error)))")
                 }
             }
-            closeStore = {}
         }
         let metrics = ServiceMetrics()
         let hashRecorder = metrics.hashSeconds
@@ -77,14 +62,14 @@ public enum TransferApp {
 
         let tokenBox = TokenBox()
         let router = Router(context: TransferRequestContext.self)
-        router.add(middleware: RequestLogMiddleware(metrics: metrics))
-        router.add(middleware: ErrorMiddleware(allowedMethods: API<TransferRequestContext>.routes))
-        API<TransferRequestContext>(
+        let api = API<TransferRequestContext>(
             service: service, tokenBox: tokenBox, configuration: configuration, metrics: metrics, hasher: argon2,
             creationLimiter: configuration.accountCreationLimit.map(RateLimiter.init),
             claimLimiter: configuration.claimLimit.map(RateLimiter.init),
-            openAPI: try openAPIDocument()
-        ).register(on: router)
+            openAPI: try openAPIDocument())
+        router.add(middleware: RequestLogMiddleware(metrics: metrics))
+        router.add(middleware: ErrorMiddleware(allowedMethods: API<TransferRequestContext>.allowedMethods))
+        api.register(on: router)
 
         var app = Application(
             router: router,
@@ -102,9 +87,9 @@ public enum TransferApp {
         // Shut down after the HTTP server has finished its in-flight requests.
         app.addServices(Closer(logger: logger) {
             try await argon2.shutdown()
-            try await closeStore()
+            try opened.close()
         })
-        return (app, Parts(service: service, hasher: argon2, store: store, metrics: metrics))
+        return (app, Parts(service: service, hasher: argon2, store: store))
     }
 
     static func openAPIDocument() throws -> [UInt8] {

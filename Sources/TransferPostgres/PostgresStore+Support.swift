@@ -20,9 +20,8 @@ extension PostgresStore: SupportStore {
             var matches: [AccountMatch] = []
             for row in rows {
                 let id = try row["account_id"].decode(String.self)
-                guard let field = AccountMatch.Field(rawValue: try row["field"].decode(String.self)),
-                    !matches.contains(where: { $0.accountID == id })
-                else { continue }
+                guard !matches.contains(where: { $0.accountID == id }) else { continue }
+                let field: AccountMatch.Field = try UnknownStoredValue.decode(try row["field"].decode(String.self), column: "field")
                 matches.append(AccountMatch(accountID: id, userName: try row["user_name"].decode(String.self), matchedBy: field))
             }
             return matches
@@ -40,23 +39,13 @@ extension PostgresStore: SupportStore {
             return AccountReport(
                 accountID: accountID, userName: try account["user_name"].decode(String.self),
                 createdAt: Timestamp(milliseconds: try account["created_at"].decode(Int64.self)),
-                transferID: try account["transfer_id"].decode(String?.self), devices: devices, transfer: transfer, recentEvents: events)
+                movedToDeviceID: try account["moved_to_device_id"].decode(String?.self), devices: devices, transfer: transfer, recentEvents: events)
         }
     }
 
     public func history(accountID: String) async throws -> [AuditEvent] {
         try await client.withConnection { conn in
             try await all(conn, "SELECT * FROM audit_events WHERE account_id = \(accountID) ORDER BY id").map(Self.event)
-        }
-    }
-
-    public func unlockTransfer(accountID: String, at: Timestamp, actor: String, reason: String) async throws -> TransferRecord? {
-        try await transaction { conn in
-            guard let transfer = try await one(conn, "SELECT * FROM transfers WHERE account_id = \(accountID) AND state = 'pending' FOR UPDATE").map(Self.transfer)
-            else { return nil }
-            try await run(conn, "UPDATE transfers SET locked_until = NULL, failed_consecutive = 0 WHERE id = \(transfer.id)")
-            try await audit(conn, AuditEvent(at: at, kind: .transferUnlocked, accountID: accountID, transferID: transfer.id, actor: actor, reason: reason))
-            return transfer
         }
     }
 
@@ -88,9 +77,9 @@ extension PostgresStore: SupportStore {
     static func event(_ row: PostgresRandomAccessRow) throws -> AuditEvent {
         AuditEvent(
             at: Timestamp(milliseconds: try row["at"].decode(Int64.self)),
-            kind: AuditEvent.Kind(rawValue: try row["kind"].decode(String.self)) ?? .login,
+            kind: try UnknownStoredValue.decode(try row["kind"].decode(String.self), column: "audit_events.kind"),
             accountID: try row["account_id"].decode(String?.self), deviceID: try row["device_id"].decode(String?.self),
-            transferID: try row["transfer_id"].decode(String?.self), actor: try row["actor"].decode(String.self),
+            transferID: try row["transfer_id"].decode(String?.self), actor: try Initiator(stored: try row["actor"].decode(String.self)),
             reason: try row["reason"].decode(String?.self), clientAddress: try row["client_address"].decode(String?.self))
     }
 }

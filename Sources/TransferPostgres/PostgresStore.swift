@@ -77,11 +77,15 @@ public final class PostgresStore: TransferStore {
         }
     }
 
+    /// Versioned migrations, `Resources/migrations/vN.sql`; a new schema change is a new file
+    /// appended here. `schema.postgres.sql` at the repository's root is what they add up to.
     static func migrations() throws -> [(String, String)] {
-        guard let url = Bundle.module.url(forResource: "schema.postgres", withExtension: "sql") else {
-            throw MissingSchema()
+        try ["v1", "v2"].map { version in
+            guard let url = Bundle.module.url(forResource: version, withExtension: "sql", subdirectory: "migrations") else {
+                throw MissingSchema()
+            }
+            return (version, try String(contentsOf: url, encoding: .utf8))
         }
-        return [("v1", try String(contentsOf: url, encoding: .utf8))]
     }
 
     struct MissingSchema: Error {}
@@ -157,31 +161,10 @@ public final class PostgresStore: TransferStore {
 
     public func login(_ c: LoginCommand) async throws -> LoginResult {
         if let account = try await loginActiveDevice(c) { return .loggedIn(account, created: false) }
-        return try await transaction { conn in
-            let device = c.deviceID.value
-            let binding = try await currentBinding(conn, deviceID: device, lock: true)
-            switch Rules.login(binding: binding, secretHash: c.secretHash) {
-            case .create:
-                guard c.allowCreate else { return .creationRefused }
-                let account = c.newAccountID
-                try await run(conn, "INSERT INTO accounts (id, user_name, created_at) VALUES (\(account), \(device), \(c.now.milliseconds))")
-                try await insertBinding(conn, deviceID: device, accountID: account, secretHash: c.secretHash, at: c.now)
-                try await openSession(conn, c.session, accountID: account, deviceID: device, at: c.now)
-                try await audit(conn, AuditEvent(at: c.now, kind: .accountCreated, accountID: account, deviceID: device, clientAddress: c.clientAddress))
-                return .loggedIn(SessionAccount(accountID: account, userName: device, migrationFlag: false), created: true)
-            case .login(let account):
-                try await run(conn, "UPDATE device_bindings SET last_login_at = \(c.now.milliseconds) WHERE device_id = \(device) AND state = 'active'")
-                try await openSession(conn, c.session, accountID: account, deviceID: device, at: c.now)
-                try await audit(conn, AuditEvent(at: c.now, kind: .login, accountID: account, deviceID: device, clientAddress: c.clientAddress))
-                return .loggedIn(try await sessionAccount(conn, accountID: account, at: c.now), created: false)
-            case .reject(let error):
-                try await audit(conn, AuditEvent(at: c.now, kind: .loginFailed, accountID: binding?.accountID, deviceID: device, reason: error.code, clientAddress: c.clientAddress))
-                return .rejected(error)
-            }
-        }
+        return try await execute(c)
     }
 
-    /// The common case of `Rules.login` — an active binding whose secret matches — as one
+    /// The common case of `LoginCommand` — an active binding whose secret matches — as one
     /// statement, so one round trip instead of eight (BEGIN, lock, four writes, read, COMMIT).
     /// The UPDATE's row lock and WHERE clause are the check-then-act: a claim that retires the
     /// device at the same time either commits first (no row: the transaction path below then
@@ -211,7 +194,7 @@ public final class PostgresStore: TransferStore {
                 SELECT $5, $4, $1, $6 FROM b
             ), e AS (
                 INSERT INTO audit_events (at, kind, account_id, device_id, actor, client_address)
-                SELECT $1, '\(AuditEvent.Kind.login.rawValue)', account_id, $2, 'device', $7 FROM b
+                SELECT $1, '\(AuditEvent.Kind.login.rawValue)', account_id, $2, '\(Initiator.device)', $7 FROM b
             )
             SELECT a.id, a.user_name,
                    EXISTS (SELECT 1 FROM transfers t WHERE t.account_id = a.id AND t.state = 'pending' AND t.expires_at > $1) AS flag
@@ -240,48 +223,157 @@ public final class PostgresStore: TransferStore {
         }
     }
 
-    public func refresh(_ c: RefreshCommand) async throws -> RefreshResult {
+    // MARK: Operations
+
+    public func execute<Operation: StoreOperation>(_ operation: Operation) async throws -> Operation.Result {
         try await transaction { conn in
-            let hash = Data(c.tokenHash.bytes)
-            let row = try await one(conn, """
-                SELECT r.session_id, r.expires_at, r.used_at, s.account_id, s.device_id, s.revoked_at,
+            let plan = operation.plan(try await read(conn, operation.reads, at: operation.now))
+            for effect in plan.effects { try await apply(effect, conn) }
+            return plan.result
+        }
+    }
+
+    /// Reads what an operation depends on, locking the rows its decision rests on, so a
+    /// concurrent operation on any node waits until this one commits.
+    func read(_ conn: PostgresConnection, _ reads: Reads, at now: Timestamp) async throws -> Facts {
+        var facts = Facts()
+        let flag = Self.migrationFlag(at: now)
+        if let id = reads.transfer {
+            facts.transfer = try await one(conn, "SELECT * FROM transfers WHERE id = \(id) FOR UPDATE").map(Self.transfer)
+        }
+        if let q = reads.pendingTransfers {
+            facts.pendingTransfers = try await all(conn, """
+                SELECT * FROM transfers WHERE state = 'pending' AND (account_id = \(q.accountID) OR email_key = \(q.emailKey))
+                ORDER BY created_at, id FOR UPDATE
+                """).map(Self.transfer)
+        }
+        if let device = reads.device {
+            facts.device = try await one(conn, """
+                SELECT b.*, a.user_name, \(unescaped: flag) AS flag
+                FROM device_bindings b JOIN accounts a ON a.id = b.account_id
+                WHERE b.device_id = \(device) AND b.state IN ('active', 'moved', 'revoked')
+                FOR UPDATE OF b
+                """).map { (try Self.binding($0), try Self.sessionAccount($0)) }
+        }
+        if let account = reads.accountDevices {
+            facts.accountDevices = try await all(conn, """
+                SELECT device_id FROM device_bindings WHERE account_id = \(account) AND state = 'active' ORDER BY bound_at, id FOR UPDATE
+                """).map { try $0["device_id"].decode(String.self) }
+        }
+        if let account = reads.account {
+            facts.account = try await one(conn, """
+                SELECT a.id AS account_id, a.user_name, \(unescaped: flag) AS flag FROM accounts a WHERE a.id = \(account)
+                """).map(Self.sessionAccount)
+        }
+        if let hash = reads.refreshToken {
+            facts.refreshToken = try await one(conn, """
+                SELECT r.session_id, r.expires_at, r.used_at, s.account_id, s.device_id, s.revoked_at, a.user_name,
+                       \(unescaped: flag) AS flag,
                        EXISTS (SELECT 1 FROM device_bindings b
                                WHERE b.device_id = s.device_id AND b.account_id = s.account_id AND b.state = 'active') AS active
-                FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id
-                WHERE r.token_hash = \(hash)
+                FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id JOIN accounts a ON a.id = s.account_id
+                WHERE r.token_hash = \(Data(hash.bytes))
                 FOR UPDATE OF r, s
-                """)
-            let state = try row.map {
+                """).map {
                 RefreshTokenState(
-                    sessionID: try $0["session_id"].decode(String.self), accountID: try $0["account_id"].decode(String.self),
+                    sessionID: try $0["session_id"].decode(String.self), account: try Self.sessionAccount($0),
                     deviceID: try $0["device_id"].decode(String.self),
                     expiresAt: Timestamp(milliseconds: try $0["expires_at"].decode(Int64.self)),
                     used: try $0["used_at"].decode(Int64?.self) != nil, sessionRevoked: try $0["revoked_at"].decode(Int64?.self) != nil,
                     deviceActive: try $0["active"].decode(Bool.self))
             }
-            switch Rules.refresh(state, now: c.now) {
-            case .reject:
-                return .rejected
-            case .revokeFamily:
-                guard let state else { return .rejected }
-                try await run(conn, "UPDATE sessions SET revoked_at = \(c.now.milliseconds) WHERE id = \(state.sessionID) AND revoked_at IS NULL")
-                try await audit(conn, AuditEvent(at: c.now, kind: .refreshReuse, accountID: state.accountID, deviceID: state.deviceID))
-                return .rejected
-            case .rotate:
-                guard let state else { return .rejected }
-                try await run(conn, "UPDATE refresh_tokens SET used_at = \(c.now.milliseconds) WHERE token_hash = \(hash)")
-                try await insertRefreshToken(conn, hash: c.next, sessionID: state.sessionID, at: c.now, expiresAt: c.nextExpiresAt)
-                return .rotated(try await sessionAccount(conn, accountID: state.accountID, at: c.now), deviceID: state.deviceID, sessionID: state.sessionID)
+        }
+        if reads.signingKeys {
+            // Nodes starting together on an empty table: one inserts the key, the others then read it.
+            try await run(conn, "SELECT pg_advisory_xact_lock(\(Self.advisoryLockKey + 1))")
+            facts.signingKeys = try await all(conn, """
+                SELECT kid, algorithm, private_key, created_at FROM signing_keys WHERE retired_at IS NULL ORDER BY created_at, kid
+                """).map {
+                SigningKeyRecord(
+                    kid: try $0["kid"].decode(String.self), algorithm: try $0["algorithm"].decode(String.self),
+                    privateKey: try $0["private_key"].decode(String.self), createdAt: Timestamp(milliseconds: try $0["created_at"].decode(Int64.self)))
             }
+        }
+        return facts
+    }
+
+    /// `a`'s migration flag at `now`: a pending transfer that has not expired. `now` is an
+    /// integer, so writing it into the SQL text is safe.
+    static func migrationFlag(at now: Timestamp) -> String {
+        "EXISTS (SELECT 1 FROM transfers t WHERE t.account_id = a.id AND t.state = 'pending' AND t.expires_at > \(now.milliseconds))"
+    }
+
+    /// One effect as SQL.
+    func apply(_ effect: Effect, _ conn: PostgresConnection) async throws {
+        switch effect {
+        case .createAccount(let id, let userName, let at):
+            try await run(conn, "INSERT INTO accounts (id, user_name, created_at) VALUES (\(id), \(userName), \(at.milliseconds))")
+        case .bindDevice(let device, let account, let secretHash, let at):
+            try await run(conn, """
+                INSERT INTO device_bindings (id, device_id, account_id, secret_hash, state, bound_at, last_login_at)
+                VALUES (\(Identifier.make()), \(device), \(account), \(Data(secretHash.bytes)), 'active', \(at.milliseconds), \(at.milliseconds))
+                """)
+        case .recordLogin(let device, let at):
+            try await run(conn, "UPDATE device_bindings SET last_login_at = \(at.milliseconds) WHERE device_id = \(device) AND state = 'active'")
+        case .endBinding(let device, let account, let state, let reason, let at):
+            try await run(conn, """
+                UPDATE device_bindings SET state = \(state.rawValue), ended_at = \(at.milliseconds), ended_reason = \(reason)
+                WHERE device_id = \(device) AND account_id = \(account) AND state = 'active'
+                """)
+        case .setMovedTo(let account, let device):
+            try await run(conn, "UPDATE accounts SET moved_to_device_id = \(device) WHERE id = \(account)")
+        case .openSession(let s, let account, let device, let at):
+            try await run(conn, "INSERT INTO sessions (id, account_id, device_id, created_at) VALUES (\(s.sessionID), \(account), \(device), \(at.milliseconds))")
+            try await insertRefreshToken(conn, s.refreshTokenHash, sessionID: s.sessionID, at: at, expiresAt: s.refreshExpiresAt)
+        case .rotateRefreshToken(let used, let next, let session, let at, let expiresAt):
+            try await run(conn, "UPDATE refresh_tokens SET used_at = \(at.milliseconds) WHERE token_hash = \(Data(used.bytes)) AND used_at IS NULL")
+            try await insertRefreshToken(conn, next, sessionID: session, at: at, expiresAt: expiresAt)
+        case .revokeSession(let id, let at):
+            try await run(conn, "UPDATE sessions SET revoked_at = \(at.milliseconds) WHERE id = \(id) AND revoked_at IS NULL")
+        case .revokeSessions(let account, let device, let at):
+            try await run(conn, """
+                UPDATE sessions SET revoked_at = \(at.milliseconds) WHERE account_id = \(account) AND device_id = \(device) AND revoked_at IS NULL
+                """)
+        case .createTransfer(let t):
+            try await run(conn, """
+                INSERT INTO transfers (id, account_id, email, email_key, password_hash, state, created_at, expires_at, issued_by)
+                VALUES (\(t.id), \(t.accountID), \(t.email.display), \(t.email.key), \(t.passwordHash), 'pending',
+                        \(t.createdAt.milliseconds), \(t.expiresAt.milliseconds), \(t.issuedBy.description))
+                """)
+        case .endTransfer(let id, let state, let at, let claimedBy):
+            try await run(conn, """
+                UPDATE transfers SET state = \(state.rawValue), ended_at = \(at.milliseconds), claimed_by_device = \(claimedBy)
+                WHERE id = \(id) AND state = 'pending'
+                """)
+        case .countFailures(let id, let consecutive, let total, let lockedUntil):
+            try await run(conn, """
+                UPDATE transfers SET failed_consecutive = \(consecutive), failed_total = \(total), locked_until = \(lockedUntil?.milliseconds)
+                WHERE id = \(id)
+                """)
+        case .unlockTransfer(let id):
+            try await run(conn, "UPDATE transfers SET locked_until = NULL, failed_consecutive = 0 WHERE id = \(id)")
+        case .addSigningKey(let key):
+            try await run(conn, """
+                INSERT INTO signing_keys (kid, algorithm, private_key, created_at)
+                VALUES (\(key.kid), \(key.algorithm), \(key.privateKey), \(key.createdAt.milliseconds))
+                """)
+        case .audit(let e):
+            try await run(conn, """
+                INSERT INTO audit_events (at, kind, account_id, device_id, transfer_id, actor, reason, client_address)
+                VALUES (\(e.at.milliseconds), \(e.kind.rawValue), \(e.accountID), \(e.deviceID), \(e.transferID), \(e.actor.description),
+                        \(e.reason), \(e.clientAddress))
+                """)
         }
     }
 
-    public func logout(accountID: String, deviceID: String, at: Timestamp) async throws {
-        try await transaction { conn in
-            try await revokeSessions(conn, accountID: accountID, deviceID: deviceID, at: at)
-            try await audit(conn, AuditEvent(at: at, kind: .logout, accountID: accountID, deviceID: deviceID))
-        }
+    func insertRefreshToken(_ conn: PostgresConnection, _ hash: SecretHash, sessionID: String, at: Timestamp, expiresAt: Timestamp) async throws {
+        try await run(conn, """
+            INSERT INTO refresh_tokens (token_hash, session_id, created_at, expires_at)
+            VALUES (\(Data(hash.bytes)), \(sessionID), \(at.milliseconds), \(expiresAt.milliseconds))
+            """)
     }
+
+    // MARK: Reads outside operations
 
     public func isSessionValid(sessionID: String, accountID: String, deviceID: String) async throws -> Bool {
         try await client.withConnection { conn in
@@ -295,7 +387,7 @@ public final class PostgresStore: TransferStore {
 
     public func profile(accountID: String, at now: Timestamp) async throws -> AccountProfile? {
         try await client.withConnection { conn in
-            guard let account = try await one(conn, "SELECT user_name, created_at, transfer_id FROM accounts WHERE id = \(accountID)") else {
+            guard let account = try await one(conn, "SELECT user_name, created_at, moved_to_device_id FROM accounts WHERE id = \(accountID)") else {
                 return nil
             }
             let transfer = try await one(conn, """
@@ -317,57 +409,7 @@ public final class PostgresStore: TransferStore {
             return AccountProfile(
                 accountID: accountID, userName: try account["user_name"].decode(String.self),
                 createdAt: Timestamp(milliseconds: try account["created_at"].decode(Int64.self)),
-                transferID: try account["transfer_id"].decode(String?.self), transfer: transfer, activeDevices: devices)
-        }
-    }
-
-    public func revokeDevice(deviceID: String, at: Timestamp, actor: String, reason: String?) async throws -> String? {
-        try await transaction { conn in
-            guard let row = try await one(conn, """
-                UPDATE device_bindings SET state = 'revoked', ended_at = \(at.milliseconds), ended_reason = \(reason)
-                WHERE device_id = \(deviceID) AND state = 'active' RETURNING account_id
-                """) else { return nil }
-            let account = try row["account_id"].decode(String.self)
-            try await revokeSessions(conn, accountID: account, deviceID: deviceID, at: at)
-            try await audit(conn, AuditEvent(at: at, kind: .deviceRevoked, accountID: account, deviceID: deviceID, actor: actor, reason: reason))
-            return account
-        }
-    }
-
-    public func setUpTransfer(_ c: SetUpCommand) async throws -> SetUpResult {
-        try await transaction { conn in
-            let now = c.now.milliseconds
-            try await run(conn, """
-                UPDATE transfers SET state = 'expired', ended_at = \(now)
-                WHERE state = 'pending' AND expires_at <= \(now) AND (email_key = \(c.email.key) OR account_id = \(c.accountID))
-                """)
-            if let holder = try await one(conn, "SELECT account_id FROM transfers WHERE email_key = \(c.email.key) AND state = 'pending' FOR UPDATE"),
-                try holder["account_id"].decode(String.self) != c.accountID
-            {
-                return .emailInUse
-            }
-            try await run(conn, "UPDATE transfers SET state = 'replaced', ended_at = \(now) WHERE account_id = \(c.accountID) AND state = 'pending'")
-            try await run(conn, """
-                INSERT INTO transfers (id, account_id, email, email_key, password_hash, state, created_at, expires_at, issued_by)
-                VALUES (\(c.transferID), \(c.accountID), \(c.email.display), \(c.email.key), \(c.passwordHash), 'pending', \(now), \(c.expiresAt.milliseconds), \(c.actor))
-                """)
-            try await audit(conn, AuditEvent(
-                at: c.now, kind: c.actor == "device" ? .transferSetUp : .transferIssued, accountID: c.accountID,
-                transferID: c.transferID, actor: c.actor, reason: c.reason, clientAddress: c.clientAddress))
-            return .created
-        }
-    }
-
-    public func cancelTransfer(accountID: String, at: Timestamp, actor: String, reason: String?) async throws -> Bool {
-        try await transaction { conn in
-            let t = at.milliseconds
-            guard let row = try await one(conn, """
-                UPDATE transfers SET state = CASE WHEN expires_at <= \(t) THEN 'expired' ELSE 'cancelled' END, ended_at = \(t)
-                WHERE account_id = \(accountID) AND state = 'pending' RETURNING id
-                """) else { return false }
-            try await audit(conn, AuditEvent(
-                at: at, kind: .transferCancelled, accountID: accountID, transferID: try row["id"].decode(String.self), actor: actor, reason: reason))
-            return true
+                movedToDeviceID: try account["moved_to_device_id"].decode(String?.self), transfer: transfer, activeDevices: devices)
         }
     }
 
@@ -377,104 +419,13 @@ public final class PostgresStore: TransferStore {
         }
     }
 
-    public func recordFailedClaim(_ c: FailedClaimCommand) async throws -> FailedClaimResult {
-        try await transaction { conn in
-            let transfer = try await one(conn, "SELECT * FROM transfers WHERE id = \(c.transferID) FOR UPDATE").map(Self.transfer)
-            switch Rules.failure(transfer: transfer, now: c.now, policy: c.policy) {
-            case .notCounted(let error):
-                return .notCounted(error)
-            case .count(let consecutive, let total, let lockedUntil, let voided):
-                let now = c.now.milliseconds
-                try await run(conn, """
-                    UPDATE transfers SET failed_consecutive = \(consecutive), failed_total = \(total), locked_until = \(lockedUntil?.milliseconds),
-                        state = CASE WHEN \(voided) THEN 'voided' ELSE state END,
-                        ended_at = CASE WHEN \(voided) THEN \(now) ELSE ended_at END
-                    WHERE id = \(c.transferID)
-                    """)
-                let accountID = transfer?.accountID
-                try await audit(conn, AuditEvent(at: c.now, kind: .claimFailed, accountID: accountID, transferID: c.transferID, clientAddress: c.clientAddress))
-                if voided {
-                    try await audit(conn, AuditEvent(at: c.now, kind: .transferVoided, accountID: accountID, transferID: c.transferID, actor: "system", reason: "\(total) wrong passwords"))
-                    return .voided
-                }
-                if let lockedUntil {
-                    try await audit(conn, AuditEvent(at: c.now, kind: .transferLocked, accountID: accountID, transferID: c.transferID, actor: "system", reason: "\(c.policy.consecutiveFailures) wrong passwords in a row"))
-                    return .locked(until: lockedUntil)
-                }
-                return .counted
-            }
-        }
-    }
-
-    public func claim(_ c: ClaimCommand) async throws -> ClaimResult {
-        try await transaction { conn in
-            let transfer = try await one(conn, "SELECT * FROM transfers WHERE id = \(c.transferID) FOR UPDATE").map(Self.transfer)
-            let newDevice = c.deviceID.value
-            let device = try await currentBinding(conn, deviceID: newDevice, lock: true)
-            let decision = Rules.claim(
-                transfer: transfer, expectedTransferID: c.transferID, device: device, secretHash: c.secretHash,
-                replaceExistingAccount: c.replaceExistingAccount, now: c.now)
-            guard case .proceed(let takeOverFrom) = decision, let transfer else {
-                if case .reject(let error) = decision { return .rejected(error) }
-                return .rejected(.invalidTransferCredentials)
-            }
-            let now = c.now.milliseconds
-            let account = transfer.accountID
-            if let other = takeOverFrom {
-                let why = "taken over by account \(account) (replaceExistingAccount)"
-                try await run(conn, "UPDATE device_bindings SET state = 'replaced', ended_at = \(now), ended_reason = \(why) WHERE device_id = \(newDevice) AND state = 'active'")
-                try await revokeSessions(conn, accountID: other, deviceID: newDevice, at: c.now)
-                try await audit(conn, AuditEvent(at: c.now, kind: .deviceReplaced, accountID: other, deviceID: newDevice, transferID: transfer.id, reason: "claimed account \(account) with replaceExistingAccount", clientAddress: c.clientAddress))
-            }
-            let moved = "moved to device \(newDevice)"
-            for row in try await all(conn, "SELECT device_id FROM device_bindings WHERE account_id = \(account) AND state = 'active' FOR UPDATE") {
-                let old = try row["device_id"].decode(String.self)
-                try await run(conn, "UPDATE device_bindings SET state = 'moved', ended_at = \(now), ended_reason = \(moved) WHERE account_id = \(account) AND device_id = \(old) AND state = 'active'")
-                try await revokeSessions(conn, accountID: account, deviceID: old, at: c.now)
-                try await audit(conn, AuditEvent(at: c.now, kind: .deviceMoved, accountID: account, deviceID: old, transferID: transfer.id, reason: moved, clientAddress: c.clientAddress))
-            }
-            try await insertBinding(conn, deviceID: newDevice, accountID: account, secretHash: c.secretHash, at: c.now)
-            try await run(conn, "UPDATE transfers SET state = 'claimed', ended_at = \(now), claimed_by_device = \(newDevice) WHERE id = \(transfer.id) AND state = 'pending'")
-            try await run(conn, "UPDATE accounts SET transfer_id = \(newDevice) WHERE id = \(account)")
-            try await openSession(conn, c.session, accountID: account, deviceID: newDevice, at: c.now)
-            try await audit(conn, AuditEvent(at: c.now, kind: .transferClaimed, accountID: account, deviceID: newDevice, transferID: transfer.id, clientAddress: c.clientAddress))
-            let userName = try await one(conn, "SELECT user_name FROM accounts WHERE id = \(account)")?["user_name"].decode(String.self) ?? ""
-            return .claimed(SessionAccount(accountID: account, userName: userName, migrationFlag: false))
-        }
-    }
-
-    public func signingKeys(insertingIfNone candidate: SigningKeyRecord) async throws -> [SigningKeyRecord] {
-        try await transaction { conn in
-            try await run(conn, "SELECT pg_advisory_xact_lock(\(Self.advisoryLockKey + 1))")
-            let select: PostgresQuery = "SELECT kid, algorithm, private_key, created_at FROM signing_keys WHERE retired_at IS NULL ORDER BY created_at, kid"
-            if try await one(conn, select) == nil {
-                try await run(conn, """
-                    INSERT INTO signing_keys (kid, algorithm, private_key, created_at)
-                    VALUES (\(candidate.kid), \(candidate.algorithm), \(candidate.privateKey), \(candidate.createdAt.milliseconds))
-                    """)
-            }
-            return try await all(conn, select).map {
-                SigningKeyRecord(
-                    kid: try $0["kid"].decode(String.self), algorithm: try $0["algorithm"].decode(String.self),
-                    privateKey: try $0["private_key"].decode(String.self), createdAt: Timestamp(milliseconds: try $0["created_at"].decode(Int64.self)))
-            }
-        }
-    }
-
-    // MARK: Shared pieces
-
-    func currentBinding(_ conn: PostgresConnection, deviceID: String, lock: Bool) async throws -> DeviceBinding? {
-        let query: PostgresQuery = lock
-            ? "SELECT * FROM device_bindings WHERE device_id = \(deviceID) AND state IN ('active', 'moved', 'revoked') FOR UPDATE"
-            : "SELECT * FROM device_bindings WHERE device_id = \(deviceID) AND state IN ('active', 'moved', 'revoked')"
-        return try await one(conn, query).map(Self.binding)
-    }
+    // MARK: Rows
 
     static func binding(_ row: PostgresRandomAccessRow) throws -> DeviceBinding {
         DeviceBinding(
             deviceID: try row["device_id"].decode(String.self), accountID: try row["account_id"].decode(String.self),
             secretHash: SecretHash(bytes: [UInt8](try row["secret_hash"].decode(Data.self))),
-            state: DeviceState(rawValue: try row["state"].decode(String.self)) ?? .revoked,
+            state: try UnknownStoredValue.decode(try row["state"].decode(String.self), column: "device_bindings.state"),
             boundAt: Timestamp(milliseconds: try row["bound_at"].decode(Int64.self)),
             lastLoginAt: try row["last_login_at"].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
             endedAt: try row["ended_at"].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
@@ -486,51 +437,18 @@ public final class PostgresStore: TransferStore {
             id: try row["id"].decode(String.self), accountID: try row["account_id"].decode(String.self),
             email: try row["email"].decode(String.self), emailKey: try row["email_key"].decode(String.self),
             passwordHash: try row["password_hash"].decode(String.self),
-            state: TransferState(rawValue: try row["state"].decode(String.self)) ?? .voided,
+            state: try UnknownStoredValue.decode(try row["state"].decode(String.self), column: "transfers.state"),
             createdAt: Timestamp(milliseconds: try row["created_at"].decode(Int64.self)),
             expiresAt: Timestamp(milliseconds: try row["expires_at"].decode(Int64.self)),
             failedConsecutive: Int(try row["failed_consecutive"].decode(Int32.self)), failedTotal: Int(try row["failed_total"].decode(Int32.self)),
             lockedUntil: try row["locked_until"].decode(Int64?.self).map(Timestamp.init(milliseconds:)))
     }
 
-    func sessionAccount(_ conn: PostgresConnection, accountID: String, at now: Timestamp) async throws -> SessionAccount {
-        let row = try await one(conn, """
-            SELECT a.user_name,
-                   EXISTS (SELECT 1 FROM transfers t WHERE t.account_id = a.id AND t.state = 'pending' AND t.expires_at > \(now.milliseconds)) AS flag
-            FROM accounts a WHERE a.id = \(accountID)
-            """)
-        return SessionAccount(
-            accountID: accountID, userName: try row?["user_name"].decode(String.self) ?? "", migrationFlag: try row?["flag"].decode(Bool.self) ?? false)
-    }
-
-    func insertBinding(_ conn: PostgresConnection, deviceID: String, accountID: String, secretHash: SecretHash, at: Timestamp) async throws {
-        try await run(conn, """
-            INSERT INTO device_bindings (id, device_id, account_id, secret_hash, state, bound_at, last_login_at)
-            VALUES (\(Identifier.make()), \(deviceID), \(accountID), \(Data(secretHash.bytes)), 'active', \(at.milliseconds), \(at.milliseconds))
-            """)
-    }
-
-    func openSession(_ conn: PostgresConnection, _ s: NewSession, accountID: String, deviceID: String, at: Timestamp) async throws {
-        try await run(conn, "INSERT INTO sessions (id, account_id, device_id, created_at) VALUES (\(s.sessionID), \(accountID), \(deviceID), \(at.milliseconds))")
-        try await insertRefreshToken(conn, hash: s.refreshTokenHash, sessionID: s.sessionID, at: at, expiresAt: s.refreshExpiresAt)
-    }
-
-    func insertRefreshToken(_ conn: PostgresConnection, hash: SecretHash, sessionID: String, at: Timestamp, expiresAt: Timestamp) async throws {
-        try await run(conn, """
-            INSERT INTO refresh_tokens (token_hash, session_id, created_at, expires_at)
-            VALUES (\(Data(hash.bytes)), \(sessionID), \(at.milliseconds), \(expiresAt.milliseconds))
-            """)
-    }
-
-    func revokeSessions(_ conn: PostgresConnection, accountID: String, deviceID: String, at: Timestamp) async throws {
-        try await run(conn, "UPDATE sessions SET revoked_at = \(at.milliseconds) WHERE account_id = \(accountID) AND device_id = \(deviceID) AND revoked_at IS NULL")
-    }
-
-    func audit(_ conn: PostgresConnection, _ e: AuditEvent) async throws {
-        try await run(conn, """
-            INSERT INTO audit_events (at, kind, account_id, device_id, transfer_id, actor, reason, client_address)
-            VALUES (\(e.at.milliseconds), \(e.kind.rawValue), \(e.accountID), \(e.deviceID), \(e.transferID), \(e.actor), \(e.reason), \(e.clientAddress))
-            """)
+    /// `account_id`, `user_name` and `flag` of a row.
+    static func sessionAccount(_ row: PostgresRandomAccessRow) throws -> SessionAccount {
+        SessionAccount(
+            accountID: try row["account_id"].decode(String.self), userName: try row["user_name"].decode(String.self),
+            migrationFlag: try row["flag"].decode(Bool.self))
     }
 }
 

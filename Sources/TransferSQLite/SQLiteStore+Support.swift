@@ -10,20 +10,21 @@ extension SQLiteStore: SupportStore {
         return try await pool.read { db in
             let rows = try db.all(
                 """
-                SELECT id AS account_id, 'accountId' AS field, 1 AS rank FROM accounts WHERE id = ?1
-                UNION ALL SELECT id, 'userName', 2 FROM accounts WHERE user_name = ?1
-                UNION ALL SELECT account_id, 'deviceId', 3 FROM device_bindings WHERE device_id = ?1
-                UNION ALL SELECT account_id, 'email', 4 FROM transfers WHERE email_key = ?2
-                ORDER BY rank
+                SELECT m.account_id, m.field, a.user_name FROM (
+                    SELECT id AS account_id, 'accountId' AS field, 1 AS rank FROM accounts WHERE id = ?1
+                    UNION ALL SELECT id, 'userName', 2 FROM accounts WHERE user_name = ?1
+                    UNION ALL SELECT account_id, 'deviceId', 3 FROM device_bindings WHERE device_id = ?1
+                    UNION ALL SELECT account_id, 'email', 4 FROM transfers WHERE email_key = ?2
+                ) m JOIN accounts a ON a.id = m.account_id
+                ORDER BY m.rank
                 """, [lower, emailKey])
             var matches: [AccountMatch] = []
             for row in rows {
                 let id: String = row["account_id"]
-                guard let field = AccountMatch.Field(rawValue: row["field"]) else { continue }
                 // One line per account: the first way it matched, in the order above.
                 guard !matches.contains(where: { $0.accountID == id }) else { continue }
-                let userName = try db.one("SELECT user_name FROM accounts WHERE id = ?", [id])?["user_name"] as String? ?? ""
-                matches.append(AccountMatch(accountID: id, userName: userName, matchedBy: field))
+                let field: AccountMatch.Field = try UnknownStoredValue.decode(row["field"], column: "field")
+                matches.append(AccountMatch(accountID: id, userName: row["user_name"], matchedBy: field))
             }
             return matches
         }
@@ -40,23 +41,13 @@ extension SQLiteStore: SupportStore {
             ).map(Self.event)
             return AccountReport(
                 accountID: accountID, userName: account["user_name"], createdAt: Timestamp(milliseconds: account["created_at"]),
-                transferID: account["transfer_id"], devices: devices, transfer: transfer, recentEvents: events)
+                movedToDeviceID: account["moved_to_device_id"], devices: devices, transfer: transfer, recentEvents: events)
         }
     }
 
     public func history(accountID: String) async throws -> [AuditEvent] {
         try await pool.read { db in
             try db.all("SELECT * FROM audit_events WHERE account_id = ? ORDER BY id", [accountID]).map(Self.event)
-        }
-    }
-
-    public func unlockTransfer(accountID: String, at: Timestamp, actor: String, reason: String) async throws -> TransferRecord? {
-        try await commits.write { db in
-            guard let transfer = try db.one("SELECT * FROM transfers WHERE account_id = ? AND state = 'pending'", [accountID]).map(Self.transfer)
-            else { return nil }
-            try db.run("UPDATE transfers SET locked_until = NULL, failed_consecutive = 0 WHERE id = ?", [transfer.id])
-            try Self.audit(db, AuditEvent(at: at, kind: .transferUnlocked, accountID: accountID, transferID: transfer.id, actor: actor, reason: reason))
-            return transfer
         }
     }
 
@@ -86,10 +77,11 @@ extension SQLiteStore: SupportStore {
         }
     }
 
-    static func event(_ row: Row) -> AuditEvent {
+    static func event(_ row: Row) throws -> AuditEvent {
         AuditEvent(
-            at: Timestamp(milliseconds: row["at"]), kind: AuditEvent.Kind(rawValue: row["kind"]) ?? .login,
-            accountID: row["account_id"], deviceID: row["device_id"], transferID: row["transfer_id"], actor: row["actor"],
+            at: Timestamp(milliseconds: row["at"]), kind: try UnknownStoredValue.decode(row["kind"], column: "audit_events.kind"),
+            accountID: row["account_id"], deviceID: row["device_id"], transferID: row["transfer_id"],
+            actor: try Initiator(stored: row["actor"]),
             reason: row["reason"], clientAddress: row["client_address"])
     }
 }

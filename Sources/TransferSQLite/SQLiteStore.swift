@@ -45,95 +45,169 @@ public final class SQLiteStore: TransferStore {
         try pool.close()
     }
 
-    /// Versioned migrations. `v1` is `schema.sql` as shipped; later versions are appended here.
+    /// Versioned migrations, `Resources/migrations/vN.sql`; a new schema change is a new file
+    /// appended here. `schema.sql` at the repository's root is the schema they add up to.
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1") { db in try db.execute(sql: try SQLiteStore.schemaSQL()) }
+        for version in ["v1", "v2"] {
+            migrator.registerMigration(version) { db in try db.execute(sql: try SQLiteStore.migrationSQL(version)) }
+        }
         return migrator
     }
 
-    public static func schemaSQL() throws -> String {
-        guard let url = Bundle.module.url(forResource: "schema", withExtension: "sql") else {
-            throw StoreError.schemaMissing
+    static func migrationSQL(_ version: String) throws -> String {
+        guard let url = Bundle.module.url(forResource: version, withExtension: "sql", subdirectory: "migrations") else {
+            throw MissingMigration(version: version)
         }
         return try String(contentsOf: url, encoding: .utf8)
     }
 
-    public enum StoreError: Error { case schemaMissing }
+    struct MissingMigration: Error { let version: String }
 
-    // MARK: TransferStore
+    // MARK: Operations
+
+    public func execute<Operation: StoreOperation>(_ operation: Operation) async throws -> Operation.Result {
+        try await commits.write { db in
+            let plan = operation.plan(try Self.read(db, operation.reads, at: operation.now))
+            for effect in plan.effects { try Self.apply(effect, to: db) }
+            return plan.result
+        }
+    }
+
+    /// Reads what an operation depends on. The writer holds the only write lock, so nothing
+    /// read here changes before the effects are applied.
+    static func read(_ db: Database, _ reads: Reads, at now: Timestamp) throws -> Facts {
+        var facts = Facts()
+        let t = now.milliseconds
+        if let id = reads.transfer {
+            facts.transfer = try db.one("SELECT * FROM transfers WHERE id = ?", [id]).map(transfer)
+        }
+        if let q = reads.pendingTransfers {
+            facts.pendingTransfers = try db.all(
+                "SELECT * FROM transfers WHERE state = 'pending' AND (account_id = ? OR email_key = ?) ORDER BY created_at, id",
+                [q.accountID, q.emailKey]
+            ).map(transfer)
+        }
+        if let device = reads.device {
+            facts.device = try db.one(
+                """
+                SELECT b.*, a.user_name, \(migrationFlag) AS flag
+                FROM device_bindings b JOIN accounts a ON a.id = b.account_id
+                WHERE b.device_id = ? AND b.state IN ('active', 'moved', 'revoked')
+                """, [t, device]
+            ).map { (try binding($0), SessionAccount(accountID: $0["account_id"], userName: $0["user_name"], migrationFlag: $0["flag"])) }
+        }
+        if let account = reads.accountDevices {
+            facts.accountDevices = try db.all(
+                "SELECT device_id FROM device_bindings WHERE account_id = ? AND state = 'active' ORDER BY bound_at, id", [account]
+            ).map { $0["device_id"] }
+        }
+        if let account = reads.account {
+            facts.account = try db.one("SELECT a.user_name, \(migrationFlag) AS flag FROM accounts a WHERE a.id = ?", [t, account])
+                .map { SessionAccount(accountID: account, userName: $0["user_name"], migrationFlag: $0["flag"]) }
+        }
+        if let hash = reads.refreshToken {
+            facts.refreshToken = try db.one(
+                """
+                SELECT r.session_id, r.expires_at, r.used_at, s.account_id, s.device_id, s.revoked_at, a.user_name,
+                       \(migrationFlag) AS flag,
+                       EXISTS (SELECT 1 FROM device_bindings b
+                               WHERE b.device_id = s.device_id AND b.account_id = s.account_id AND b.state = 'active') AS active
+                FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id JOIN accounts a ON a.id = s.account_id
+                WHERE r.token_hash = ?
+                """, [t, Data(hash.bytes)]
+            ).map {
+                RefreshTokenState(
+                    sessionID: $0["session_id"],
+                    account: SessionAccount(accountID: $0["account_id"], userName: $0["user_name"], migrationFlag: $0["flag"]),
+                    deviceID: $0["device_id"], expiresAt: Timestamp(milliseconds: $0["expires_at"]),
+                    used: $0["used_at"] as Int64? != nil, sessionRevoked: $0["revoked_at"] as Int64? != nil, deviceActive: $0["active"])
+            }
+        }
+        if reads.signingKeys {
+            facts.signingKeys = try db.all(
+                "SELECT kid, algorithm, private_key, created_at FROM signing_keys WHERE retired_at IS NULL ORDER BY created_at, kid", []
+            ).map {
+                SigningKeyRecord(kid: $0["kid"], algorithm: $0["algorithm"], privateKey: $0["private_key"], createdAt: Timestamp(milliseconds: $0["created_at"]))
+            }
+        }
+        return facts
+    }
+
+    /// `a`'s migration flag at the first argument's time: a pending transfer that has not expired.
+    static let migrationFlag = "EXISTS (SELECT 1 FROM transfers t WHERE t.account_id = a.id AND t.state = 'pending' AND t.expires_at > ?)"
+
+    /// One effect as SQL.
+    static func apply(_ effect: Effect, to db: Database) throws {
+        switch effect {
+        case .createAccount(let id, let userName, let at):
+            try db.run("INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)", [id, userName, at.milliseconds])
+        case .bindDevice(let device, let account, let secretHash, let at):
+            try db.run(
+                "INSERT INTO device_bindings (id, device_id, account_id, secret_hash, state, bound_at, last_login_at) VALUES (?, ?, ?, ?, 'active', ?, ?)",
+                [Identifier.make(), device, account, Data(secretHash.bytes), at.milliseconds, at.milliseconds])
+        case .recordLogin(let device, let at):
+            try db.run("UPDATE device_bindings SET last_login_at = ? WHERE device_id = ? AND state = 'active'", [at.milliseconds, device])
+        case .endBinding(let device, let account, let state, let reason, let at):
+            try db.run(
+                "UPDATE device_bindings SET state = ?, ended_at = ?, ended_reason = ? WHERE device_id = ? AND account_id = ? AND state = 'active'",
+                [state.rawValue, at.milliseconds, reason, device, account])
+        case .setMovedTo(let account, let device):
+            try db.run("UPDATE accounts SET moved_to_device_id = ? WHERE id = ?", [device, account])
+        case .openSession(let s, let account, let device, let at):
+            try db.run("INSERT INTO sessions (id, account_id, device_id, created_at) VALUES (?, ?, ?, ?)", [s.sessionID, account, device, at.milliseconds])
+            try insertRefreshToken(db, s.refreshTokenHash, sessionID: s.sessionID, at: at, expiresAt: s.refreshExpiresAt)
+        case .rotateRefreshToken(let used, let next, let session, let at, let expiresAt):
+            try db.run("UPDATE refresh_tokens SET used_at = ? WHERE token_hash = ? AND used_at IS NULL", [at.milliseconds, Data(used.bytes)])
+            try insertRefreshToken(db, next, sessionID: session, at: at, expiresAt: expiresAt)
+        case .revokeSession(let id, let at):
+            try db.run("UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", [at.milliseconds, id])
+        case .revokeSessions(let account, let device, let at):
+            try db.run(
+                "UPDATE sessions SET revoked_at = ? WHERE account_id = ? AND device_id = ? AND revoked_at IS NULL",
+                [at.milliseconds, account, device])
+        case .createTransfer(let t):
+            try db.run(
+                """
+                INSERT INTO transfers (id, account_id, email, email_key, password_hash, state, created_at, expires_at, issued_by)
+                VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?)
+                """,
+                [t.id, t.accountID, t.email.display, t.email.key, t.passwordHash, t.createdAt.milliseconds, t.expiresAt.milliseconds,
+                 t.issuedBy.description])
+        case .endTransfer(let id, let state, let at, let claimedBy):
+            try db.run(
+                "UPDATE transfers SET state = ?, ended_at = ?, claimed_by_device = ? WHERE id = ? AND state = 'pending'",
+                [state.rawValue, at.milliseconds, claimedBy, id])
+        case .countFailures(let id, let consecutive, let total, let lockedUntil):
+            try db.run(
+                "UPDATE transfers SET failed_consecutive = ?, failed_total = ?, locked_until = ? WHERE id = ?",
+                [consecutive, total, lockedUntil?.milliseconds, id])
+        case .unlockTransfer(let id):
+            try db.run("UPDATE transfers SET locked_until = NULL, failed_consecutive = 0 WHERE id = ?", [id])
+        case .addSigningKey(let key):
+            try db.run(
+                "INSERT INTO signing_keys (kid, algorithm, private_key, created_at) VALUES (?, ?, ?, ?)",
+                [key.kid, key.algorithm, key.privateKey, key.createdAt.milliseconds])
+        case .audit(let e):
+            try db.run(
+                """
+                INSERT INTO audit_events (at, kind, account_id, device_id, transfer_id, actor, reason, client_address)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+                [e.at.milliseconds, e.kind.rawValue, e.accountID, e.deviceID, e.transferID, e.actor.description, e.reason, e.clientAddress])
+        }
+    }
+
+    static func insertRefreshToken(_ db: Database, _ hash: SecretHash, sessionID: String, at: Timestamp, expiresAt: Timestamp) throws {
+        try db.run(
+            "INSERT INTO refresh_tokens (token_hash, session_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
+            [Data(hash.bytes), sessionID, at.milliseconds, expiresAt.milliseconds])
+    }
+
+    // MARK: Reads outside operations
 
     public func ping() async throws {
         _ = try await pool.read { db in try Int.fetchOne(db.cachedStatement(sql: "SELECT 1")) }
-    }
-
-    public func login(_ c: LoginCommand) async throws -> LoginResult {
-        try await commits.write { db in
-            let binding = try Self.currentBinding(db, deviceID: c.deviceID.value)
-            switch Rules.login(binding: binding, secretHash: c.secretHash) {
-            case .create:
-                guard c.allowCreate else { return .creationRefused }
-                let account = c.newAccountID
-                try db.run(
-                    "INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)",
-                    [account, c.deviceID.value, c.now.milliseconds])
-                try Self.insertBinding(db, deviceID: c.deviceID.value, accountID: account, secretHash: c.secretHash, at: c.now, loggedIn: true)
-                try Self.openSession(db, c.session, accountID: account, deviceID: c.deviceID.value, at: c.now)
-                try Self.audit(db, AuditEvent(at: c.now, kind: .accountCreated, accountID: account, deviceID: c.deviceID.value, clientAddress: c.clientAddress))
-                return .loggedIn(SessionAccount(accountID: account, userName: c.deviceID.value, migrationFlag: false), created: true)
-            case .login(let account):
-                try db.run(
-                    "UPDATE device_bindings SET last_login_at = ? WHERE device_id = ? AND state = 'active'",
-                    [c.now.milliseconds, c.deviceID.value])
-                try Self.openSession(db, c.session, accountID: account, deviceID: c.deviceID.value, at: c.now)
-                try Self.audit(db, AuditEvent(at: c.now, kind: .login, accountID: account, deviceID: c.deviceID.value, clientAddress: c.clientAddress))
-                return .loggedIn(try Self.sessionAccount(db, accountID: account, at: c.now), created: false)
-            case .reject(let error):
-                try Self.audit(db, AuditEvent(at: c.now, kind: .loginFailed, accountID: binding?.accountID, deviceID: c.deviceID.value, reason: error.code, clientAddress: c.clientAddress))
-                return .rejected(error)
-            }
-        }
-    }
-
-    public func refresh(_ c: RefreshCommand) async throws -> RefreshResult {
-        try await commits.write { db in
-            let row = try db.one(
-                """
-                SELECT r.session_id, r.expires_at, r.used_at, s.account_id, s.device_id, s.revoked_at,
-                       EXISTS (SELECT 1 FROM device_bindings b
-                               WHERE b.device_id = s.device_id AND b.account_id = s.account_id AND b.state = 'active') AS active
-                FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id
-                WHERE r.token_hash = ?
-                """, [Data(c.tokenHash.bytes)])
-            let state = row.map {
-                RefreshTokenState(
-                    sessionID: $0["session_id"], accountID: $0["account_id"], deviceID: $0["device_id"],
-                    expiresAt: Timestamp(milliseconds: $0["expires_at"]), used: $0["used_at"] as Int64? != nil,
-                    sessionRevoked: $0["revoked_at"] as Int64? != nil, deviceActive: $0["active"])
-            }
-            switch Rules.refresh(state, now: c.now) {
-            case .reject:
-                return .rejected
-            case .revokeFamily:
-                guard let state else { return .rejected }
-                try db.run("UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", [c.now.milliseconds, state.sessionID])
-                try Self.audit(db, AuditEvent(at: c.now, kind: .refreshReuse, accountID: state.accountID, deviceID: state.deviceID))
-                return .rejected
-            case .rotate:
-                guard let state else { return .rejected }
-                try db.run("UPDATE refresh_tokens SET used_at = ? WHERE token_hash = ? AND used_at IS NULL", [c.now.milliseconds, Data(c.tokenHash.bytes)])
-                guard db.changesCount == 1 else { return .rejected }
-                try Self.insertRefreshToken(db, hash: c.next, sessionID: state.sessionID, at: c.now, expiresAt: c.nextExpiresAt)
-                return .rotated(try Self.sessionAccount(db, accountID: state.accountID, at: c.now), deviceID: state.deviceID, sessionID: state.sessionID)
-            }
-        }
-    }
-
-    public func logout(accountID: String, deviceID: String, at: Timestamp) async throws {
-        try await commits.write { db in
-            try Self.revokeSessions(db, accountID: accountID, deviceID: deviceID, at: at)
-            try Self.audit(db, AuditEvent(at: at, kind: .logout, accountID: accountID, deviceID: deviceID))
-        }
     }
 
     public func isSessionValid(sessionID: String, accountID: String, deviceID: String) async throws -> Bool {
@@ -149,7 +223,7 @@ public final class SQLiteStore: TransferStore {
 
     public func profile(accountID: String, at now: Timestamp) async throws -> AccountProfile? {
         try await pool.read { db in
-            guard let account = try db.one("SELECT user_name, created_at, transfer_id FROM accounts WHERE id = ?", [accountID]) else {
+            guard let account = try db.one("SELECT user_name, created_at, moved_to_device_id FROM accounts WHERE id = ?", [accountID]) else {
                 return nil
             }
             let transfer = try db.one(
@@ -170,59 +244,7 @@ public final class SQLiteStore: TransferStore {
             }
             return AccountProfile(
                 accountID: accountID, userName: account["user_name"], createdAt: Timestamp(milliseconds: account["created_at"]),
-                transferID: account["transfer_id"], transfer: transfer, activeDevices: devices)
-        }
-    }
-
-    public func revokeDevice(deviceID: String, at: Timestamp, actor: String, reason: String?) async throws -> String? {
-        try await commits.write { db in
-            guard let row = try db.one("SELECT account_id FROM device_bindings WHERE device_id = ? AND state = 'active'", [deviceID]) else {
-                return nil
-            }
-            let account: String = row["account_id"]
-            try db.run(
-                "UPDATE device_bindings SET state = 'revoked', ended_at = ?, ended_reason = ? WHERE device_id = ? AND state = 'active'",
-                [at.milliseconds, reason, deviceID])
-            try Self.revokeSessions(db, accountID: account, deviceID: deviceID, at: at)
-            try Self.audit(db, AuditEvent(at: at, kind: .deviceRevoked, accountID: account, deviceID: deviceID, actor: actor, reason: reason))
-            return account
-        }
-    }
-
-    public func setUpTransfer(_ c: SetUpCommand) async throws -> SetUpResult {
-        try await commits.write { db in
-            let now = c.now.milliseconds
-            // A pending transfer past its expiry no longer holds its email.
-            try db.run(
-                """
-                UPDATE transfers SET state = 'expired', ended_at = ?
-                WHERE state = 'pending' AND expires_at <= ? AND (email_key = ? OR account_id = ?)
-                """, [now, now, c.email.key, c.accountID])
-            let holder = try db.one("SELECT account_id FROM transfers WHERE email_key = ? AND state = 'pending'", [c.email.key])
-            if let holder, (holder["account_id"] as String) != c.accountID { return .emailInUse }
-            try db.run("UPDATE transfers SET state = 'replaced', ended_at = ? WHERE account_id = ? AND state = 'pending'", [now, c.accountID])
-            try db.run(
-                """
-                INSERT INTO transfers (id, account_id, email, email_key, password_hash, state, created_at, expires_at, issued_by)
-                VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?)
-                """, [c.transferID, c.accountID, c.email.display, c.email.key, c.passwordHash, now, c.expiresAt.milliseconds, c.actor])
-            try Self.audit(db, AuditEvent(
-                at: c.now, kind: c.actor == "device" ? .transferSetUp : .transferIssued, accountID: c.accountID,
-                transferID: c.transferID, actor: c.actor, reason: c.reason, clientAddress: c.clientAddress))
-            return .created
-        }
-    }
-
-    public func cancelTransfer(accountID: String, at: Timestamp, actor: String, reason: String?) async throws -> Bool {
-        try await commits.write { db in
-            guard let row = try db.one("SELECT id FROM transfers WHERE account_id = ? AND state = 'pending'", [accountID]) else {
-                return false
-            }
-            try db.run(
-                "UPDATE transfers SET state = CASE WHEN expires_at <= ? THEN 'expired' ELSE 'cancelled' END, ended_at = ? WHERE id = ?",
-                [at.milliseconds, at.milliseconds, row["id"] as String])
-            try Self.audit(db, AuditEvent(at: at, kind: .transferCancelled, accountID: accountID, transferID: row["id"], actor: actor, reason: reason))
-            return true
+                movedToDeviceID: account["moved_to_device_id"], transfer: transfer, activeDevices: devices)
         }
     }
 
@@ -232,159 +254,25 @@ public final class SQLiteStore: TransferStore {
         }
     }
 
-    public func recordFailedClaim(_ c: FailedClaimCommand) async throws -> FailedClaimResult {
-        try await commits.write { db in
-            let transfer = try db.one("SELECT * FROM transfers WHERE id = ?", [c.transferID]).map(Self.transfer)
-            switch Rules.failure(transfer: transfer, now: c.now, policy: c.policy) {
-            case .notCounted(let error):
-                return .notCounted(error)
-            case .count(let consecutive, let total, let lockedUntil, let voided):
-                let now = c.now.milliseconds
-                try db.run(
-                    """
-                    UPDATE transfers SET failed_consecutive = ?, failed_total = ?, locked_until = ?,
-                        state = CASE WHEN ? THEN 'voided' ELSE state END,
-                        ended_at = CASE WHEN ? THEN ? ELSE ended_at END
-                    WHERE id = ?
-                    """, [consecutive, total, lockedUntil?.milliseconds, voided, voided, now, c.transferID])
-                let accountID = transfer?.accountID
-                try Self.audit(db, AuditEvent(at: c.now, kind: .claimFailed, accountID: accountID, transferID: c.transferID, clientAddress: c.clientAddress))
-                if voided {
-                    try Self.audit(db, AuditEvent(at: c.now, kind: .transferVoided, accountID: accountID, transferID: c.transferID, actor: "system", reason: "\(total) wrong passwords"))
-                    return .voided
-                }
-                if let lockedUntil {
-                    try Self.audit(db, AuditEvent(at: c.now, kind: .transferLocked, accountID: accountID, transferID: c.transferID, actor: "system", reason: "\(c.policy.consecutiveFailures) wrong passwords in a row"))
-                    return .locked(until: lockedUntil)
-                }
-                return .counted
-            }
-        }
-    }
+    // MARK: Rows
 
-    public func claim(_ c: ClaimCommand) async throws -> ClaimResult {
-        try await commits.write { db in
-            let transfer = try db.one("SELECT * FROM transfers WHERE id = ?", [c.transferID]).map(Self.transfer)
-            let device = try Self.currentBinding(db, deviceID: c.deviceID.value)
-            let decision = Rules.claim(
-                transfer: transfer, expectedTransferID: c.transferID, device: device, secretHash: c.secretHash,
-                replaceExistingAccount: c.replaceExistingAccount, now: c.now)
-            guard case .proceed(let takeOverFrom) = decision, let transfer else {
-                if case .reject(let error) = decision { return .rejected(error) }
-                return .rejected(.invalidTransferCredentials)
-            }
-            let now = c.now.milliseconds
-            let newDevice = c.deviceID.value
-            let account = transfer.accountID
-            if let other = takeOverFrom {
-                try db.run(
-                    "UPDATE device_bindings SET state = 'replaced', ended_at = ?, ended_reason = ? WHERE device_id = ? AND state = 'active'",
-                    [now, "taken over by account \(account) (replaceExistingAccount)", newDevice])
-                try Self.revokeSessions(db, accountID: other, deviceID: newDevice, at: c.now)
-                try Self.audit(db, AuditEvent(at: c.now, kind: .deviceReplaced, accountID: other, deviceID: newDevice, transferID: transfer.id, reason: "claimed account \(account) with replaceExistingAccount", clientAddress: c.clientAddress))
-            }
-            for row in try db.all("SELECT device_id FROM device_bindings WHERE account_id = ? AND state = 'active'", [account]) {
-                let old: String = row["device_id"]
-                try db.run(
-                    "UPDATE device_bindings SET state = 'moved', ended_at = ?, ended_reason = ? WHERE account_id = ? AND device_id = ? AND state = 'active'",
-                    [now, "moved to device \(newDevice)", account, old])
-                try Self.revokeSessions(db, accountID: account, deviceID: old, at: c.now)
-                try Self.audit(db, AuditEvent(at: c.now, kind: .deviceMoved, accountID: account, deviceID: old, transferID: transfer.id, reason: "moved to device \(newDevice)", clientAddress: c.clientAddress))
-            }
-            try Self.insertBinding(db, deviceID: newDevice, accountID: account, secretHash: c.secretHash, at: c.now, loggedIn: true)
-            try db.run(
-                "UPDATE transfers SET state = 'claimed', ended_at = ?, claimed_by_device = ? WHERE id = ? AND state = 'pending'",
-                [now, newDevice, transfer.id])
-            try db.run("UPDATE accounts SET transfer_id = ? WHERE id = ?", [newDevice, account])
-            try Self.openSession(db, c.session, accountID: account, deviceID: newDevice, at: c.now)
-            try Self.audit(db, AuditEvent(at: c.now, kind: .transferClaimed, accountID: account, deviceID: newDevice, transferID: transfer.id, clientAddress: c.clientAddress))
-            let userName = try db.one("SELECT user_name FROM accounts WHERE id = ?", [account])?["user_name"] as String? ?? ""
-            return .claimed(SessionAccount(accountID: account, userName: userName, migrationFlag: false))
-        }
-    }
-
-    public func signingKeys(insertingIfNone candidate: SigningKeyRecord) async throws -> [SigningKeyRecord] {
-        try await commits.write { db in
-            let sql = "SELECT kid, algorithm, private_key, created_at FROM signing_keys WHERE retired_at IS NULL ORDER BY created_at, kid"
-            if try db.one(sql, []) == nil {
-                try db.run(
-                    "INSERT INTO signing_keys (kid, algorithm, private_key, created_at) VALUES (?, ?, ?, ?)",
-                    [candidate.kid, candidate.algorithm, candidate.privateKey, candidate.createdAt.milliseconds])
-            }
-            return try db.all(sql, []).map {
-                SigningKeyRecord(kid: $0["kid"], algorithm: $0["algorithm"], privateKey: $0["private_key"], createdAt: Timestamp(milliseconds: $0["created_at"]))
-            }
-        }
-    }
-
-    // MARK: Shared pieces
-
-    static func currentBinding(_ db: Database, deviceID: String) throws -> DeviceBinding? {
-        try db.one(
-            "SELECT * FROM device_bindings WHERE device_id = ? AND state IN ('active', 'moved', 'revoked')", [deviceID]
-        ).map(binding)
-    }
-
-    static func binding(_ row: Row) -> DeviceBinding {
+    static func binding(_ row: Row) throws -> DeviceBinding {
         DeviceBinding(
             deviceID: row["device_id"], accountID: row["account_id"],
             secretHash: SecretHash(bytes: [UInt8](row["secret_hash"] as Data)),
-            state: DeviceState(rawValue: row["state"]) ?? .revoked, boundAt: Timestamp(milliseconds: row["bound_at"]),
+            state: try UnknownStoredValue.decode(row["state"], column: "device_bindings.state"),
+            boundAt: Timestamp(milliseconds: row["bound_at"]),
             lastLoginAt: (row["last_login_at"] as Int64?).map(Timestamp.init(milliseconds:)),
             endedAt: (row["ended_at"] as Int64?).map(Timestamp.init(milliseconds:)), endedReason: row["ended_reason"])
     }
 
-    static func transfer(_ row: Row) -> TransferRecord {
+    static func transfer(_ row: Row) throws -> TransferRecord {
         TransferRecord(
             id: row["id"], accountID: row["account_id"], email: row["email"], emailKey: row["email_key"],
-            passwordHash: row["password_hash"], state: TransferState(rawValue: row["state"]) ?? .voided,
+            passwordHash: row["password_hash"], state: try UnknownStoredValue.decode(row["state"], column: "transfers.state"),
             createdAt: Timestamp(milliseconds: row["created_at"]), expiresAt: Timestamp(milliseconds: row["expires_at"]),
             failedConsecutive: row["failed_consecutive"], failedTotal: row["failed_total"],
             lockedUntil: (row["locked_until"] as Int64?).map(Timestamp.init(milliseconds:)))
-    }
-
-    static func sessionAccount(_ db: Database, accountID: String, at now: Timestamp) throws -> SessionAccount {
-        let row = try db.one(
-            """
-            SELECT a.user_name,
-                   EXISTS (SELECT 1 FROM transfers t WHERE t.account_id = a.id AND t.state = 'pending' AND t.expires_at > ?) AS flag
-            FROM accounts a WHERE a.id = ?
-            """, [now.milliseconds, accountID])
-        return SessionAccount(accountID: accountID, userName: row?["user_name"] ?? "", migrationFlag: row?["flag"] ?? false)
-    }
-
-    static func insertBinding(_ db: Database, deviceID: String, accountID: String, secretHash: SecretHash, at: Timestamp, loggedIn: Bool) throws {
-        try db.run(
-            "INSERT INTO device_bindings (id, device_id, account_id, secret_hash, state, bound_at, last_login_at) VALUES (?, ?, ?, ?, 'active', ?, ?)",
-            [Identifier.make(), deviceID, accountID, Data(secretHash.bytes), at.milliseconds, loggedIn ? at.milliseconds : nil])
-    }
-
-    static func openSession(_ db: Database, _ s: NewSession, accountID: String, deviceID: String, at: Timestamp) throws {
-        try db.run(
-            "INSERT INTO sessions (id, account_id, device_id, created_at) VALUES (?, ?, ?, ?)",
-            [s.sessionID, accountID, deviceID, at.milliseconds])
-        try insertRefreshToken(db, hash: s.refreshTokenHash, sessionID: s.sessionID, at: at, expiresAt: s.refreshExpiresAt)
-    }
-
-    static func insertRefreshToken(_ db: Database, hash: SecretHash, sessionID: String, at: Timestamp, expiresAt: Timestamp) throws {
-        try db.run(
-            "INSERT INTO refresh_tokens (token_hash, session_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
-            [Data(hash.bytes), sessionID, at.milliseconds, expiresAt.milliseconds])
-    }
-
-    static func revokeSessions(_ db: Database, accountID: String, deviceID: String, at: Timestamp) throws {
-        try db.run(
-            "UPDATE sessions SET revoked_at = ? WHERE account_id = ? AND device_id = ? AND revoked_at IS NULL",
-            [at.milliseconds, accountID, deviceID])
-    }
-
-    static func audit(_ db: Database, _ e: AuditEvent) throws {
-        try db.run(
-            """
-            INSERT INTO audit_events (at, kind, account_id, device_id, transfer_id, actor, reason, client_address)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-            """,
-            [e.at.milliseconds, e.kind.rawValue, e.accountID, e.deviceID, e.transferID, e.actor, e.reason, e.clientAddress])
     }
 }
 

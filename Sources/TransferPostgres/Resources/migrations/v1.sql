@@ -1,6 +1,5 @@
--- The canonical schema (schema.sql) in PostgreSQL's dialect: the same tables, columns,
--- checks and indexes; only the types differ (BIGINT times, BYTEA hashes, BIGSERIAL ids).
--- A test keeps the two files in step. Applied as migration "v1" under an advisory lock.
+-- Migration v1: the first schema (PostgreSQL dialect). Migrations never change once
+-- shipped; read schema.postgres.sql at the repository's root for the current schema.
 
 CREATE TABLE accounts (
     id          TEXT PRIMARY KEY NOT NULL,

@@ -1,5 +1,5 @@
--- Canonical schema of the device-transfer service (SQLite dialect).
--- Applied as migration "v1" by the store at start-up; later changes are new migrations.
+-- Migration v1: the first schema (SQLite dialect). Migrations never change once shipped;
+-- read schema.sql at the repository's root for the current schema.
 -- Times are milliseconds since 1970 UTC; ids are lower-case UUID strings.
 
 CREATE TABLE accounts (

@@ -1,6 +1,6 @@
 /// What support staff need beyond the app's calls: finding accounts and reading their
-/// whole story. Mutations (cancel, unlock, issue, revoke) go through `TransferService`,
-/// so they follow the same rules and write the same audit trail as the API.
+/// whole story. Changes (cancel, unlock, issue, revoke) are store operations run through
+/// `TransferService`, so they follow the same rules and write the same audit trail as the API.
 public protocol SupportStore: TransferStore {
     /// Every account `query` names: as accountId, userName, a device ever bound, or the
     /// email of a pending or past transfer.
@@ -8,8 +8,6 @@ public protocol SupportStore: TransferStore {
     func report(accountID: String, at: Timestamp, recentEvents: Int) async throws -> AccountReport?
     /// The account's audit trail, oldest first.
     func history(accountID: String) async throws -> [AuditEvent]
-    /// Clears the lock and the consecutive-failure count of the pending transfer; nil when none is pending.
-    func unlockTransfer(accountID: String, at: Timestamp, actor: String, reason: String) async throws -> TransferRecord?
     func stats(at: Timestamp) async throws -> SupportStats
 }
 
@@ -29,7 +27,8 @@ public struct AccountReport: Sendable {
     public var accountID: String
     public var userName: String
     public var createdAt: Timestamp
-    public var transferID: String?
+    /// The device the account was last moved to (the contract's `transferId`).
+    public var movedToDeviceID: String?
     /// Every binding the account ever had, oldest first, whatever its state.
     public var devices: [DeviceBinding]
     /// The pending transfer, also when it has expired but was not yet marked so.
@@ -38,13 +37,13 @@ public struct AccountReport: Sendable {
     public var recentEvents: [AuditEvent]
 
     public init(
-        accountID: String, userName: String, createdAt: Timestamp, transferID: String?, devices: [DeviceBinding],
+        accountID: String, userName: String, createdAt: Timestamp, movedToDeviceID: String?, devices: [DeviceBinding],
         transfer: TransferRecord?, recentEvents: [AuditEvent]
     ) {
         self.accountID = accountID
         self.userName = userName
         self.createdAt = createdAt
-        self.transferID = transferID
+        self.movedToDeviceID = movedToDeviceID
         self.devices = devices
         self.transfer = transfer
         self.recentEvents = recentEvents

@@ -1,0 +1,181 @@
+/// How every change reaches the database.
+///
+/// A use case is a `StoreOperation`: it names what its decision depends on (`reads`), and
+/// `plan` decides from what was read (`Facts`) and lists the changes to make (`Effect`s), as
+/// a pure function. A store runs each operation in one transaction: it reads (locking what
+/// it read), calls `plan`, applies the effects in order, and commits. The rules, the order of
+/// steps and every audit text therefore live once, in the use case; a store only translates
+/// reads and effects into its SQL dialect.
+public protocol StoreOperation: Sendable {
+    associatedtype Result: Sendable
+    /// The time the operation happens at; reads that depend on time (the migration flag) use it.
+    var now: Timestamp { get }
+    /// What `plan` depends on. The store reads it inside the transaction and locks it.
+    var reads: Reads { get }
+    /// The decision and its effects. Pure: the same facts give the same plan.
+    func plan(_ facts: Facts) -> Plan<Result>
+}
+
+/// A decision: the answer, and the changes that make it true.
+public struct Plan<Result: Sendable>: Sendable {
+    public var result: Result
+    public var effects: [Effect]
+    public init(_ result: Result, _ effects: [Effect] = []) {
+        self.result = result
+        self.effects = effects
+    }
+}
+
+/// What an operation reads before it decides. Stores read in a fixed order (transfer, pending
+/// transfers, device, account devices, account, refresh token, signing keys), so concurrent
+/// operations lock rows in the same order.
+public struct Reads: Sendable, Equatable {
+    /// A transfer by id, locked.
+    public var transfer: String?
+    /// The pending transfers (expired ones too) with this email key or of this account, locked.
+    public var pendingTransfers: PendingTransferQuery?
+    /// A device's current binding (active, moved or revoked, never a replaced one), locked,
+    /// with the name and migration flag of the account it names.
+    public var device: String?
+    /// The active devices of an account, locked.
+    public var accountDevices: String?
+    /// An account's name and migration flag.
+    public var account: String?
+    /// A refresh token with its session (locked) and account.
+    public var refreshToken: SecretHash?
+    /// The current signing keys; serialised among writers (and nodes).
+    public var signingKeys = false
+
+    public init(
+        transfer: String? = nil, pendingTransfers: PendingTransferQuery? = nil, device: String? = nil,
+        accountDevices: String? = nil, account: String? = nil, refreshToken: SecretHash? = nil, signingKeys: Bool = false
+    ) {
+        self.transfer = transfer
+        self.pendingTransfers = pendingTransfers
+        self.device = device
+        self.accountDevices = accountDevices
+        self.account = account
+        self.refreshToken = refreshToken
+        self.signingKeys = signingKeys
+    }
+}
+
+public struct PendingTransferQuery: Sendable, Equatable {
+    public var emailKey: String?
+    public var accountID: String
+    public init(emailKey: String?, accountID: String) {
+        self.emailKey = emailKey
+        self.accountID = accountID
+    }
+}
+
+/// What a store read for `Reads`; a field that was not asked for stays empty.
+public struct Facts: Sendable {
+    public var transfer: TransferRecord?
+    /// Oldest first.
+    public var pendingTransfers: [TransferRecord] = []
+    public var device: (binding: DeviceBinding, account: SessionAccount)?
+    /// Device ids, oldest binding first.
+    public var accountDevices: [String] = []
+    public var account: SessionAccount?
+    public var refreshToken: RefreshTokenState?
+    /// Oldest first.
+    public var signingKeys: [SigningKeyRecord] = []
+
+    public init() {}
+}
+
+/// One change to the stored state. Each store maps each case to its SQL, in one place.
+public enum Effect: Sendable, Equatable {
+    case createAccount(id: String, userName: String, at: Timestamp)
+    /// A new active binding of a device to an account, logged in now.
+    case bindDevice(deviceID: String, accountID: String, secretHash: SecretHash, at: Timestamp)
+    case recordLogin(deviceID: String, at: Timestamp)
+    /// Ends the device's active binding to the account as `state` (moved, revoked or replaced).
+    case endBinding(deviceID: String, accountID: String, state: DeviceState, reason: String?, at: Timestamp)
+    /// The device the account was last moved to (the contract's `transferId`).
+    case setMovedTo(accountID: String, deviceID: String)
+    case openSession(NewSession, accountID: String, deviceID: String, at: Timestamp)
+    /// Marks `used` as rotated and adds `next` to the same session.
+    case rotateRefreshToken(used: SecretHash, next: SecretHash, sessionID: String, at: Timestamp, expiresAt: Timestamp)
+    case revokeSession(id: String, at: Timestamp)
+    /// Revokes every open session of the account on the device.
+    case revokeSessions(accountID: String, deviceID: String, at: Timestamp)
+    case createTransfer(NewTransfer)
+    /// Ends a pending transfer as `state`; `claimedBy` is the device of a claim.
+    case endTransfer(id: String, state: TransferState, at: Timestamp, claimedBy: String? = nil)
+    case countFailures(transferID: String, consecutive: Int, total: Int, lockedUntil: Timestamp?)
+    /// Clears the lock and the consecutive count; the total stays.
+    case unlockTransfer(id: String)
+    case addSigningKey(SigningKeyRecord)
+    case audit(AuditEvent)
+}
+
+/// A transfer to create, pending.
+public struct NewTransfer: Sendable, Equatable {
+    public var id: String
+    public var accountID: String
+    public var email: Email
+    public var passwordHash: String
+    public var createdAt: Timestamp
+    public var expiresAt: Timestamp
+    public var issuedBy: Initiator
+    public init(
+        id: String, accountID: String, email: Email, passwordHash: String, createdAt: Timestamp, expiresAt: Timestamp,
+        issuedBy: Initiator
+    ) {
+        self.id = id
+        self.accountID = accountID
+        self.email = email
+        self.passwordHash = passwordHash
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+        self.issuedBy = issuedBy
+    }
+}
+
+/// Who caused a change, as the audit trail records it.
+public enum Initiator: Sendable, Hashable, CustomStringConvertible {
+    /// The app on a device, through the API.
+    case device
+    /// The service itself (a lock or a void after wrong passwords).
+    case system
+    /// Support staff, through the `transfer` command line.
+    case support(operator: String)
+
+    /// As stored and printed: `device`, `system`, `operator:NAME`.
+    public var description: String {
+        switch self {
+        case .device: "device"
+        case .system: "system"
+        case .support(let name): "operator:\(name)"
+        }
+    }
+
+    public init(stored text: String) throws(UnknownStoredValue) {
+        switch text {
+        case "device": self = .device
+        case "system": self = .system
+        case _ where text.hasPrefix("operator:"): self = .support(operator: String(text.dropFirst("operator:".count)))
+        default: throw UnknownStoredValue(column: "actor", value: text)
+        }
+    }
+}
+
+/// A stored value this version does not know: reading fails loudly instead of guessing.
+public struct UnknownStoredValue: Error, CustomStringConvertible {
+    public let column: String
+    public let value: String
+    public init(column: String, value: String) {
+        self.column = column
+        self.value = value
+    }
+    public var description: String { "unknown value '\(value)' in column \(column)" }
+
+    /// Decodes a stored enum value, or throws.
+    public static func decode<T: RawRepresentable>(_ text: String, column: String) throws(UnknownStoredValue) -> T
+    where T.RawValue == String {
+        guard let value = T(rawValue: text) else { throw UnknownStoredValue(column: column, value: text) }
+        return value
+    }
+}

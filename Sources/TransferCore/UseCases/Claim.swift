@@ -1,0 +1,245 @@
+// The claim on the new device (`POST /v1/transfers/claim`): one argon2 verification, then
+// one transaction that binds the new device, retires the old ones and consumes the transfer.
+// Wrong passwords are counted against the transfer: a lock after 5 in a row, void at 20.
+
+/// Brute-force limits on one transfer.
+public struct LockPolicy: Sendable, Equatable {
+    /// Wrong passwords in a row that lock the transfer.
+    public var consecutiveFailures: Int
+    public var lockDuration: Duration
+    /// Wrong passwords in total that void the transfer.
+    public var totalFailures: Int
+
+    public init(consecutiveFailures: Int = 5, lockDuration: Duration = .seconds(15 * 60), totalFailures: Int = 20) {
+        self.consecutiveFailures = consecutiveFailures
+        self.lockDuration = lockDuration
+        self.totalFailures = totalFailures
+    }
+
+    public static let standard = LockPolicy()
+}
+
+/// What a device sends to claim a transfer. `temporaryPassword` has passed `FieldRules.claimPassword`.
+public struct ClaimRequest: Sendable {
+    public var email: Email
+    public var temporaryPassword: String
+    public var deviceID: DeviceID
+    public var deviceSecret: String
+    public var replaceExistingAccount: Bool
+    public init(
+        email: Email, temporaryPassword: String, deviceID: DeviceID, deviceSecret: String,
+        replaceExistingAccount: Bool
+    ) {
+        self.email = email
+        self.temporaryPassword = temporaryPassword
+        self.deviceID = deviceID
+        self.deviceSecret = deviceSecret
+        self.replaceExistingAccount = replaceExistingAccount
+    }
+}
+
+extension TransferService {
+    /// The claim. The password is verified first, always exactly once (against a dummy hash
+    /// for an unknown email), so only someone who knows it learns anything about the device.
+    public func claim(_ request: ClaimRequest, clientAddress: String?) async throws -> SessionGrant {
+        let transfer = try await store.pendingTransfer(emailKey: request.email.key)
+        let before = clock.now()
+        if let transfer, transfer.isOpen(at: before), let until = transfer.lockedUntil, before < until {
+            observer.claimFailed()
+            throw TransferError.tooManyAttempts(retryAfterSeconds: before.secondsUntil(until))
+        }
+        // Unknown, expired and open transfers all cost one verification.
+        let usable = transfer.flatMap { $0.isOpen(at: before) ? $0 : nil }
+        let verified = try await hasher.verify(request.temporaryPassword, against: usable?.passwordHash ?? dummyHash)
+        guard let usable, verified else {
+            observer.claimFailed()
+            if let usable {
+                try await recordFailure(transferID: usable.id, clientAddress: clientAddress)
+            }
+            throw TransferError.invalidTransferCredentials
+        }
+
+        let now = clock.now()
+        let (session, refreshToken) = newSession(now: now)
+        let result = try await store.execute(
+            ClaimCommand(
+                transferID: usable.id, accountID: usable.accountID, deviceID: request.deviceID,
+                secretHash: SecretHash(of: request.deviceSecret), replaceExistingAccount: request.replaceExistingAccount,
+                now: now, session: session, clientAddress: clientAddress))
+        switch result {
+        case .claimed(let account):
+            observer.claimWon()
+            return SessionGrant(
+                account: account, deviceID: request.deviceID.value, sessionID: session.sessionID,
+                refreshToken: refreshToken, created: false)
+        case .rejected(let error):
+            if error == .invalidTransferCredentials { observer.claimFailed() }
+            throw error
+        }
+    }
+
+    private func recordFailure(transferID: String, clientAddress: String?) async throws {
+        let result = try await store.execute(
+            FailedClaimCommand(transferID: transferID, now: clock.now(), policy: policy.lock, clientAddress: clientAddress))
+        switch result {
+        case .counted, .voided: return
+        case .locked: observer.transferLocked()
+        // Locked by a concurrent attempt while this one was verifying: refused, not counted.
+        case .notCounted(let error): throw error
+        }
+    }
+}
+
+/// Applies a claim whose password verified: binds the new device, retires the account's
+/// other devices, consumes the transfer and opens a session; or changes nothing.
+public struct ClaimCommand: StoreOperation {
+    public var transferID: String
+    /// The transfer's account (it never changes; the service read it with the transfer).
+    public var accountID: String
+    public var deviceID: DeviceID
+    public var secretHash: SecretHash
+    public var replaceExistingAccount: Bool
+    public var now: Timestamp
+    public var session: NewSession
+    public var clientAddress: String?
+    public init(
+        transferID: String, accountID: String, deviceID: DeviceID, secretHash: SecretHash, replaceExistingAccount: Bool,
+        now: Timestamp, session: NewSession, clientAddress: String?
+    ) {
+        self.transferID = transferID
+        self.accountID = accountID
+        self.deviceID = deviceID
+        self.secretHash = secretHash
+        self.replaceExistingAccount = replaceExistingAccount
+        self.now = now
+        self.session = session
+        self.clientAddress = clientAddress
+    }
+
+    public var reads: Reads {
+        Reads(transfer: transferID, device: deviceID.value, accountDevices: accountID, account: accountID)
+    }
+
+    public func plan(_ facts: Facts) -> Plan<ClaimResult> {
+        // The transfer may have been claimed, cancelled, replaced or voided since the password was checked.
+        guard let transfer = facts.transfer, transfer.accountID == accountID, transfer.isOpen(at: now),
+            let account = facts.account
+        else { return Plan(.rejected(.invalidTransferCredentials)) }
+        if let until = transfer.lockedUntil, now < until {
+            return Plan(.rejected(.tooManyAttempts(retryAfterSeconds: now.secondsUntil(until))))
+        }
+        let newDevice = deviceID.value
+        var effects: [Effect] = []
+        if let (binding, _) = facts.device {
+            switch binding.state {
+            case .moved, .revoked: return Plan(.rejected(.deviceRetired))
+            case .active, .replaced: break
+            }
+            guard binding.secretHash.matches(secretHash) else { return Plan(.rejected(.invalidDeviceCredentials)) }
+            if binding.accountID == accountID { return Plan(.rejected(.deviceAlreadyBound)) }
+            guard replaceExistingAccount else { return Plan(.rejected(.deviceHasAccount)) }
+            // The device's account loses it (kept, reachable by support).
+            let other = binding.accountID
+            effects += [
+                .endBinding(
+                    deviceID: newDevice, accountID: other, state: .replaced,
+                    reason: "taken over by account \(accountID) (replaceExistingAccount)", at: now),
+                .revokeSessions(accountID: other, deviceID: newDevice, at: now),
+                .audit(AuditEvent(
+                    at: now, kind: .deviceReplaced, accountID: other, deviceID: newDevice, transferID: transfer.id,
+                    reason: "claimed account \(accountID) with replaceExistingAccount", clientAddress: clientAddress)),
+            ]
+        }
+        let moved = "moved to device \(newDevice)"
+        for old in facts.accountDevices {
+            effects += [
+                .endBinding(deviceID: old, accountID: accountID, state: .moved, reason: moved, at: now),
+                .revokeSessions(accountID: accountID, deviceID: old, at: now),
+                .audit(AuditEvent(
+                    at: now, kind: .deviceMoved, accountID: accountID, deviceID: old, transferID: transfer.id, reason: moved,
+                    clientAddress: clientAddress)),
+            ]
+        }
+        effects += [
+            .bindDevice(deviceID: newDevice, accountID: accountID, secretHash: secretHash, at: now),
+            .endTransfer(id: transfer.id, state: .claimed, at: now, claimedBy: newDevice),
+            .setMovedTo(accountID: accountID, deviceID: newDevice),
+            .openSession(session, accountID: accountID, deviceID: newDevice, at: now),
+            .audit(AuditEvent(
+                at: now, kind: .transferClaimed, accountID: accountID, deviceID: newDevice, transferID: transfer.id,
+                clientAddress: clientAddress)),
+        ]
+        return Plan(.claimed(SessionAccount(accountID: accountID, userName: account.userName, migrationFlag: false)), effects)
+    }
+}
+
+public enum ClaimResult: Sendable, Equatable {
+    case claimed(SessionAccount)
+    case rejected(TransferError)
+}
+
+/// Counts one wrong password against a transfer. Attempts during a lock, or on a transfer no
+/// longer open, are not counted. The lock restarts the consecutive count, so after it ends
+/// the user has another full series.
+public struct FailedClaimCommand: StoreOperation {
+    public var transferID: String
+    public var now: Timestamp
+    public var policy: LockPolicy
+    public var clientAddress: String?
+    public init(transferID: String, now: Timestamp, policy: LockPolicy, clientAddress: String?) {
+        self.transferID = transferID
+        self.now = now
+        self.policy = policy
+        self.clientAddress = clientAddress
+    }
+
+    public var reads: Reads { Reads(transfer: transferID) }
+
+    public func plan(_ facts: Facts) -> Plan<FailedClaimResult> {
+        guard let transfer = facts.transfer, transfer.isOpen(at: now) else {
+            return Plan(.notCounted(.invalidTransferCredentials))
+        }
+        if let until = transfer.lockedUntil, now < until {
+            return Plan(.notCounted(.tooManyAttempts(retryAfterSeconds: now.secondsUntil(until))))
+        }
+        let account = transfer.accountID
+        let total = transfer.failedTotal + 1
+        let consecutive = transfer.failedConsecutive + 1
+        let failed = Effect.audit(AuditEvent(
+            at: now, kind: .claimFailed, accountID: account, transferID: transferID, clientAddress: clientAddress))
+        if total >= policy.totalFailures {
+            return Plan(.voided, [
+                .countFailures(transferID: transferID, consecutive: consecutive, total: total, lockedUntil: nil),
+                .endTransfer(id: transferID, state: .voided, at: now),
+                failed,
+                .audit(AuditEvent(
+                    at: now, kind: .transferVoided, accountID: account, transferID: transferID, actor: .system,
+                    reason: "\(total) wrong passwords")),
+            ])
+        }
+        if consecutive >= policy.consecutiveFailures {
+            let until = now + policy.lockDuration
+            return Plan(.locked(until: until), [
+                .countFailures(transferID: transferID, consecutive: 0, total: total, lockedUntil: until),
+                failed,
+                .audit(AuditEvent(
+                    at: now, kind: .transferLocked, accountID: account, transferID: transferID, actor: .system,
+                    reason: "\(policy.consecutiveFailures) wrong passwords in a row")),
+            ])
+        }
+        return Plan(.counted, [
+            .countFailures(transferID: transferID, consecutive: consecutive, total: total, lockedUntil: nil), failed,
+        ])
+    }
+}
+
+public enum FailedClaimResult: Sendable, Equatable {
+    /// Counted; the transfer stays open.
+    case counted
+    /// Counted, and this failure locked the transfer until the given time.
+    case locked(until: Timestamp)
+    /// Counted, and this failure voided the transfer.
+    case voided
+    /// Not counted: the transfer was locked, or no longer open, by the time it was recorded.
+    case notCounted(TransferError)
+}

@@ -1,0 +1,142 @@
+// Setting up a transfer on the old device (`PUT /v1/me/transfer`), or by support for a user
+// who lost it (`transfer issue`); cancelling it; support's unlock after a lockout.
+
+extension TransferService {
+    /// Sets up (or replaces) the account's pending transfer. `password` must have passed
+    /// `FieldRules.temporaryPassword`.
+    public func setUpTransfer(
+        accountID: String, email: Email, password: String, by initiator: Initiator = .device, reason: String? = nil,
+        clientAddress: String? = nil
+    ) async throws -> (email: String, expiresAt: Timestamp) {
+        let hash = try await hasher.hash(password)
+        let now = clock.now()
+        let transfer = NewTransfer(
+            id: Identifier.make(), accountID: accountID, email: email, passwordHash: hash, createdAt: now,
+            expiresAt: now + policy.transferTTL, issuedBy: initiator)
+        let result = try await store.execute(SetUpCommand(transfer: transfer, reason: reason, clientAddress: clientAddress))
+        switch result {
+        case .created:
+            observer.transferSetUp()
+            return (email.display, transfer.expiresAt)
+        case .emailInUse:
+            throw TransferError.emailInUse
+        }
+    }
+
+    /// Support: a transfer for a user who lost the old device, with a generated password
+    /// that is returned once and stored only as its hash.
+    public func issueTransfer(
+        accountID: String, email: Email, by initiator: Initiator, reason: String
+    ) async throws -> (password: String, email: String, expiresAt: Timestamp) {
+        let password = GeneratedPassword.make()
+        let result = try await setUpTransfer(
+            accountID: accountID, email: email, password: try FieldRules.temporaryPassword(password, email: email),
+            by: initiator, reason: reason)
+        return (password, result.email, result.expiresAt)
+    }
+
+    /// Cancels the account's pending transfer; false when none was pending.
+    public func cancelTransfer(accountID: String, by initiator: Initiator = .device, reason: String? = nil) async throws -> Bool {
+        try await store.execute(CancelTransferCommand(accountID: accountID, now: clock.now(), by: initiator, reason: reason))
+    }
+
+    /// Support: clears the lock and consecutive failures of the account's pending transfer.
+    /// Returns the transfer as it was, or nil when none is pending.
+    public func unlockTransfer(accountID: String, by initiator: Initiator, reason: String) async throws -> TransferRecord? {
+        try await store.execute(UnlockTransferCommand(accountID: accountID, now: clock.now(), by: initiator, reason: reason))
+    }
+}
+
+public struct SetUpCommand: StoreOperation {
+    public var transfer: NewTransfer
+    public var reason: String?
+    public var clientAddress: String?
+    public init(transfer: NewTransfer, reason: String? = nil, clientAddress: String? = nil) {
+        self.transfer = transfer
+        self.reason = reason
+        self.clientAddress = clientAddress
+    }
+
+    public var now: Timestamp { transfer.createdAt }
+    public var reads: Reads {
+        Reads(pendingTransfers: PendingTransferQuery(emailKey: transfer.email.key, accountID: transfer.accountID))
+    }
+
+    public func plan(_ facts: Facts) -> Plan<SetUpResult> {
+        var effects: [Effect] = []
+        var open: [TransferRecord] = []
+        // A pending transfer past its expiry no longer holds its email.
+        for pending in facts.pendingTransfers {
+            if pending.isOpen(at: now) {
+                open.append(pending)
+            } else {
+                effects.append(.endTransfer(id: pending.id, state: .expired, at: now))
+            }
+        }
+        if open.contains(where: { $0.emailKey == transfer.email.key && $0.accountID != transfer.accountID }) {
+            return Plan(.emailInUse, effects)
+        }
+        // The account's earlier transfer gives way: new password, new expiry, attempts reset.
+        for earlier in open where earlier.accountID == transfer.accountID {
+            effects.append(.endTransfer(id: earlier.id, state: .replaced, at: now))
+        }
+        effects.append(.createTransfer(transfer))
+        effects.append(.audit(AuditEvent(
+            at: now, kind: transfer.issuedBy == .device ? .transferSetUp : .transferIssued, accountID: transfer.accountID,
+            transferID: transfer.id, actor: transfer.issuedBy, reason: reason, clientAddress: clientAddress)))
+        return Plan(.created, effects)
+    }
+}
+
+public enum SetUpResult: Sendable, Equatable {
+    case created
+    case emailInUse
+}
+
+/// Cancels the account's pending transfer (marked expired if it already was); false when none.
+public struct CancelTransferCommand: StoreOperation {
+    public var accountID: String
+    public var now: Timestamp
+    public var by: Initiator
+    public var reason: String?
+    public init(accountID: String, now: Timestamp, by: Initiator, reason: String?) {
+        self.accountID = accountID
+        self.now = now
+        self.by = by
+        self.reason = reason
+    }
+
+    public var reads: Reads { Reads(pendingTransfers: PendingTransferQuery(emailKey: nil, accountID: accountID)) }
+
+    public func plan(_ facts: Facts) -> Plan<Bool> {
+        guard let pending = facts.pendingTransfers.first(where: { $0.accountID == accountID }) else { return Plan(false) }
+        return Plan(true, [
+            .endTransfer(id: pending.id, state: pending.isOpen(at: now) ? .cancelled : .expired, at: now),
+            .audit(AuditEvent(at: now, kind: .transferCancelled, accountID: accountID, transferID: pending.id, actor: by, reason: reason)),
+        ])
+    }
+}
+
+/// Support: clears the lock and the consecutive-failure count of the pending transfer.
+public struct UnlockTransferCommand: StoreOperation {
+    public var accountID: String
+    public var now: Timestamp
+    public var by: Initiator
+    public var reason: String
+    public init(accountID: String, now: Timestamp, by: Initiator, reason: String) {
+        self.accountID = accountID
+        self.now = now
+        self.by = by
+        self.reason = reason
+    }
+
+    public var reads: Reads { Reads(pendingTransfers: PendingTransferQuery(emailKey: nil, accountID: accountID)) }
+
+    public func plan(_ facts: Facts) -> Plan<TransferRecord?> {
+        guard let pending = facts.pendingTransfers.first(where: { $0.accountID == accountID }) else { return Plan(nil) }
+        return Plan(pending, [
+            .unlockTransfer(id: pending.id),
+            .audit(AuditEvent(at: now, kind: .transferUnlocked, accountID: accountID, transferID: pending.id, actor: by, reason: reason)),
+        ])
+    }
+}
