@@ -6,26 +6,9 @@ import TransferCore
 /// prepared through the service (which keeps running on the same file).
 @Suite("transfer CLI", .serialized)
 struct CLITests {
-    struct Run {
-        let code: Int32
-        let out: String
-        let err: String
-        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(out.utf8))) as? [String: Any] ?? [:] }
-    }
-
-    static func transfer(_ args: [String], database: String?) throws -> Run {
-        let p = Process()
-        p.executableURL = ProcessTests.root.appendingPathComponent(".build/debug/transfer")
-        p.arguments = args + (database.map { ["--database", $0] } ?? [])
-        p.environment = ["USER": "agent-smith"]
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return Run(code: p.terminationStatus, out: String(decoding: o, as: UTF8.self), err: String(decoding: e, as: UTF8.self))
+    /// Runs `transfer` as the operator `agent-smith`.
+    static func transfer(_ args: [String], database: String?) throws -> ProcessRun {
+        try Executable.run("transfer", args + (database.map { ["--database", $0] } ?? []), environment: ["USER": "agent-smith"])
     }
 
     let password = "plum-harbor-71-sail"
@@ -42,9 +25,9 @@ struct CLITests {
                 let db = harness.databaseArgument
                 for (query, field) in [(account, "accountId"), (a.id.uppercased(), "userName"), ("ANN@example.com", "email")] {
                     let run = try Self.transfer(["account", query, "--json"], database: db)
-                    #expect(run.code == 0)
-                    #expect(run.json["accountId"] as? String == account)
-                    #expect(run.json["matchedBy"] as? String == field)
+                    #expect(run.code == 0, "\(run)")
+                    #expect(try run.json["accountId"] as? String == account)
+                    #expect(try run.json["matchedBy"] as? String == field)
                 }
                 let text = try Self.transfer(["account", "ann@example.com"], database: db)
                 #expect(text.code == 0)
@@ -63,7 +46,7 @@ struct CLITests {
 
                 let missing = try Self.transfer(["account", "nobody@example.com"], database: db)
                 #expect(missing.code == 1)
-                #expect(missing.err.split(separator: "\n").count == 1)
+                #expect(lines(of: missing.err).count == 1, "\(missing)")
             }
         }
     }
@@ -79,8 +62,10 @@ struct CLITests {
                 _ = try await api.claim(email: "amb@example.com", password: password, device: b, replace: true)
                 let run = try Self.transfer(["account", b.id], database: harness.databaseArgument)
                 #expect(run.code == 3)
-                #expect(run.err.contains(sessionA["accountId"] as? String ?? "?"))
-                #expect(run.err.contains(sessionB["accountId"] as? String ?? "?"))
+                let accountA = try #require(sessionA["accountId"] as? String)
+                let accountB = try #require(sessionB["accountId"] as? String)
+                #expect(run.err.contains(accountA), "\(run)")
+                #expect(run.err.contains(accountB), "\(run)")
             }
         }
     }
@@ -99,8 +84,9 @@ struct CLITests {
                 #expect(run.code == 0)
                 #expect(run.out.contains("was locked until"))
                 #expect(try await api.claim(email: "locked@example.com", password: password, device: Device()).status == .ok)
-                let history = try Self.transfer(["history", session["accountId"] as? String ?? "", "--json"], database: db)
-                let events = history.json["events"] as? [[String: Any]] ?? []
+                let account = try #require(session["accountId"] as? String)
+                let history = try Self.transfer(["history", account, "--json"], database: db)
+                let events = try #require(history.json["events"] as? [[String: Any]], "\(history)")
                 let unlock = try #require(events.first { $0["kind"] as? String == "transfer.unlocked" })
                 #expect(unlock["actor"] as? String == "operator:agent-smith")
                 #expect(unlock["reason"] as? String == "ticket 7: owner verified by phone")
@@ -120,7 +106,7 @@ struct CLITests {
                 #expect(run.code == 0)
                 let temporary = try #require(run.json["temporaryPassword"] as? String)
                 #expect(temporary.count >= 16)
-                #expect(run.json["expiresAt"] is String)
+                #expect(try run.json["expiresAt"] is String)
                 let claim = try await api.claim(email: "lost@example.com", password: temporary, device: Device())
                 #expect(claim.status == .ok)
                 #expect(claim["accountId"] as? String == session["accountId"] as? String)
@@ -181,6 +167,6 @@ struct CLITests {
     func unreachable() throws {
         let run = try Self.transfer(["stats"], database: "sqlite:/nonexistent/transfer.sqlite")
         #expect(run.code == 4)
-        #expect(run.err.split(separator: "\n").count == 1)
+        #expect(lines(of: run.err).count == 1, "\(run)")
     }
 }

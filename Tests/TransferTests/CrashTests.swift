@@ -25,20 +25,30 @@ final class Ledger: Sendable {
 struct CrashTests {
     static let password = "plum-harbor-71-sail"
 
-    static func post(_ http: HTTPClient, _ base: String, _ path: String, _ json: [String: Any], token: String? = nil, method: HTTPMethod = .POST) async -> (Int, [String: Any])? {
+    /// The status and JSON body of one call; nil when the server died under it (the outcome is
+    /// unknown). A complete answer whose body is not a JSON object is recorded as an issue at the caller.
+    static func post(
+        _ http: HTTPClient, _ base: String, _ path: String, _ json: [String: Any], token: String? = nil, method: HTTPMethod = .POST,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async -> (Int, [String: Any])? {
         var request = HTTPClientRequest(url: base + path)
         request.method = method
         request.headers.add(name: "Content-Type", value: "application/json")
         if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
         request.body = .bytes(ByteBuffer(bytes: try! JSONSerialization.data(withJSONObject: json)))
+        let status: Int, body: ByteBuffer
         do {
             let response = try await http.execute(request, timeout: .seconds(3))
-            let body = try await response.body.collect(upTo: 1 << 20)
-            let object = (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView))) as? [String: Any] ?? [:]
-            return (Int(response.status.code), object)
+            status = Int(response.status.code)
+            body = try await response.body.collect(upTo: 1 << 20)
         } catch {
             return nil  // the server died under this request: the outcome is unknown
         }
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView))) as? [String: Any] else {
+            Issue.record("\(method) \(path) answered \(status) with a body that is not a JSON object: \(String(buffer: body))", sourceLocation: sourceLocation)
+            return nil
+        }
+        return (status, object)
     }
 
     /// One burst of mixed traffic against `base`.
@@ -48,9 +58,11 @@ struct CrashTests {
                 group.addTask {
                     // A new phone logs in; half of them set up a transfer; the transfer is claimed twice at once.
                     let a = Device()
-                    guard let (status, session) = await post(http, base, "/v1/devices/login", a.loginBody), status == 201,
-                        let account = session["accountId"] as? String, let token = session["accessToken"] as? String
-                    else { return }
+                    guard let (status, session) = await post(http, base, "/v1/devices/login", a.loginBody), status == 201 else { return }
+                    guard let account = session["accountId"] as? String, let token = session["accessToken"] as? String else {
+                        Issue.record("login answered 201 without accountId and accessToken: \(session)")
+                        return
+                    }
                     ledger.state.withLock { $0.accounts[a.id] = (a, account) }
                     guard i % 2 == 0 else {
                         _ = await post(http, base, "/v1/devices/login", a.loginBody)
@@ -67,9 +79,12 @@ struct CrashTests {
                                 let b = Device()
                                 ledger.state.withLock { $0.claimAttempts[email, default: []].append(b) }
                                 let body: [String: Any] = ["email": email, "temporaryPassword": password, "deviceId": b.id, "deviceSecret": b.secret]
-                                if let (status, claim) = await post(http, base, "/v1/transfers/claim", body), status == 200 {
-                                    ledger.state.withLock { $0.claims[email] = (b, claim["accountId"] as? String ?? "") }
+                                guard let (status, claim) = await post(http, base, "/v1/transfers/claim", body), status == 200 else { return }
+                                guard let account = claim["accountId"] as? String else {
+                                    Issue.record("claim answered 200 without accountId: \(claim)")
+                                    return
                                 }
+                                ledger.state.withLock { $0.claims[email] = (b, account) }
                             }
                         }
                     }
@@ -87,7 +102,7 @@ struct CrashTests {
         ("a claimed transfer whose device is not the account's active device",
          "SELECT t.id FROM transfers t WHERE t.state = 'claimed' AND NOT EXISTS (SELECT 1 FROM device_bindings b WHERE b.account_id = t.account_id AND b.device_id = t.claimed_by_device AND b.state = 'active')"),
         ("a claimed transfer whose account does not point at its device",
-         "SELECT t.id FROM transfers t JOIN accounts a ON a.id = t.account_id WHERE t.state = 'claimed' AND (a.transfer_id IS NULL OR a.transfer_id <> t.claimed_by_device)"),
+         "SELECT t.id FROM transfers t JOIN accounts a ON a.id = t.account_id WHERE t.state = 'claimed' AND (a.moved_to_device_id IS NULL OR a.moved_to_device_id <> t.claimed_by_device)"),
         ("a pending transfer on an account that already moved",
          "SELECT t.id FROM transfers t WHERE t.state = 'pending' AND EXISTS (SELECT 1 FROM device_bindings b WHERE b.account_id = t.account_id AND b.state = 'moved')"),
         ("an account without an active device",
@@ -101,11 +116,12 @@ struct CrashTests {
         switch location {
         case .sqlite(let path):
             let queue = try DatabaseQueue(path: path)
-            return try await queue.read { db in try Int.fetchOne(db, sql: count) ?? -1 }
+            guard let n = try await queue.read({ db in try Int.fetchOne(db, sql: count) }) else { throw TestFailure("no row from \(count)") }
+            return n
         case .postgres(let url):
             return try await TestPostgres.withClient(url) { client in
                 for try await n in try await client.query(PostgresQuery(unsafeSQL: count)).decode(Int64.self) { return Int(n) }
-                return -1
+                throw TestFailure("no row from \(count)")
             }
         }
     }
@@ -113,11 +129,7 @@ struct CrashTests {
     @Test("kill -9 during traffic, restart, repeat: nothing half-done, nothing lost", arguments: StoreKind.available)
     func killNine(store: StoreKind) async throws {
         try await store.withDatabaseLocation { location, _ in
-            let argument: String
-            switch location {
-            case .sqlite(let path): argument = "sqlite:\(path)"
-            case .postgres(let url): argument = url
-            }
+            let argument = location.argument
             let http = HTTPClient(eventLoopGroupProvider: .singleton)
             let ledger = Ledger()
             var kills = 0

@@ -90,17 +90,19 @@ struct PropertyTests {
     static let passwords = ["plum-harbor-71-sail", "quiet-river-22-moss"]
 
     /// Fixed seeds keep CI deterministic; `PROPERTY_SEED=N` replays one run, `PROPERTY_SEED=random` explores.
-    static func seed(_ run: UInt64) -> UInt64 {
+    static func seed(_ run: UInt64) throws -> UInt64 {
         switch ProcessInfo.processInfo.environment["PROPERTY_SEED"] {
-        case "random": UInt64.random(in: 1...UInt64.max)
-        case let text?: UInt64(text) ?? run
-        case nil: run
+        case "random": return UInt64.random(in: 1...UInt64.max)
+        case let text?:
+            guard let seed = UInt64(text) else { throw TestFailure("PROPERTY_SEED=\(text) is neither a number nor \"random\"") }
+            return seed
+        case nil: return run
         }
     }
 
     @Test("random sequences of calls agree with the reference model after every step", arguments: [20_261_121, 7_919, 104_729] as [UInt64])
     func agreesWithModel(run: UInt64) async throws {
-        let seed = Self.seed(run)
+        let seed = try Self.seed(run)
         try await withServer { api, harness in
             var rng = SplitMix64(state: seed)
             var model = Model()
@@ -126,7 +128,8 @@ struct PropertyTests {
                     let expected = model.login(d.id)
                     let r = try await api.login(d)
                     #expect(Int(r.status.code) == expected, "login \(context)")
-                    if expected == 201, let account = r["accountId"] as? String {
+                    if expected == 201 {
+                        let account = try #require(r["accountId"] as? String, "login account \(context): \(r.text)")
                         model.deviceAccount[d.id] = account
                         model.deviceState[d.id] = .active
                     }
@@ -134,13 +137,13 @@ struct PropertyTests {
                     if expected < 300 {
                         let account = model.deviceAccount[d.id]!
                         #expect(r["migrationFlag"] as? Bool == (model.open(account) != nil), "flag \(context)")
-                        refresh[d.id] = (r.refreshToken, refresh[d.id]?.current)
+                        refresh[d.id] = (try r.refreshToken, refresh[d.id]?.current)
                     }
                 case 20..<40:  // set-up on an active device
                     let d = pick()
                     guard model.deviceState[d.id] == .active, let account = model.deviceAccount[d.id] else { continue }
                     let session = try await api.login(d)
-                    refresh[d.id] = (session.refreshToken, refresh[d.id]?.current)
+                    refresh[d.id] = (try session.refreshToken, refresh[d.id]?.current)
                     let email = Self.emails.randomElement(using: &rng)!
                     let password = Self.passwords.randomElement(using: &rng)!
                     let expected = model.setUp(account: account, email: email)
@@ -151,7 +154,7 @@ struct PropertyTests {
                     let d = pick()
                     guard model.deviceState[d.id] == .active, let account = model.deviceAccount[d.id] else { continue }
                     let session = try await api.login(d)
-                    refresh[d.id] = (session.refreshToken, refresh[d.id]?.current)
+                    refresh[d.id] = (try session.refreshToken, refresh[d.id]?.current)
                     #expect(try await api.call(.delete, "/v1/me/transfer", token: session.accessToken).status == .noContent, "cancel \(context)")
                     model.transfers[account] = nil
                 case 45..<80:  // claim, right or wrong password, new or known device
@@ -170,7 +173,7 @@ struct PropertyTests {
                     seen["claim \(status) \(code ?? "")", default: 0] += 1
                     if status == 200 {
                         #expect(r["accountId"] as? String == model.deviceAccount[d.id], "claim account \(context)")
-                        refresh[d.id] = (r.refreshToken, nil)
+                        refresh[d.id] = (try r.refreshToken, nil)
                     }
                 case 80..<88:  // refresh with the latest token
                     let d = pick()
@@ -178,7 +181,7 @@ struct PropertyTests {
                     let r = try await api.call(.post, "/v1/tokens/refresh", json: ["refreshToken": tokens.current])
                     let alive = model.deviceState[d.id] == .active
                     if alive { #expect(r.status == .ok, "refresh \(context)") } else { #expect(r.status == .unauthorized, "refresh retired \(context)") }
-                    refresh[d.id] = r.status == .ok ? (r.refreshToken, tokens.current) : nil
+                    refresh[d.id] = r.status == .ok ? (try r.refreshToken, tokens.current) : nil
                 case 88..<92:  // logout
                     let d = pick()
                     guard model.deviceState[d.id] == .active else { continue }

@@ -12,7 +12,7 @@ struct RestartTests {
         let saved = LockedStrings()
         try await Harness(database: database).run { api, _ in
             let session = try await api.login(a)
-            saved.add(session["accountId"] as? String ?? "", session.accessToken)
+            saved.add(try #require(session["accountId"] as? String, "\(session.text)"), try session.accessToken)
             #expect(try await api.setUp(token: session.accessToken, email: "restart@example.com", password: "plum-harbor-71-sail").status == .created)
         }
         let (account, token) = (saved.all[0], saved.all[1])

@@ -28,10 +28,10 @@ struct StoreConformanceTests {
     func newDevice() -> DeviceID { DeviceID(UUID().uuidString)! }
 
     func setUp(_ store: any TransferStore, account: String, email: String, at now: Timestamp) async throws -> (SetUpResult, String) {
-        let id = Identifier.make()
-        let e = try FieldRules.email(email)
-        return (try await store.setUpTransfer(SetUpCommand(
-            transferID: id, accountID: account, email: e, passwordHash: hash, now: now, expiresAt: now + .seconds(3600))), id)
+        let transfer = NewTransfer(
+            id: Identifier.make(), accountID: account, email: try FieldRules.email(email), passwordHash: hash, createdAt: now,
+            expiresAt: now + .seconds(3600), issuedBy: .device)
+        return (try await store.execute(SetUpCommand(transfer: transfer)), transfer.id)
     }
 
     @Test("login creates once, then logs in; a wrong secret changes nothing", arguments: StoreKind.available)
@@ -56,7 +56,7 @@ struct StoreConformanceTests {
                 session: NewSession(sessionID: Identifier.make(), refreshTokenHash: SecretHash(of: token), refreshExpiresAt: t0 + .seconds(3600)),
                 clientAddress: "203.0.113.7"))
             #expect(account(third) == a.accountID)
-            let rotated = try await store.refresh(RefreshCommand(
+            let rotated = try await store.execute(RefreshCommand(
                 tokenHash: SecretHash(of: token), now: t0 + .seconds(3), next: SecretHash(of: RandomToken.make()), nextExpiresAt: t0 + .seconds(3600)))
             guard case .rotated(let owner, let device, _) = rotated else { Issue.record("not rotated: \(rotated)"); return }
             #expect(owner.accountID == a.accountID)
@@ -91,7 +91,7 @@ struct StoreConformanceTests {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for _ in 0..<40 {
                     group.addTask {
-                        _ = try await store.recordFailedClaim(FailedClaimCommand(transferID: id, now: t0, policy: policy, clientAddress: nil))
+                        _ = try await store.execute(FailedClaimCommand(transferID: id, now: t0, policy: policy, clientAddress: nil))
                     }
                 }
                 try await group.waitForAll()
@@ -109,7 +109,7 @@ struct StoreConformanceTests {
             let (_, id) = try await setUp(store, account: a, email: "lock@example.com", at: t0)
             var now = t0
             @Sendable func fail(_ at: Timestamp) async throws -> FailedClaimResult {
-                try await store.recordFailedClaim(FailedClaimCommand(transferID: id, now: at, policy: .standard, clientAddress: nil))
+                try await store.execute(FailedClaimCommand(transferID: id, now: at, policy: .standard, clientAddress: nil))
             }
             for _ in 1...4 { #expect(try await fail(now) == .counted) }
             #expect(try await fail(now) == .locked(until: now + .seconds(900)))
@@ -137,8 +137,8 @@ struct StoreConformanceTests {
                 for _ in 0..<16 {
                     let device = newDevice()
                     group.addTask {
-                        try await store.claim(ClaimCommand(
-                            transferID: id, deviceID: device, secretHash: SecretHash(of: "b"), replaceExistingAccount: false,
+                        try await store.execute(ClaimCommand(
+                            transferID: id, accountID: a, deviceID: device, secretHash: SecretHash(of: "b"), replaceExistingAccount: false,
                             now: t0, session: session(t0), clientAddress: nil))
                     }
                 }
@@ -163,7 +163,7 @@ struct StoreConformanceTests {
             let results = try await withThrowingTaskGroup(of: RefreshResult.self) { group in
                 for _ in 0..<8 {
                     group.addTask {
-                        try await store.refresh(RefreshCommand(
+                        try await store.execute(RefreshCommand(
                             tokenHash: SecretHash(of: token), now: t0, next: SecretHash(of: RandomToken.make()), nextExpiresAt: t0 + .seconds(60)))
                     }
                 }
@@ -178,8 +178,8 @@ struct StoreConformanceTests {
         try await kind.withStore { store in
             let one = SigningKeyRecord(kid: "one", algorithm: "EdDSA", privateKey: "a", createdAt: t0)
             let two = SigningKeyRecord(kid: "two", algorithm: "EdDSA", privateKey: "b", createdAt: t0)
-            let first = try await store.signingKeys(insertingIfNone: one)
-            let second = try await store.signingKeys(insertingIfNone: two)
+            let first = try await store.execute(SigningKeysCommand(candidate: one, now: t0))
+            let second = try await store.execute(SigningKeysCommand(candidate: two, now: t0))
             #expect(first == [one])
             #expect(second == [one])
         }

@@ -16,14 +16,19 @@ struct TokenAttackTests {
         try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
     }
 
-    static func parts(_ token: String) -> (header: [String: Any], payload: [String: Any]) {
-        func decode(_ s: Substring) -> [String: Any] {
+    /// The header and payload of a JWS; throws, naming the token, when it has no such parts.
+    static func parts(_ token: String) throws -> (header: [String: Any], payload: [String: Any]) {
+        func decode(_ s: Substring) throws -> [String: Any] {
             var t = s.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
             while t.count % 4 != 0 { t += "=" }
-            return (try? JSONSerialization.jsonObject(with: Data(base64Encoded: t) ?? Data())) as? [String: Any] ?? [:]
+            guard let data = Data(base64Encoded: t), let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+                throw TestFailure("the part \"\(s)\" of the token \(token) is not a base64url JSON object")
+            }
+            return object
         }
-        let p = token.split(separator: ".")
-        return (decode(p[0]), decode(p[1]))
+        let p = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard p.count == 3 else { throw TestFailure("the token \(token) has \(p.count) parts, not 3") }
+        return (try decode(p[0]), try decode(p[1]))
     }
 
     /// A token with `header` and `payload`, signed by `sign` over `header.payload`.
@@ -59,7 +64,7 @@ struct TokenAttackTests {
             #expect(claims.aud.value == ["transfer-api"])
             #expect(claims.iss.value == "transfer-server")
             #expect(Int(claims.exp.value.timeIntervalSince(claims.iat.value)) == session["expiresIn"] as? Int)
-            let header = Self.parts(session.accessToken).header
+            let header = try Self.parts(session.accessToken).header
             #expect(header["alg"] as? String == "EdDSA")
             #expect(header["typ"] as? String == "JWT")
             #expect(header["kid"] as? String != nil)
@@ -72,11 +77,14 @@ struct TokenAttackTests {
         defer { harness.database.remove() }
         try await harness.run { api, parts in
             let session = try await api.login(Device())
-            let real = session.accessToken
+            let real = try session.accessToken
             #expect(try await api.me(real).status == .ok)
-            let (header, payload) = Self.parts(real)
-            let keys = try await parts.store.signingKeys(insertingIfNone: SigningKeyRecord(kid: "unused", algorithm: "EdDSA", privateKey: "", createdAt: harness.clock.now()))
-            let serverKey = try Curve25519.Signing.PrivateKey(rawRepresentation: Data(base64Encoded: keys[0].privateKey)!)
+            let (header, payload) = try Self.parts(real)
+            let keys = try await parts.store.execute(SigningKeysCommand(
+                candidate: SigningKeyRecord(kid: "unused", algorithm: "EdDSA", privateKey: "", createdAt: harness.clock.now()),
+                now: harness.clock.now()))
+            let key = try #require(keys.first, "no signing key in the store")
+            let serverKey = try Curve25519.Signing.PrivateKey(rawRepresentation: try #require(Data(base64Encoded: key.privateKey)))
             let now = Int(harness.clock.now().seconds)
             func signed(_ p: [String: Any]) throws -> String {
                 try Self.token(header, p) { try serverKey.signature(for: $0) }

@@ -59,7 +59,8 @@ struct ValidationTests {
             let r = try await api.setUp(token: session.accessToken, email: "mia@example.com", password: password)
             #expect(r.status == .badRequest)
             #expect(r.error == "weak_password")
-            #expect((r["message"] as? String ?? "").contains(why))
+            let message = try #require(r["message"] as? String, "\(r.text)")
+            #expect(message.contains(why))
         }
     }
 
@@ -97,7 +98,8 @@ struct ValidationTests {
             let r = try await api.call(.post, "/v1/devices/login", raw: body)
             #expect(r.status == .badRequest)
             #expect(r.error == "invalid_request")
-            #expect((r["message"] as? String ?? "").contains(field))
+            let message = try #require(r["message"] as? String, "\(r.text)")
+            #expect(message.contains(field))
         }
     }
 
@@ -108,7 +110,8 @@ struct ValidationTests {
             let r = try await api.call(.post, "/v1/transfers/claim", json: body)
             #expect(r.status == .badRequest)
             #expect(r.error == "invalid_request")
-            #expect((r["message"] as? String ?? "").contains("replaceExistingAccount"))
+            let message = try #require(r["message"] as? String, "\(r.text)")
+            #expect(message.contains("replaceExistingAccount"))
         }
     }
 
@@ -196,7 +199,7 @@ struct OpenAPIDocumentTests {
             #expect(doc.status == .ok)
             let text = doc.text
             #expect(text.hasPrefix("openapi: 3.1"))
-            for (path, methods) in API<TransferRequestContext>.routes {
+            for (path, methods) in API<TransferRequestContext>.allowedMethods {
                 #expect(text.contains("\n  \(path):\n"), "missing \(path)")
                 for m in methods {
                     #expect(text.contains("\n  \(path):\n") && text.contains("    \(m.rawValue.lowercased()):"), "missing \(m) \(path)")

@@ -1,0 +1,115 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import Testing
+import TransferCore
+
+/// A device as the app keeps it in the Keychain.
+struct Device {
+    let id: String
+    let secret: String
+    init() {
+        id = UUID().uuidString.lowercased()
+        secret = RandomToken.make(byteCount: 32)
+    }
+    init(id: String, secret: String) {
+        self.id = id
+        self.secret = secret
+    }
+    var loginBody: [String: Any] { ["deviceId": id, "deviceSecret": secret] }
+}
+
+/// One answer of the server.
+///
+/// `json`, `accessToken`, `refreshToken` and `string(_:)` throw when the answer lacks what they
+/// read, with the status and the body in the error, so a failed call stops the test at the call.
+/// `reply["key"]` and `error` read a field that may be absent (nil); a body that is not a JSON
+/// object is recorded as an issue there, never read as empty.
+struct Reply {
+    let status: HTTPResponse.Status
+    let headers: HTTPFields
+    let body: ByteBuffer
+
+    var text: String { String(buffer: body) }
+
+    /// The body as a JSON object.
+    var json: [String: Any] {
+        get throws {
+            let parsed: Any
+            do {
+                parsed = try JSONSerialization.jsonObject(with: Data(body.readableBytesView), options: [.fragmentsAllowed])
+            } catch {
+                throw failure("the body is not JSON")
+            }
+            guard let object = parsed as? [String: Any] else { throw failure("the body is not a JSON object") }
+            return object
+        }
+    }
+
+    /// A string field the answer must carry.
+    func string(_ key: String) throws -> String {
+        guard let value = try json[key] as? String else { throw failure("no string \"\(key)\" in the body") }
+        return value
+    }
+
+    var accessToken: String { get throws { try string("accessToken") } }
+    var refreshToken: String { get throws { try string("refreshToken") } }
+
+    /// A field of the body, nil when the body has none.
+    subscript(_ key: String, sourceLocation: SourceLocation = #_sourceLocation) -> Any? {
+        do {
+            return try json[key]
+        } catch {
+            Issue.record("\(error)", sourceLocation: sourceLocation)
+            return nil
+        }
+    }
+
+    /// The contract's error code, nil when the body has none.
+    var error: String? { self["error"] as? String }
+
+    func failure(_ problem: String) -> TestFailure {
+        let shown = text.count > 2000 ? String(text.prefix(2000)) + "… (\(body.readableBytes) bytes)" : text
+        return TestFailure("\(problem): HTTP \(status.code) \(status.reasonPhrase), body: \(shown)")
+    }
+}
+
+/// A client for the contract's calls, as the app would make them.
+struct Client {
+    let client: any TestClientProtocol
+
+    func call(
+        _ method: HTTPRequest.Method, _ path: String, json: [String: Any]? = nil, raw: String? = nil,
+        token: String? = nil, headers extra: HTTPFields = [:]
+    ) async throws -> Reply {
+        var headers = extra
+        if let token { headers[.authorization] = "Bearer \(token)" }
+        var body: ByteBuffer?
+        if let json {
+            body = ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json))
+        } else if let raw {
+            body = ByteBuffer(string: raw)
+        }
+        if body != nil, headers[.contentType] == nil { headers[.contentType] = "application/json" }
+        return try await client.execute(uri: path, method: method, headers: headers, body: body) { response in
+            Reply(status: response.status, headers: response.headers, body: response.body)
+        }
+    }
+
+    func login(_ device: Device) async throws -> Reply {
+        try await call(.post, "/v1/devices/login", json: device.loginBody)
+    }
+
+    func setUp(token: String, email: String, password: String) async throws -> Reply {
+        try await call(.put, "/v1/me/transfer", json: ["email": email, "temporaryPassword": password], token: token)
+    }
+
+    func claim(email: String, password: String, device: Device, replace: Bool? = nil) async throws -> Reply {
+        var body: [String: Any] = ["email": email, "temporaryPassword": password, "deviceId": device.id, "deviceSecret": device.secret]
+        if let replace { body["replaceExistingAccount"] = replace }
+        return try await call(.post, "/v1/transfers/claim", json: body)
+    }
+
+    func me(_ token: String) async throws -> Reply { try await call(.get, "/v1/me", token: token) }
+}

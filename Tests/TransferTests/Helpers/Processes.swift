@@ -1,0 +1,192 @@
+import Foundation
+import Testing
+
+/// The package's root folder, the one that holds `Package.swift`.
+enum Repository {
+    static let root: URL = {
+        var folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        while !FileManager.default.fileExists(atPath: folder.appendingPathComponent("Package.swift").path) {
+            let parent = folder.deletingLastPathComponent()
+            precondition(parent.path != folder.path, "no Package.swift in any folder above \(#filePath)")
+            folder = parent
+        }
+        return folder
+    }()
+}
+
+/// The executables `swift build` puts in `.build`, run as a person would run them.
+enum Executable {
+    /// The built `name`; throws, naming it and how to build it, when it is not there.
+    static func url(_ name: String) throws -> URL {
+        for dir in [".build/debug", ".build/release"] {
+            let url = Repository.root.appendingPathComponent(dir).appendingPathComponent(name)
+            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
+        }
+        throw TestFailure("`.build/debug/\(name)` is missing: run `swift build --build-tests` first")
+    }
+
+    /// Runs `name` with `arguments` to its end. `environment` nil keeps the test's own.
+    static func run(_ name: String, _ arguments: [String], environment: [String: String]? = nil) throws -> ProcessRun {
+        let p = Process()
+        p.executableURL = try url(name)
+        p.arguments = arguments
+        if let environment { p.environment = environment }
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return ProcessRun(
+            command: ([name] + arguments).joined(separator: " "), code: p.terminationStatus,
+            out: String(decoding: o, as: UTF8.self), err: String(decoding: e, as: UTF8.self))
+    }
+}
+
+/// How a process ended and what it wrote.
+struct ProcessRun: CustomStringConvertible {
+    let command: String
+    let code: Int32
+    let out: String
+    let err: String
+
+    /// Standard output as a JSON object; throws, with the exit code and both outputs, when it is not one.
+    var json: [String: Any] {
+        get throws {
+            guard let object = (try? JSONSerialization.jsonObject(with: Data(out.utf8))) as? [String: Any] else {
+                throw TestFailure("the output of `\(command)` is not a JSON object: \(self)")
+            }
+            return object
+        }
+    }
+
+    var description: String { "exit \(code), stdout: \(out.isEmpty ? "(empty)" : out), stderr: \(err.isEmpty ? "(empty)" : err)" }
+}
+
+/// The lines of `text`, empty ones included; the newline that ends the last line does not start another.
+func lines(of text: String) -> [Substring] {
+    var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+    if lines.last?.isEmpty == true { lines.removeLast() }
+    return lines
+}
+
+/// curl, as a client outside the server's process calls it.
+enum Curl {
+    /// The HTTP status and body curl got. Throws, with curl's own error, when no HTTP answer came at all.
+    static func call(_ arguments: [String]) throws -> (status: Int, body: String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["curl", "-sS", "-m", "10", "-w", "\n%{http_code}"] + arguments
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        let error = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        let text = String(decoding: data, as: UTF8.self)
+        // `-w` writes the status on a line of its own after the body; the body keeps its own newlines.
+        guard let cut = text.lastIndex(of: "\n"), let status = Int(text[text.index(after: cut)...]), status != 0 else {
+            throw TestFailure(
+                "curl \(arguments.joined(separator: " ")) got no HTTP answer: exit \(p.terminationStatus), \(error.isEmpty ? "no error" : error), output: \(text)")
+        }
+        return (status, String(text[..<cut]))
+    }
+}
+
+/// A real `transfer-server` process.
+final class Node: @unchecked Sendable {
+    let process = Process()
+    /// Known once the server says where it listens: it binds port 0, so the kernel picks a
+    /// free port (a random pick collided with the tests' own client ports).
+    private(set) var port = 0
+    /// The server's log goes to a file: an unread pipe would fill and block the server.
+    let logFile = FileManager.default.temporaryDirectory.appendingPathComponent("transfer-node-\(UUID().uuidString).log")
+    var base: String { "http://127.0.0.1:\(port)" }
+
+    init(database: String, extra: [String] = []) throws {
+        process.executableURL = try Executable.url("transfer-server")
+        process.arguments = [
+            "--port", "0", "--database", database, "--argon2-memory-kib", "1024", "--argon2-iterations", "1",
+            "--claim-limit", "off", "--account-creation-limit", "off",
+        ] + extra
+        _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
+        let log = try FileHandle(forWritingTo: logFile)
+        process.standardOutput = log
+        process.standardError = log
+        // The port is read from the start-up line, which is logged at info.
+        process.environment = ProcessInfo.processInfo.environment.merging(["LOG_LEVEL": "info"]) { $1 }
+        try process.run()
+    }
+
+    /// The server's log so far.
+    func log() throws -> String { try String(contentsOf: logFile, encoding: .utf8) }
+
+    /// True once `/readyz` answers 200; false, with the reason and the log's tail printed, after 30 s
+    /// or when the process ends first.
+    func waitReady() async throws -> Bool {
+        var lastAnswer = "no port in the log yet"
+        for _ in 0..<300 {
+            if port == 0, let range = try log().range(of: #"listening on 127\.0\.0\.1:\d+"#, options: .regularExpression) {
+                let line = try log()[range]
+                guard let number = line.split(separator: ":").last, let parsed = Int(number) else {
+                    throw TestFailure("no port in the start-up line \"\(line)\"")
+                }
+                port = parsed
+            }
+            if port != 0 {
+                // Refused connections are expected until the server listens: keep asking.
+                do {
+                    let (status, body) = try Curl.call(["\(base)/readyz"])
+                    if status == 200 { return true }
+                    lastAnswer = "/readyz answered \(status) \(body)"
+                } catch {
+                    lastAnswer = "\(error)"
+                }
+            }
+            if !process.isRunning { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        // Say why, for the test's report.
+        let tail = (try? log()).map { String($0.suffix(1500)) } ?? "(the log file cannot be read)"
+        print("node on port \(port) not ready (running: \(process.isRunning); last: \(lastAnswer)); log tail:\n\(tail)")
+        return false
+    }
+
+    func stop() {
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        try? FileManager.default.removeItem(at: logFile)
+    }
+
+    /// Starts a JSON POST without waiting for it, so many run at once. Its standard output is the status.
+    func startPost(_ path: String, _ json: String) throws -> Process {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["curl", "-s", "-o", "/dev/null", "-m", "30", "-w", "%{http_code}", "-X", "POST",
+                       "-H", "Content-Type: application/json", "-d", json, "\(base)\(path)"]
+        p.standardOutput = Pipe()
+        try p.run()
+        return p
+    }
+
+    /// POSTs `json`; throws, with the status and the body, when the answer is not a JSON object.
+    func post(_ path: String, _ json: String, token: String? = nil) throws -> (Int, [String: Any]) {
+        var args = ["-X", "POST", "-H", "Content-Type: application/json", "-d", json]
+        if let token { args += ["-H", "Authorization: Bearer \(token)"] }
+        let (status, body) = try Curl.call(args + ["\(base)\(path)"])
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any] else {
+            throw TestFailure("POST \(path) answered \(status) with a body that is not a JSON object: \(body)")
+        }
+        return (status, object)
+    }
+
+    func put(_ path: String, _ json: String, token: String) throws -> Int {
+        try Curl.call(["-X", "PUT", "-H", "Content-Type: application/json", "-H", "Authorization: Bearer \(token)", "-d", json, "\(base)\(path)"]).status
+    }
+
+    func get(_ path: String, token: String) throws -> Int {
+        try Curl.call(["-H", "Authorization: Bearer \(token)", "\(base)\(path)"]).status
+    }
+}

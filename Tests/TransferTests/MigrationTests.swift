@@ -1,0 +1,221 @@
+import Foundation
+import GRDB
+import Logging
+import PostgresNIO
+import Testing
+import TransferArgon2
+import TransferCore
+@testable import TransferPostgres
+import TransferSQLite
+import TransferStorage
+
+/// Databases written by an earlier version upgrade in place, and the schema files a reader
+/// trusts (`schema.sql`, `schema.postgres.sql`) are what the migrations build.
+@Suite("Migrations")
+struct MigrationTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    static func file(_ path: String) throws -> String {
+        try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
+    }
+
+    enum Value { case text(String), int(Int64), blob([UInt8]), null }
+
+    /// A database as a given store's migrations up to `version` left it, plus raw statements with `?` placeholders.
+    struct RawDatabase {
+        let location: DatabaseLocation
+
+        /// Applies the store's migration files v1…`last` as the server of that version did.
+        func migrate(through last: Int) async throws {
+            switch location {
+            case .sqlite(let path):
+                var migrator = DatabaseMigrator()
+                for n in 1...last {
+                    let sql = try MigrationTests.file("Sources/TransferSQLite/Resources/migrations/v\(n).sql")
+                    migrator.registerMigration("v\(n)") { db in try db.execute(sql: sql) }
+                }
+                let queue = try DatabaseQueue(path: path)
+                try migrator.migrate(queue)
+                try queue.close()
+            case .postgres(let url):
+                try await TestPostgres.withClient(url) { client in
+                    _ = try await client.query("CREATE TABLE schema_migrations (version TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)")
+                    for n in 1...last {
+                        let sql = try MigrationTests.file("Sources/TransferPostgres/Resources/migrations/v\(n).sql")
+                        for statement in PostgresStore.statements(sql) { _ = try await client.query(PostgresQuery(unsafeSQL: statement)) }
+                        _ = try await client.query("INSERT INTO schema_migrations (version, applied_at) VALUES (\("v\(n)"), 0)")
+                    }
+                }
+            }
+        }
+
+        func run(_ statements: [(String, [Value])]) async throws {
+            switch location {
+            case .sqlite(let path):
+                let queue = try DatabaseQueue(path: path)
+                try await queue.write { db in
+                    for (sql, values) in statements {
+                        let arguments: [(any DatabaseValueConvertible)?] = values.map {
+                            switch $0 {
+                            case .text(let s): s
+                            case .int(let n): n
+                            case .blob(let b): Data(b)
+                            case .null: nil
+                            }
+                        }
+                        try db.execute(sql: sql, arguments: StatementArguments(arguments))
+                    }
+                }
+                try queue.close()
+            case .postgres(let url):
+                try await TestPostgres.withClient(url) { client in
+                    for (sql, values) in statements {
+                        var n = 0
+                        let numbered = sql.map { c -> String in
+                            guard c == "?" else { return String(c) }
+                            n += 1
+                            return "$\(n)"
+                        }.joined()
+                        var bindings = PostgresBindings()
+                        for value in values {
+                            switch value {
+                            case .text(let s): bindings.append(s)
+                            case .int(let i): bindings.append(i)
+                            case .blob(let b): try bindings.append(Data(b))
+                            case .null: bindings.appendNull()
+                            }
+                        }
+                        _ = try await client.query(PostgresQuery(unsafeSQL: numbered, binds: bindings))
+                    }
+                }
+            }
+        }
+    }
+
+    @Test("a v1 database with moved, active and revoked devices, a pending transfer and sessions upgrades and keeps working", arguments: StoreKind.available)
+    func upgradeFromV1(kind: StoreKind) async throws {
+        try await kind.withDatabaseLocation { location, file in
+            let a = Device(), b = Device(), c = Device(), d = Device(), stolen = Device()
+            let now = Timestamp(Date()).milliseconds
+            let day: Int64 = 86_400_000
+            let password = "plum-harbor-71-sail"
+            let phc = try Argon2Hasher.hashNow(password, parameters: Argon2Parameters(memoryKiB: 256, iterations: 1, parallelism: 1))
+            let raw = RawDatabase(location: location)
+            try await raw.migrate(through: 1)
+            let binding = "INSERT INTO device_bindings (id, device_id, account_id, secret_hash, state, bound_at, last_login_at, ended_at, ended_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            func hash(_ s: String) -> Value { .blob(SecretHash(of: s).bytes) }
+            try await raw.run([
+                // Mia moved from A to B; B has a session.
+                ("INSERT INTO accounts (id, user_name, created_at, transfer_id) VALUES (?, ?, ?, ?)", [.text("acct-mia"), .text(a.id), .int(now - 3 * day), .text(b.id)]),
+                (binding, [.text("b1"), .text(a.id), .text("acct-mia"), hash(a.secret), .text("moved"), .int(now - 3 * day), .int(now - 2 * day), .int(now - day), .text("moved to device \(b.id)")]),
+                (binding, [.text("b2"), .text(b.id), .text("acct-mia"), hash(b.secret), .text("active"), .int(now - day), .int(now - day), .null, .null]),
+                ("INSERT INTO sessions (id, account_id, device_id, created_at) VALUES (?, ?, ?, ?)", [.text("s1"), .text("acct-mia"), .text(b.id), .int(now - day)]),
+                ("INSERT INTO refresh_tokens (token_hash, session_id, created_at, expires_at) VALUES (?, ?, ?, ?)", [hash("refresh-b"), .text("s1"), .int(now - day), .int(now + day)]),
+                // Yara on C has a pending transfer.
+                ("INSERT INTO accounts (id, user_name, created_at, transfer_id) VALUES (?, ?, ?, ?)", [.text("acct-yara"), .text(c.id), .int(now - day), .null]),
+                (binding, [.text("b3"), .text(c.id), .text("acct-yara"), hash(c.secret), .text("active"), .int(now - day), .null, .null, .null]),
+                ("INSERT INTO transfers (id, account_id, email, email_key, password_hash, state, created_at, expires_at, failed_consecutive, failed_total, issued_by) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)",
+                 [.text("t1"), .text("acct-yara"), .text("Yara@example.com"), .text("yara@example.com"), .text(phc), .int(now - 60_000), .int(now + day), .int(2), .int(3), .text("operator:sam")]),
+                // Support revoked a stolen phone.
+                ("INSERT INTO accounts (id, user_name, created_at, transfer_id) VALUES (?, ?, ?, ?)", [.text("acct-zoe"), .text(stolen.id), .int(now - day), .null]),
+                (binding, [.text("b4"), .text(stolen.id), .text("acct-zoe"), hash(stolen.secret), .text("revoked"), .int(now - day), .null, .int(now - 60_000), .text("ticket 3")]),
+                ("INSERT INTO audit_events (at, kind, account_id, device_id, transfer_id, actor, reason, client_address) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                 [.int(now - 60_000), .text("transfer.issued"), .text("acct-yara"), .null, .text("t1"), .text("operator:sam"), .text("ticket 2"), .null]),
+            ])
+
+            // The current server opens it, migrates it, and every story goes on.
+            let harness = Harness(location: location, file: file)
+            try await harness.run { api, parts in
+                let mia = try await api.login(b)
+                #expect(mia.status == .ok, "B's login after the upgrade: \(mia.text)")
+                #expect(mia["accountId"] as? String == "acct-mia")
+                let me = try await api.me(try mia.accessToken)
+                #expect(me["transferId"] as? String == b.id, "the device Mia moved to survives as transferId: \(me.text)")
+                #expect(try await api.login(a).error == "device_transferred")
+                let refreshed = try await api.call(.post, "/v1/tokens/refresh", json: ["refreshToken": "refresh-b"])
+                #expect(refreshed.status == .ok, "a v1 refresh token after the upgrade: \(refreshed.text)")
+                #expect(try await api.login(stolen).error == "device_revoked")
+
+                let claimed = try await api.claim(email: "yara@example.com", password: password, device: d)
+                #expect(claimed.status == .ok, "the pending v1 transfer is claimable: \(claimed.text)")
+                #expect(claimed["accountId"] as? String == "acct-yara")
+                #expect(try await api.login(c).error == "device_transferred")
+
+                let history = try await parts.store.history(accountID: "acct-yara")
+                #expect(history.first?.actor == .support(operator: "sam"))
+                #expect(history.map(\.kind) == [.transferIssued, .deviceMoved, .transferClaimed, .loginFailed])
+            }
+        }
+    }
+
+    @Test("schema.sql is what the SQLite migrations build")
+    func sqliteSchemaFile() async throws {
+        let migrated = TempDatabase(), fromFile = TempDatabase()
+        defer { migrated.remove(); fromFile.remove() }
+        try SQLiteStore(path: migrated.path).close()
+        let queue = try DatabaseQueue(path: fromFile.path)
+        try await queue.write { db in try db.execute(sql: try Self.file("schema.sql")) }
+        try queue.close()
+        func shape(_ path: String) throws -> [String] {
+            let queue = try DatabaseQueue(path: path)
+            defer { try? queue.close() }
+            return try queue.read { db in
+                try Row.fetchAll(db, sql: """
+                    SELECT type, name, sql FROM sqlite_master
+                    WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' AND name <> 'grdb_migrations' ORDER BY type, name
+                    """).map { row in
+                    // Comments and quoting differ (SQLite quotes a renamed column); the definitions may not.
+                    let text: String = row["sql"]
+                    let lines: [String] = text.split(separator: "\n").map { line in
+                        guard let dashes = line.range(of: "--") else { return String(line) }
+                        return String(line[..<dashes.lowerBound])
+                    }
+                    let unquoted = lines.joined(separator: " ").replacingOccurrences(of: "\"", with: "")
+                    let sql = unquoted.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+                    return "\(row["type"] as String) \(row["name"] as String): \(sql)"
+                }
+            }
+        }
+        let expected = try shape(fromFile.path)
+        #expect(expected.count > 10)
+        #expect(try shape(migrated.path) == expected)
+    }
+
+    @Test("schema.postgres.sql is what the PostgreSQL migrations build")
+    func postgresSchemaFile() async throws {
+        guard StoreKind.available.contains(.postgres) else { return }
+        @Sendable func shape(_ url: String) async throws -> [String] {
+            try await TestPostgres.withClient(url) { client in
+                var lines: [String] = []
+                for query: PostgresQuery in [
+                    """
+                    SELECT 'column ' || table_name::text || '.' || column_name::text || ' ' || data_type::text || ' null=' || is_nullable::text
+                           || ' default=' || coalesce(column_default::text, '')
+                    FROM information_schema.columns WHERE table_schema = 'public' AND table_name <> 'schema_migrations' ORDER BY 1
+                    """,
+                    "SELECT 'index ' || indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename <> 'schema_migrations' ORDER BY 1",
+                    """
+                    SELECT 'constraint ' || conrelid::regclass::text || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
+                    WHERE connamespace = 'public'::regnamespace AND conrelid::regclass::text <> 'schema_migrations' ORDER BY 1
+                    """,
+                ] {
+                    for try await line in try await client.query(query).decode(String.self) { lines.append(line) }
+                }
+                return lines
+            }
+        }
+        try await TestPostgres.withDatabase { migrated in
+            try await TestPostgres.withDatabase { fromFile in
+                try await Storage.withStore(.postgres(url: migrated), logger: Logger(label: "test")) { _ in }
+                try await TestPostgres.withClient(fromFile) { client in
+                    for statement in PostgresStore.statements(try Self.file("schema.postgres.sql")) {
+                        _ = try await client.query(PostgresQuery(unsafeSQL: statement))
+                    }
+                }
+                let expected = try await shape(fromFile)
+                #expect(expected.count > 20)
+                #expect(try await shape(migrated) == expected)
+            }
+        }
+    }
+}

@@ -1,0 +1,163 @@
+import Foundation
+import Testing
+import TransferCore
+
+/// Whole stories run through each store, compared line by line with one expected trail, so
+/// every store leaves the same audit trail and device states behind.
+@Suite("Stories on every store")
+struct StoryTests {
+    let t0 = Timestamp(milliseconds: 1_795_000_000_000)
+    let hash = "$argon2id$v=19$m=256,t=1,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaGhhc2g"
+    let a = DeviceID("aaaaaaaa-0000-4000-8000-000000000001")!
+    let b = DeviceID("bbbbbbbb-0000-4000-8000-000000000002")!
+    let c = DeviceID("cccccccc-0000-4000-8000-000000000003")!
+
+    /// An audit line with device ids written as A, B, C.
+    func line(_ e: AuditEvent) -> String {
+        var text = "\(e.kind.rawValue) by \(e.actor)"
+        if let d = e.deviceID { text += " on \(d)" }
+        if let r = e.reason { text += ": \(r)" }
+        if let addr = e.clientAddress { text += " from \(addr)" }
+        return names(text)
+    }
+
+    func names(_ text: String) -> String {
+        text.replacingOccurrences(of: a.value, with: "A").replacingOccurrences(of: b.value, with: "B")
+            .replacingOccurrences(of: c.value, with: "C")
+    }
+
+    func at(_ seconds: Int64) -> Timestamp { t0 + .seconds(seconds) }
+
+    func session(_ id: String, _ now: Timestamp) -> NewSession {
+        NewSession(sessionID: id, refreshTokenHash: SecretHash(of: "refresh-\(id)"), refreshExpiresAt: now + .seconds(3600))
+    }
+
+    func login(_ store: any SupportStore, _ device: DeviceID, at now: Timestamp, id: String) async throws -> LoginResult {
+        try await store.login(LoginCommand(
+            deviceID: device, secretHash: SecretHash(of: "secret-\(device.value)"), now: now, newAccountID: "acct-\(id)",
+            session: session("s-\(id)", now), clientAddress: "203.0.113.9"))
+    }
+
+    func setUp(_ store: any SupportStore, account: String, id: String, at now: Timestamp, by: Initiator = .device, reason: String? = nil) async throws {
+        let result = try await store.execute(SetUpCommand(
+            transfer: NewTransfer(
+                id: id, accountID: account, email: try FieldRules.email("mia@example.com"), passwordHash: hash, createdAt: now,
+                expiresAt: now + .seconds(3600), issuedBy: by),
+            reason: reason))
+        try #require(result == .created, "set-up \(id) was refused: \(result)")
+    }
+
+    func claim(_ store: any SupportStore, transfer: String, account: String, device: DeviceID, at now: Timestamp) async throws -> ClaimResult {
+        try await store.execute(ClaimCommand(
+            transferID: transfer, accountID: account, deviceID: device, secretHash: SecretHash(of: "secret-\(device.value)"),
+            replaceExistingAccount: false, now: now, session: session("s-claim-\(transfer)", now), clientAddress: "198.51.100.4"))
+    }
+
+    /// What a store leaves behind: the audit trail and every binding with its state and reason.
+    func transcript(_ store: any SupportStore, account: String) async throws -> [String] {
+        let report = try #require(try await store.report(accountID: account, at: at(100), recentEvents: 0))
+        return try await store.history(accountID: account).map(line)
+            + report.devices.map { names("device \($0.deviceID) \($0.state.rawValue)\($0.endedReason.map { ": \($0)" } ?? "")") }
+            + ["moved to \(names(report.movedToDeviceID ?? "nowhere"))"]
+    }
+
+    @Test("A → B → C: each claim moves the account on and retires the phone before", arguments: StoreKind.available)
+    func chain(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            guard case .loggedIn(let account, true) = try await login(store, a, at: at(0), id: "1") else {
+                Issue.record("A did not create its account")
+                return
+            }
+            let acct = account.accountID
+            _ = try await login(store, a, at: at(1), id: "2")
+            try await setUp(store, account: acct, id: "t1", at: at(2))
+            #expect(try await claim(store, transfer: "t1", account: acct, device: b, at: at(3)) == .claimed(SessionAccount(accountID: acct, userName: a.value, migrationFlag: false)))
+            try await setUp(store, account: acct, id: "t2", at: at(4))
+            _ = try await claim(store, transfer: "t2", account: acct, device: c, at: at(5))
+            #expect(try await login(store, a, at: at(6), id: "3") == .rejected(.deviceTransferred(at: at(3))))
+            #expect(try await login(store, b, at: at(7), id: "4") == .rejected(.deviceTransferred(at: at(5))))
+            #expect(try await transcript(store, account: acct) == [
+                "account.created by device on A from 203.0.113.9",
+                "device.login by device on A from 203.0.113.9",
+                "transfer.set_up by device",
+                "device.moved by device on A: moved to device B from 198.51.100.4",
+                "transfer.claimed by device on B from 198.51.100.4",
+                "transfer.set_up by device",
+                "device.moved by device on B: moved to device C from 198.51.100.4",
+                "transfer.claimed by device on C from 198.51.100.4",
+                "device.login_failed by device on A: device_transferred from 203.0.113.9",
+                "device.login_failed by device on B: device_transferred from 203.0.113.9",
+                "device A moved: moved to device B",
+                "device B moved: moved to device C",
+                "device C active",
+                "moved to C",
+            ])
+        }
+    }
+
+    @Test("a lockout, support's unlock, then a void at 20", arguments: StoreKind.available)
+    func lockout(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            guard case .loggedIn(let account, _) = try await login(store, a, at: at(0), id: "1") else {
+                Issue.record("A did not create its account")
+                return
+            }
+            let acct = account.accountID
+            try await setUp(store, account: acct, id: "t1", at: at(0))
+            func fail(_ now: Timestamp) async throws -> FailedClaimResult {
+                try await store.execute(FailedClaimCommand(transferID: "t1", now: now, policy: .standard, clientAddress: "192.0.2.1"))
+            }
+            for _ in 1...5 { _ = try await fail(at(1)) }
+            #expect(try await fail(at(2)) == .notCounted(.tooManyAttempts(retryAfterSeconds: 899)))
+            let unlocked = try await store.execute(UnlockTransferCommand(accountID: acct, now: at(3), by: .support(operator: "sam"), reason: "ticket 7"))
+            #expect(unlocked?.failedConsecutive == 0 && unlocked?.lockedUntil == at(1) + .seconds(900))
+            // After the unlock: three more series of five, a lock after each of the first two, void at the 20th.
+            var last = FailedClaimResult.counted
+            var now = at(4)
+            for _ in 0..<3 {
+                for _ in 0..<5 { last = try await fail(now) }
+                now = now + .seconds(900)
+            }
+            #expect(last == .voided)
+            let trail = try await transcript(store, account: acct)
+            let failed = Array(repeating: "transfer.claim_failed by device from 192.0.2.1", count: 5)
+            let locked = "transfer.locked by system: 5 wrong passwords in a row"
+            let expected: [String] = ["account.created by device on A from 203.0.113.9", "transfer.set_up by device"]
+                + failed + [locked, "transfer.unlocked by operator:sam: ticket 7"]
+                + failed + [locked] + failed + [locked]
+                + failed + ["transfer.voided by system: 20 wrong passwords", "device A active", "moved to nowhere"]
+            #expect(trail == expected)
+        }
+    }
+
+    @Test("support issues a transfer for a lost phone, a new phone claims it, support revokes the old one too late", arguments: StoreKind.available)
+    func supportIssue(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            guard case .loggedIn(let account, _) = try await login(store, a, at: at(0), id: "1") else {
+                Issue.record("A did not create its account")
+                return
+            }
+            let acct = account.accountID
+            try await setUp(store, account: acct, id: "t1", at: at(1))
+            try await setUp(store, account: acct, id: "t2", at: at(2), by: .support(operator: "sam"), reason: "ticket 9: invoice")
+            #expect(try await store.pendingTransfer(emailKey: "mia@example.com")?.id == "t2")
+            _ = try await claim(store, transfer: "t2", account: acct, device: b, at: at(3))
+            #expect(try await store.execute(RevokeDeviceCommand(deviceID: a.value, now: at(4), by: .support(operator: "sam"), reason: "stolen")) == nil)
+            #expect(try await store.execute(RevokeDeviceCommand(deviceID: b.value, now: at(5), by: .support(operator: "sam"), reason: "ticket 10: stolen")) == acct)
+            #expect(try await login(store, b, at: at(6), id: "2") == .rejected(.deviceRevoked))
+            #expect(try await store.execute(CancelTransferCommand(accountID: acct, now: at(7), by: .device, reason: nil)) == false)
+            #expect(try await transcript(store, account: acct) == [
+                "account.created by device on A from 203.0.113.9",
+                "transfer.set_up by device",
+                "transfer.issued by operator:sam: ticket 9: invoice",
+                "device.moved by device on A: moved to device B from 198.51.100.4",
+                "transfer.claimed by device on B from 198.51.100.4",
+                "device.revoked by operator:sam on B: ticket 10: stolen",
+                "device.login_failed by device on B: device_revoked from 203.0.113.9",
+                "device A moved: moved to device B",
+                "device B revoked: ticket 10: stolen",
+                "moved to B",
+            ])
+        }
+    }
+}
