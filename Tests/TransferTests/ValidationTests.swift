@@ -175,16 +175,16 @@ struct ValidationTests {
 
     @Test("configuration: durations, limits and database URLs are validated with one-line errors")
     func configuration() throws {
-        #expect(try ServerConfigurationProbe.duration("2s") == .seconds(2))
-        #expect(try ServerConfigurationProbe.duration("24h") == .seconds(86400))
-        #expect(try ServerConfigurationProbe.duration("7d") == .seconds(7 * 86400))
+        #expect(try ServerConfiguration.duration("2s", "--x") == .seconds(2))
+        #expect(try ServerConfiguration.duration("24h", "--x") == .seconds(86400))
+        #expect(try ServerConfiguration.duration("7d", "--x") == .seconds(7 * 86400))
         for bad in ["", "0s", "-1h", "5", "h", "1w", "1.5h"] {
-            #expect(throws: (any Error).self) { try ServerConfigurationProbe.duration(bad) }
+            #expect(throws: (any Error).self) { try ServerConfiguration.duration(bad, "--x") }
         }
-        #expect(try ServerConfigurationProbe.rateLimit("off") == nil)
-        #expect(try ServerConfigurationProbe.rateLimit("60/1m")?.count == 60)
-        #expect(throws: (any Error).self) { try ServerConfigurationProbe.rateLimit("60") }
-        #expect(throws: (any Error).self) { try ServerConfigurationProbe.rateLimit("0/1m") }
+        #expect(try ServerConfiguration.rateLimit("off", "--x") == nil)
+        #expect(try ServerConfiguration.rateLimit("60/1m", "--x")?.count == 60)
+        #expect(throws: (any Error).self) { try ServerConfiguration.rateLimit("60", "--x") }
+        #expect(throws: (any Error).self) { try ServerConfiguration.rateLimit("0/1m", "--x") }
     }
 }
 
