@@ -38,6 +38,13 @@ struct StoryTests {
             session: session("s-\(id)", now), clientAddress: "203.0.113.9"))
     }
 
+    /// A's first launch: creates the account.
+    func firstLaunch(_ store: any SupportStore) async throws -> String {
+        let first = try await login(store, a, at: at(0), id: "1")
+        guard case .loggedIn(let account, true) = first else { throw TestFailure("A's first launch did not create its account: \(first)") }
+        return account.accountID
+    }
+
     func setUp(_ store: any SupportStore, account: String, id: String, at now: Timestamp, by: Initiator = .device, reason: String? = nil) async throws {
         let result = try await store.execute(SetUpCommand(
             transfer: NewTransfer(
@@ -64,11 +71,7 @@ struct StoryTests {
     @Test("A → B → C: each claim moves the account on and retires the phone before", arguments: StoreKind.available)
     func chain(kind: StoreKind) async throws {
         try await kind.withStore { store in
-            guard case .loggedIn(let account, true) = try await login(store, a, at: at(0), id: "1") else {
-                Issue.record("A did not create its account")
-                return
-            }
-            let acct = account.accountID
+            let acct = try await firstLaunch(store)
             _ = try await login(store, a, at: at(1), id: "2")
             try await setUp(store, account: acct, id: "t1", at: at(2))
             #expect(try await claim(store, transfer: "t1", account: acct, device: b, at: at(3)) == .claimed(SessionAccount(accountID: acct, userName: a.value, migrationFlag: false)))
@@ -98,11 +101,7 @@ struct StoryTests {
     @Test("a lockout, support's unlock, then a void at 20", arguments: StoreKind.available)
     func lockout(kind: StoreKind) async throws {
         try await kind.withStore { store in
-            guard case .loggedIn(let account, _) = try await login(store, a, at: at(0), id: "1") else {
-                Issue.record("A did not create its account")
-                return
-            }
-            let acct = account.accountID
+            let acct = try await firstLaunch(store)
             try await setUp(store, account: acct, id: "t1", at: at(0))
             func fail(_ now: Timestamp) async throws -> FailedClaimResult {
                 try await store.execute(FailedClaimCommand(transferID: "t1", now: now, policy: .standard, clientAddress: "192.0.2.1"))
@@ -133,11 +132,7 @@ struct StoryTests {
     @Test("support issues a transfer for a lost phone, a new phone claims it, support revokes the old one too late", arguments: StoreKind.available)
     func supportIssue(kind: StoreKind) async throws {
         try await kind.withStore { store in
-            guard case .loggedIn(let account, _) = try await login(store, a, at: at(0), id: "1") else {
-                Issue.record("A did not create its account")
-                return
-            }
-            let acct = account.accountID
+            let acct = try await firstLaunch(store)
             try await setUp(store, account: acct, id: "t1", at: at(1))
             try await setUp(store, account: acct, id: "t2", at: at(2), by: .support(operator: "sam"), reason: "ticket 9: invoice")
             #expect(try await store.pendingTransfer(emailKey: "mia@example.com")?.id == "t2")
