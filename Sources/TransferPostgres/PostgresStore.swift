@@ -171,7 +171,7 @@ public final class PostgresStore: TransferStore {
     /// answers with the device's real state) or waits for this login. Parent rows of the
     /// sibling inserts exist when the foreign keys are checked, at the end of the statement.
     /// The secret is compared as SHA-256 digests, so the comparison's timing tells nothing.
-    /// `nil`: not that case; the caller decides through `Rules` in a transaction.
+    /// `nil`: not that case; the caller runs `LoginCommand` through `execute`.
     func loginActiveDevice(_ c: LoginCommand) async throws -> SessionAccount? {
         try await client.withConnection { conn in
             for try await row in try await conn.execute(LoginActiveDevice(c), logger: logger) { return row }

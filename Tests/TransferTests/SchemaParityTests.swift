@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// `schema.sql` (SQLite) is the canonical schema; `schema.postgres.sql` says the same in
+/// `schema.sql` (SQLite) is the current schema; `schema.postgres.sql` says the same in
 /// PostgreSQL's dialect. Their tables, columns, checks and indexes must not drift apart.
 @Suite("Schema parity")
 struct SchemaParityTests {
