@@ -11,24 +11,56 @@ CREATE TABLE accounts (
     moved_to_device_id TEXT
 );
 
-CREATE TABLE device_bindings (
-    id            TEXT PRIMARY KEY NOT NULL,
-    device_id     TEXT NOT NULL,
-    account_id    TEXT NOT NULL REFERENCES accounts(id),
-    secret_hash   BYTEA NOT NULL,
-    state         TEXT NOT NULL CHECK (state IN ('active', 'moved', 'revoked', 'replaced')),
-    bound_at      BIGINT NOT NULL,
-    last_login_at BIGINT,
-    ended_at      BIGINT,
-    ended_reason  TEXT,
-    CHECK ((state = 'active') = (ended_at IS NULL))
+CREATE TABLE devices (
+    id                 TEXT PRIMARY KEY NOT NULL,
+    secret_hash        BYTEA NOT NULL,
+    created_at         BIGINT NOT NULL,
+    current_account_id TEXT,
+    retired_at         BIGINT
 );
-CREATE UNIQUE INDEX device_bindings_one_per_device
-    ON device_bindings(device_id) WHERE state IN ('active', 'moved', 'revoked');
-CREATE UNIQUE INDEX device_bindings_one_active_per_account
-    ON device_bindings(account_id) WHERE state = 'active';
-CREATE INDEX device_bindings_by_account ON device_bindings(account_id);
-CREATE INDEX device_bindings_by_device ON device_bindings(device_id);
+
+CREATE TABLE device_accounts (
+    device_id          TEXT NOT NULL REFERENCES devices(id),
+    account_id         TEXT NOT NULL REFERENCES accounts(id),
+    state              TEXT NOT NULL CHECK (state IN ('active', 'moved', 'revoked', 'replaced', 'removed')),
+    added_at           BIGINT NOT NULL,
+    last_login_at      BIGINT,
+    last_address       TEXT,
+    ended_at           BIGINT,
+    ended_reason       TEXT,
+    session_id         TEXT,
+    session_started_at BIGINT,
+    refresh_hash       BYTEA,
+    refresh_generation BIGINT,
+    refresh_expires_at BIGINT,
+    key_by_device      BYTEA,
+    key_by_token       BYTEA,
+    PRIMARY KEY (device_id, account_id),
+    CHECK ((state = 'active') = (ended_at IS NULL)),
+    CHECK (state = 'active' OR session_id IS NULL),
+    CHECK ((session_id IS NULL) = (refresh_hash IS NULL)),
+    CHECK ((session_id IS NULL) = (refresh_expires_at IS NULL)),
+    CHECK ((session_id IS NULL) = (refresh_generation IS NULL))
+);
+CREATE UNIQUE INDEX device_accounts_one_active_per_account ON device_accounts(account_id) WHERE state = 'active';
+CREATE INDEX device_accounts_by_account ON device_accounts(account_id);
+CREATE UNIQUE INDEX device_accounts_by_refresh_token ON device_accounts(refresh_hash);
+
+ALTER TABLE devices ADD FOREIGN KEY (id, current_account_id) REFERENCES device_accounts(device_id, account_id) DEFERRABLE INITIALLY DEFERRED;
+
+CREATE FUNCTION devices_stay_retired() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF OLD.retired_at IS NOT NULL AND NEW.retired_at IS DISTINCT FROM OLD.retired_at THEN RAISE EXCEPTION 'a retired device is never bound again'; END IF; IF NEW.retired_at IS NOT NULL AND EXISTS (SELECT 1 FROM device_accounts WHERE device_id = NEW.id AND state = 'active') THEN RAISE EXCEPTION 'a device that holds accounts is not retired'; END IF; RETURN NEW; END $$;
+CREATE TRIGGER devices_stay_retired BEFORE UPDATE OF retired_at ON devices FOR EACH ROW EXECUTE FUNCTION devices_stay_retired();
+
+CREATE FUNCTION device_accounts_not_on_retired() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF NEW.state = 'active' AND EXISTS (SELECT 1 FROM devices WHERE id = NEW.device_id AND retired_at IS NOT NULL) THEN RAISE EXCEPTION 'a retired device is never bound again'; END IF; RETURN NEW; END $$;
+CREATE TRIGGER device_accounts_not_on_retired BEFORE INSERT OR UPDATE OF state ON device_accounts FOR EACH ROW EXECUTE FUNCTION device_accounts_not_on_retired();
+
+CREATE TABLE rotated_refresh_tokens (
+    token_hash BYTEA PRIMARY KEY NOT NULL,
+    device_id  TEXT NOT NULL,
+    account_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    expires_at BIGINT NOT NULL
+);
 
 CREATE TABLE transfers (
     id                 TEXT PRIMARY KEY NOT NULL,
@@ -52,24 +84,6 @@ CREATE UNIQUE INDEX transfers_one_pending_per_account ON transfers(account_id) W
 CREATE INDEX transfers_by_account ON transfers(account_id);
 CREATE INDEX transfers_by_email ON transfers(email_key);
 
-CREATE TABLE sessions (
-    id         TEXT PRIMARY KEY NOT NULL,
-    account_id TEXT NOT NULL REFERENCES accounts(id),
-    device_id  TEXT NOT NULL,
-    created_at BIGINT NOT NULL,
-    revoked_at BIGINT
-);
-CREATE INDEX sessions_by_device ON sessions(device_id, account_id);
-
-CREATE TABLE refresh_tokens (
-    token_hash BYTEA PRIMARY KEY NOT NULL,
-    session_id TEXT NOT NULL REFERENCES sessions(id),
-    created_at BIGINT NOT NULL,
-    expires_at BIGINT NOT NULL,
-    used_at    BIGINT
-);
-CREATE INDEX refresh_tokens_by_session ON refresh_tokens(session_id);
-
 CREATE TABLE audit_events (
     id             BIGSERIAL PRIMARY KEY,
     at             BIGINT NOT NULL,
@@ -82,6 +96,7 @@ CREATE TABLE audit_events (
     client_address TEXT
 );
 CREATE INDEX audit_events_by_account ON audit_events(account_id, id);
+CREATE INDEX audit_events_by_time ON audit_events(at);
 
 CREATE TABLE signing_keys (
     kid         TEXT PRIMARY KEY NOT NULL,

@@ -11,29 +11,76 @@ CREATE TABLE accounts (
     moved_to_device_id TEXT                    -- the device UUID the account was last moved to (API: transferId)
 );
 
--- One row per binding of a device UUID to an account. A binding ends as
--- 'moved' (claimed away), 'revoked' (support) or 'replaced' (taken over by
--- another account through replaceExistingAccount; kept for support).
-CREATE TABLE device_bindings (
-    id            TEXT PRIMARY KEY NOT NULL,
-    device_id     TEXT NOT NULL,
-    account_id    TEXT NOT NULL REFERENCES accounts(id),
-    secret_hash   BLOB NOT NULL,               -- SHA-256 of the device secret
-    state         TEXT NOT NULL CHECK (state IN ('active', 'moved', 'revoked', 'replaced')),
-    bound_at      INTEGER NOT NULL,
-    last_login_at INTEGER,
-    ended_at      INTEGER,
-    ended_reason  TEXT,
-    CHECK ((state = 'active') = (ended_at IS NULL))
+-- One app install: its deviceId, the SHA-256 of its secret, and the account the app shows.
+-- A device whose last account left is retired and never holds an account again (triggers below).
+CREATE TABLE devices (
+    id                 TEXT PRIMARY KEY NOT NULL,  -- the deviceId
+    secret_hash        BLOB NOT NULL,
+    created_at         INTEGER NOT NULL,
+    current_account_id TEXT,                       -- may name an account moved away, until the app picks another
+    retired_at         INTEGER,
+    FOREIGN KEY (id, current_account_id) REFERENCES device_accounts(device_id, account_id) DEFERRABLE INITIALLY DEFERRED
 );
--- A device UUID resolves to at most one account, and a retired UUID is never bound again.
-CREATE UNIQUE INDEX device_bindings_one_per_device
-    ON device_bindings(device_id) WHERE state IN ('active', 'moved', 'revoked');
--- An account has at most one active device.
-CREATE UNIQUE INDEX device_bindings_one_active_per_account
-    ON device_bindings(account_id) WHERE state = 'active';
-CREATE INDEX device_bindings_by_account ON device_bindings(account_id);
-CREATE INDEX device_bindings_by_device ON device_bindings(device_id);
+
+-- One row per account a device holds or held ('active', or how it left: 'moved' by a claim,
+-- 'revoked' by support, 'replaced' by replaceExistingAccount, 'removed' by the app), with the
+-- pair's one app session kept in place: a login renews it (one row written), a refresh
+-- rotates its token, a logout clears it. The refresh token is never stored: it is derived from
+-- the session key, which is stored only wrapped by the device secret and by the current
+-- token (see SessionKey.swift).
+CREATE TABLE device_accounts (
+    device_id          TEXT NOT NULL REFERENCES devices(id),
+    account_id         TEXT NOT NULL REFERENCES accounts(id),
+    state              TEXT NOT NULL CHECK (state IN ('active', 'moved', 'revoked', 'replaced', 'removed')),
+    added_at           INTEGER NOT NULL,
+    last_login_at      INTEGER,
+    last_address       TEXT,
+    ended_at           INTEGER,
+    ended_reason       TEXT,
+    session_id         TEXT,
+    session_started_at INTEGER,
+    refresh_hash       BLOB,
+    refresh_generation INTEGER,
+    refresh_expires_at INTEGER,
+    key_by_device      BLOB,
+    key_by_token       BLOB,
+    PRIMARY KEY (device_id, account_id),
+    CHECK ((state = 'active') = (ended_at IS NULL)),
+    CHECK (state = 'active' OR session_id IS NULL),
+    CHECK ((session_id IS NULL) = (refresh_hash IS NULL)),
+    CHECK ((session_id IS NULL) = (refresh_expires_at IS NULL)),
+    CHECK ((session_id IS NULL) = (refresh_generation IS NULL))
+);
+-- An account is active on at most one device.
+CREATE UNIQUE INDEX device_accounts_one_active_per_account ON device_accounts(account_id) WHERE state = 'active';
+CREATE INDEX device_accounts_by_account ON device_accounts(account_id);
+CREATE UNIQUE INDEX device_accounts_by_refresh_token ON device_accounts(refresh_hash);
+
+CREATE TRIGGER devices_stay_retired BEFORE UPDATE OF retired_at ON devices
+WHEN OLD.retired_at IS NOT NULL AND NEW.retired_at IS NOT OLD.retired_at
+BEGIN SELECT RAISE(ABORT, 'a retired device is never bound again'); END;
+
+CREATE TRIGGER devices_retire_empty_only BEFORE UPDATE OF retired_at ON devices
+WHEN NEW.retired_at IS NOT NULL
+ AND EXISTS (SELECT 1 FROM device_accounts WHERE device_id = NEW.id AND state = 'active')
+BEGIN SELECT RAISE(ABORT, 'a device that holds accounts is not retired'); END;
+
+CREATE TRIGGER device_accounts_not_on_retired_insert BEFORE INSERT ON device_accounts
+WHEN NEW.state = 'active' AND (SELECT retired_at FROM devices WHERE id = NEW.device_id) IS NOT NULL
+BEGIN SELECT RAISE(ABORT, 'a retired device is never bound again'); END;
+
+CREATE TRIGGER device_accounts_not_on_retired_update BEFORE UPDATE OF state ON device_accounts
+WHEN NEW.state = 'active' AND (SELECT retired_at FROM devices WHERE id = NEW.device_id) IS NOT NULL
+BEGIN SELECT RAISE(ABORT, 'a retired device is never bound again'); END;
+
+-- Refresh tokens a refresh replaced, until they expire: presenting one again revokes its session.
+CREATE TABLE rotated_refresh_tokens (
+    token_hash BLOB PRIMARY KEY NOT NULL,
+    device_id  TEXT NOT NULL,
+    account_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    expires_at INTEGER NOT NULL
+);
 
 CREATE TABLE transfers (
     id                 TEXT PRIMARY KEY NOT NULL,
@@ -58,25 +105,6 @@ CREATE UNIQUE INDEX transfers_one_pending_per_account ON transfers(account_id) W
 CREATE INDEX transfers_by_account ON transfers(account_id);
 CREATE INDEX transfers_by_email ON transfers(email_key);
 
--- A session family: opened by a login or claim, carried on by refresh rotation.
-CREATE TABLE sessions (
-    id         TEXT PRIMARY KEY NOT NULL,
-    account_id TEXT NOT NULL REFERENCES accounts(id),
-    device_id  TEXT NOT NULL,
-    created_at INTEGER NOT NULL,
-    revoked_at INTEGER
-);
-CREATE INDEX sessions_by_device ON sessions(device_id, account_id);
-
-CREATE TABLE refresh_tokens (
-    token_hash BLOB PRIMARY KEY NOT NULL,      -- SHA-256 of the token; the token itself is never stored
-    session_id TEXT NOT NULL REFERENCES sessions(id),
-    created_at INTEGER NOT NULL,
-    expires_at INTEGER NOT NULL,
-    used_at    INTEGER                         -- set when rotated; a second use revokes the session
-);
-CREATE INDEX refresh_tokens_by_session ON refresh_tokens(session_id);
-
 CREATE TABLE audit_events (
     id             INTEGER PRIMARY KEY AUTOINCREMENT,
     at             INTEGER NOT NULL,
@@ -89,6 +117,7 @@ CREATE TABLE audit_events (
     client_address TEXT
 );
 CREATE INDEX audit_events_by_account ON audit_events(account_id, id);
+CREATE INDEX audit_events_by_time ON audit_events(at);
 
 -- JWT signing keys (Ed25519). Shared through the database so restarts and other nodes
 -- keep accepting issued tokens.

@@ -9,9 +9,11 @@ import TransferSQLite
 import TransferStorage
 
 /// Seeds a SQLite database for the benchmark in bulk, in one transaction, through the
-/// store's own pool and schema: ACCOUNTS accounts each with an active device, TRANSFERS
+/// store's own pool and schema: ACCOUNTS accounts each on its own device, TRANSFERS
 /// pending transfers (password `bench-password-1`, hashed once with the given argon2
-/// parameters) and SESSIONS refresh tokens `bench-refresh-<i>`.
+/// parameters) and SESSIONS refresh tokens `bench-refresh-<i>`, the current tokens of the
+/// sessions of devices 0…SESSIONS-1 (as sessions carried over from schema v2, which have
+/// no session key yet); there are max(ACCOUNTS, SESSIONS) devices.
 /// Device i is `00000000-0000-4000-8000-<i as 12 digits>`, its secret `BenchSeed.secret`.
 /// Usage: bench-seed PATH ACCOUNTS TRANSFERS SESSIONS MEMORY_KIB ITERATIONS
 /// PATH may be a `postgres://` URL: the store migrates the database, then one transaction
@@ -52,24 +54,29 @@ struct BenchSeed {
         let store = try SQLiteStore(path: args[0])
         try await store.pool.write { db in
             let account = try db.makeStatement(sql: "INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)")
-            let binding = try db.makeStatement(sql: "INSERT INTO device_bindings (id, device_id, account_id, secret_hash, state, bound_at, last_login_at) VALUES (?, ?, ?, ?, 'active', ?, ?)")
+            let device = try db.makeStatement(sql: "INSERT INTO devices (id, secret_hash, created_at, current_account_id) VALUES (?, ?, ?, ?)")
+            let pair = try db.makeStatement(sql: """
+                INSERT INTO device_accounts (device_id, account_id, state, added_at, last_login_at, session_id, session_started_at,
+                    refresh_hash, refresh_generation, refresh_expires_at)
+                VALUES (?, ?, 'active', ?, ?, ?, ?, ?, ?, ?)
+                """)
             let transfer = try db.makeStatement(sql: "INSERT INTO transfers (id, account_id, email, email_key, password_hash, state, created_at, expires_at) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)")
-            let session = try db.makeStatement(sql: "INSERT INTO sessions (id, account_id, device_id, created_at) VALUES (?, ?, ?, ?)")
-            let token = try db.makeStatement(sql: "INSERT INTO refresh_tokens (token_hash, session_id, created_at, expires_at) VALUES (?, ?, ?, ?)")
-            for i in 0..<accounts {
+            for i in 0..<max(accounts, sessions) {
                 let a = id("a0000000-0000-4000-8000-", i), d = id("00000000-0000-4000-8000-", i)
                 try account.execute(arguments: [a, d, now])
-                try binding.execute(arguments: [id("b0000000-0000-4000-8000-", i), d, a, secretHash, now, now])
+                try device.execute(arguments: [d, secretHash, now, a])
+                if i < sessions {
+                    try pair.execute(arguments: [
+                        d, a, now, now, id("d0000000-0000-4000-8000-", i), now, Data(SecretHash(of: "bench-refresh-\(i)").bytes), 0,
+                        now + 86_400_000,
+                    ])
+                } else {
+                    try pair.execute(arguments: [d, a, now, now, nil, nil, nil, nil, nil])
+                }
                 if i < transfers {
                     let email = "bench\(i)@example.com"
                     try transfer.execute(arguments: [id("c0000000-0000-4000-8000-", i), a, email, email, phc, now, now + 86_400_000])
                 }
-            }
-            // Sessions may outnumber accounts: session i belongs to account i mod ACCOUNTS.
-            for i in 0..<sessions {
-                let s = id("d0000000-0000-4000-8000-", i), j = i % max(accounts, 1)
-                try session.execute(arguments: [s, id("a0000000-0000-4000-8000-", j), id("00000000-0000-4000-8000-", j), now])
-                try token.execute(arguments: [Data(SecretHash(of: "bench-refresh-\(i)").bytes), s, now, now + 86_400_000])
             }
         }
         try store.close()
@@ -88,18 +95,30 @@ struct BenchSeed {
             try await opened.migrate()
             let pad = { (prefix: String, column: String) in "'\(prefix)' || lpad((\(column))::text, 12, '0')" }
             try await client.withTransaction(logger: logger) { conn in
+                let rows = max(accounts, sessions)
                 try await conn.query(
                     """
                     INSERT INTO accounts (id, user_name, created_at)
                     SELECT \(unescaped: pad("a0000000-0000-4000-8000-", "i")), \(unescaped: pad("00000000-0000-4000-8000-", "i")), \(now)
-                    FROM generate_series(0, \(accounts - 1)) AS i
+                    FROM generate_series(0, \(rows - 1)) AS i
                     """, logger: logger)
                 try await conn.query(
                     """
-                    INSERT INTO device_bindings (id, device_id, account_id, secret_hash, state, bound_at, last_login_at)
-                    SELECT \(unescaped: pad("b0000000-0000-4000-8000-", "i")), \(unescaped: pad("00000000-0000-4000-8000-", "i")),
-                           \(unescaped: pad("a0000000-0000-4000-8000-", "i")), \(secretHash), 'active', \(now), \(now)
-                    FROM generate_series(0, \(accounts - 1)) AS i
+                    INSERT INTO devices (id, secret_hash, created_at, current_account_id)
+                    SELECT \(unescaped: pad("00000000-0000-4000-8000-", "i")), \(secretHash), \(now), \(unescaped: pad("a0000000-0000-4000-8000-", "i"))
+                    FROM generate_series(0, \(rows - 1)) AS i
+                    """, logger: logger)
+                try await conn.query(
+                    """
+                    INSERT INTO device_accounts (device_id, account_id, state, added_at, last_login_at, session_id, session_started_at,
+                        refresh_hash, refresh_generation, refresh_expires_at)
+                    SELECT \(unescaped: pad("00000000-0000-4000-8000-", "i")), \(unescaped: pad("a0000000-0000-4000-8000-", "i")), 'active', \(now), \(now),
+                           CASE WHEN i < \(sessions) THEN \(unescaped: pad("d0000000-0000-4000-8000-", "i")) END,
+                           CASE WHEN i < \(sessions) THEN \(now) END,
+                           CASE WHEN i < \(sessions) THEN sha256(convert_to('bench-refresh-' || i, 'UTF8')) END,
+                           CASE WHEN i < \(sessions) THEN 0 END,
+                           CASE WHEN i < \(sessions) THEN \(now + 86_400_000) END
+                    FROM generate_series(0, \(rows - 1)) AS i
                     """, logger: logger)
                 try await conn.query(
                     """
@@ -107,19 +126,6 @@ struct BenchSeed {
                     SELECT \(unescaped: pad("c0000000-0000-4000-8000-", "i")), \(unescaped: pad("a0000000-0000-4000-8000-", "i")),
                            'bench' || i || '@example.com', 'bench' || i || '@example.com', \(phc), 'pending', \(now), \(now + 86_400_000)
                     FROM generate_series(0, \(min(transfers, accounts) - 1)) AS i
-                    """, logger: logger)
-                try await conn.query(
-                    """
-                    INSERT INTO sessions (id, account_id, device_id, created_at)
-                    SELECT \(unescaped: pad("d0000000-0000-4000-8000-", "i")), \(unescaped: pad("a0000000-0000-4000-8000-", "i % \(max(accounts, 1))")),
-                           \(unescaped: pad("00000000-0000-4000-8000-", "i % \(max(accounts, 1))")), \(now)
-                    FROM generate_series(0, \(sessions - 1)) AS i
-                    """, logger: logger)
-                try await conn.query(
-                    """
-                    INSERT INTO refresh_tokens (token_hash, session_id, created_at, expires_at)
-                    SELECT sha256(convert_to('bench-refresh-' || i, 'UTF8')), \(unescaped: pad("d0000000-0000-4000-8000-", "i")), \(now), \(now + 86_400_000)
-                    FROM generate_series(0, \(sessions - 1)) AS i
                     """, logger: logger)
             }
             _ = try await client.withConnection { conn in try await conn.query("ANALYZE", logger: logger) }
@@ -133,7 +139,6 @@ struct BenchSeed {
             exit(2)
         }
         let store = try SQLiteStore(path: args[0])
-        let secretHash = SecretHash(of: secret)
         let deadline = ContinuousClock.now + .seconds(seconds)
         let count = try await withThrowingTaskGroup(of: Int.self) { group in
             for _ in 0..<tasks {
@@ -144,10 +149,8 @@ struct BenchSeed {
                         let device = DeviceID(id("00000000-0000-4000-8000-", Int.random(in: 0..<accounts)))!
                         let result = try await store.login(
                             LoginCommand(
-                                deviceID: device, secretHash: secretHash, now: now, newAccountID: Identifier.make(),
-                                session: NewSession(
-                                    sessionID: Identifier.make(), refreshTokenHash: SecretHash(of: RandomToken.make()),
-                                    refreshExpiresAt: now + .seconds(86_400)),
+                                deviceID: device, deviceSecret: secret, now: now, newAccountID: Identifier.make(),
+                                fresh: FreshSession(sessionID: Identifier.make(), key: .random(), expiresAt: now + .seconds(86_400)),
                                 clientAddress: "127.0.0.1"))
                         guard case .loggedIn = result else { fatalError("login refused: \(result)") }
                         done += 1

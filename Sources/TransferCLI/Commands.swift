@@ -32,7 +32,7 @@ struct Account: AsyncParsableCommand {
                 try JSON.print(Out(
                     matchedBy: match.matchedBy.rawValue, accountId: report.accountID, userName: report.userName,
                     createdAt: report.createdAt.rfc3339, migrationFlag: report.migrationFlag(at: now), transferId: report.movedToDeviceID,
-                    devices: report.devices.map(DeviceJSON.init), transfer: report.transfer.map { TransferJSON($0, now: now) },
+                    devices: report.devices.compactMap { DeviceJSON($0, account: report.accountID) }, transfer: report.transfer.map { TransferJSON($0, now: now) },
                     recentEvents: report.recentEvents.map(EventJSON.init)))
                 return
             }
@@ -43,10 +43,17 @@ struct Account: AsyncParsableCommand {
                 ("moved to device", report.movedToDeviceID ?? "never moved"),
             ]))
             print("\nDevices")
-            print(Text.table(["DEVICE", "STATE", "BOUND", "LAST LOGIN", "ENDED", "WHY"], report.devices.map {
-                [$0.deviceID, Text.state($0.state), Text.time($0.boundAt, now: now), $0.lastLoginAt.map { Text.relative($0, now: now) } ?? "-",
-                 $0.endedAt.map { Text.relative($0, now: now) } ?? "-", $0.endedReason ?? ""]
+            let devices = report.devices.compactMap { device in device.account(report.accountID).map { (device, $0) } }
+            print(Text.table(["DEVICE", "STATE", "BOUND", "LAST LOGIN", "ENDED", "WHY"], devices.map { device, pair in
+                [device.id + (device.currentAccountID == report.accountID ? " (current)" : ""), Text.state(pair.state),
+                 Text.time(pair.addedAt, now: now), pair.lastLoginAt.map { Text.relative($0, now: now) } ?? "-",
+                 pair.endedAt.map { Text.relative($0, now: now) } ?? "-", pair.endedReason ?? ""]
             }))
+            for (device, _) in devices {
+                let others = device.summaries.filter { $0.accountID != report.accountID }
+                guard !others.isEmpty else { continue }
+                print("  other accounts on \(device.id): " + others.map { "\($0.accountID) (\($0.userName))\($0.current ? ", current" : "")" }.joined(separator: "; "))
+            }
             print("")
             print(transferSection(report.transfer, now: now))
             print("\nLast 10 events")
@@ -204,18 +211,20 @@ struct RevokeDevice: AsyncParsableCommand {
         guard let device = DeviceID(deviceId) else { throw Failure.usage("'\(deviceId)' is not a device UUID.") }
         try await common.withStore { store in
             let service = try await store.service()
-            guard let account = try await service.revokeDevice(device, by: change.initiator, reason: change.trimmedReason) else {
+            let accounts = try await service.revokeDevice(device, by: change.initiator, reason: change.trimmedReason)
+            guard let account = accounts.first else {
                 if try await store.findAccounts(device.value).isEmpty {
                     throw Failure.notFound("no account has device \(device.value).")
                 }
-                throw Failure.conflict("device \(device.value) is not active (already moved away, revoked or taken over).")
+                throw Failure.conflict("device \(device.value) holds no account any more (moved away, revoked or removed).")
             }
             if common.json {
-                struct Out: Encodable { var deviceId: String; var accountId: String; var state: String }
-                try JSON.print(Out(deviceId: device.value, accountId: account, state: DeviceState.revoked.rawValue))
+                struct Out: Encodable { var deviceId: String; var accountId: String; var accountIds: [String]; var state: String }
+                try JSON.print(Out(deviceId: device.value, accountId: account, accountIds: accounts, state: PairState.revoked.rawValue))
                 return
             }
-            print("Revoked device \(device.value) of account \(account): active → revoked; its sessions are closed.")
+            let which = accounts.count == 1 ? "account \(account)" : "accounts \(accounts.joined(separator: ", "))"
+            print("Revoked device \(device.value) of \(which): active → revoked; its sessions are closed.")
         }
     }
 }

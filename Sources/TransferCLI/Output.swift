@@ -40,12 +40,13 @@ enum Text {
         }.joined(separator: "\n")
     }
 
-    static func state(_ s: DeviceState) -> String {
+    static func state(_ s: PairState) -> String {
         switch s {
         case .active: "active"
         case .moved: "moved away"
         case .revoked: "revoked"
         case .replaced: "taken over"
+        case .removed: "removed by the app"
         }
     }
 }
@@ -59,21 +60,35 @@ enum JSON {
 }
 
 /// JSON shapes of the commands.
+/// A device the account is or was on: the account's state there, and the device's other accounts.
 struct DeviceJSON: Encodable {
+    struct Other: Encodable {
+        var accountId: String
+        var userName: String
+        var current: Bool
+    }
     var deviceId: String
     var state: String
+    var current: Bool
     var boundAt: String
     var lastLoginAt: String?
     var endedAt: String?
     var endedReason: String?
+    /// The other accounts the device holds now.
+    var otherAccounts: [Other]
 
-    init(_ d: DeviceBinding) {
-        deviceId = d.deviceID
-        state = d.state.rawValue
-        boundAt = d.boundAt.rfc3339
-        lastLoginAt = d.lastLoginAt?.rfc3339
-        endedAt = d.endedAt?.rfc3339
-        endedReason = d.endedReason
+    init?(_ device: DeviceRecord, account: String) {
+        guard let pair = device.account(account) else { return nil }
+        deviceId = device.id
+        state = pair.state.rawValue
+        current = device.currentAccountID == account
+        boundAt = pair.addedAt.rfc3339
+        lastLoginAt = pair.lastLoginAt?.rfc3339
+        endedAt = pair.endedAt?.rfc3339
+        endedReason = pair.endedReason
+        otherAccounts = device.summaries.filter { $0.accountID != account }.map {
+            Other(accountId: $0.accountID, userName: $0.userName, current: $0.current)
+        }
     }
 }
 

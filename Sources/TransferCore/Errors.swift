@@ -9,7 +9,8 @@ public enum TransferError: Error, Equatable, Sendable {
 
     // Auto-login and tokens.
     case invalidDeviceCredentials
-    case deviceTransferred(at: Timestamp)
+    /// `accounts`: the accounts left on the device, for the app to pick from.
+    case deviceTransferred(at: Timestamp, accounts: [DeviceAccountSummary] = [])
     case deviceRevoked
     case invalidRefreshToken
     case invalidToken
@@ -21,6 +22,11 @@ public enum TransferError: Error, Equatable, Sendable {
     case deviceHasAccount
     case deviceAlreadyBound
     case deviceRetired
+
+    // Several accounts per device.
+    case accountNotOnDevice
+    case deviceAccountLimit(Int)
+    case accountWouldBeLost
 
     // Capacity.
     case overloaded(retryAfterSeconds: Int)
@@ -46,6 +52,9 @@ extension TransferError {
         case .deviceHasAccount: "device_has_account"
         case .deviceAlreadyBound: "device_already_bound"
         case .deviceRetired: "device_retired"
+        case .accountNotOnDevice: "account_not_on_device"
+        case .deviceAccountLimit: "device_account_limit"
+        case .accountWouldBeLost: "account_would_be_lost"
         case .overloaded: "overloaded"
         case .rateLimited: "rate_limited"
         }

@@ -1,43 +1,102 @@
-/// The state of one device UUID's binding to an account.
-public enum DeviceState: String, Sendable, Codable {
-    /// Logs in to its account.
+/// How an account is on a device: active, or how it left it.
+public enum PairState: String, Sendable, Codable {
+    /// The device logs in to the account.
     case active
-    /// Retired by a claim on another device: auto-login answers `410 device_transferred`.
+    /// A claim moved the account to another device: its login here answers `410 device_transferred`.
     case moved
-    /// Retired by support (stolen phone): auto-login answers `403 device_revoked`.
+    /// Support revoked the device (stolen phone): `403 device_revoked`.
     case revoked
-    /// Taken over by another account through `replaceExistingAccount`; kept for support.
+    /// Another account took the device over through `replaceExistingAccount`; kept for support.
     case replaced
+    /// The app removed the account from the device (`DELETE /v1/devices/accounts/{id}`).
+    case removed
+}
+
+/// A device (one app install) as a store reads it inside a transaction, with every account
+/// it holds or held.
+public struct DeviceRecord: Sendable, Equatable {
+    public var id: String
+    public var secretHash: SecretHash
+    public var createdAt: Timestamp
+    /// The account the app shows. It may name an account that was moved away: the plain
+    /// login keeps saying so until the app picks another.
+    public var currentAccountID: String?
+    /// Set when the last account left: the deviceId is never bound again.
+    public var retiredAt: Timestamp?
+    /// Oldest first, whatever their state.
+    public var accounts: [DeviceAccount]
+
+    public init(
+        id: String, secretHash: SecretHash, createdAt: Timestamp, currentAccountID: String?, retiredAt: Timestamp? = nil,
+        accounts: [DeviceAccount]
+    ) {
+        self.id = id
+        self.secretHash = secretHash
+        self.createdAt = createdAt
+        self.currentAccountID = currentAccountID
+        self.retiredAt = retiredAt
+        self.accounts = accounts
+    }
+
+    /// The accounts on the device now, oldest first.
+    public var active: [DeviceAccount] { accounts.filter { $0.state == .active } }
+
+    public func account(_ id: String) -> DeviceAccount? { accounts.first { $0.account.accountID == id } }
+
+    /// What the session body lists: every account on the device, and which is current.
+    public var summaries: [DeviceAccountSummary] {
+        active.map {
+            DeviceAccountSummary(accountID: $0.account.accountID, userName: $0.account.userName, current: $0.account.accountID == currentAccountID)
+        }
+    }
+
+    /// The account that becomes current when `leaving` leaves: the most recently used of the others.
+    public func successor(leaving: String) -> String? {
+        active.filter { $0.account.accountID != leaving }
+            .max { ($0.lastLoginAt ?? $0.addedAt, $0.account.accountID) < ($1.lastLoginAt ?? $1.addedAt, $1.account.accountID) }?
+            .account.accountID
+    }
+}
+
+/// One account on one device: the pair, and its app session.
+public struct DeviceAccount: Sendable, Equatable {
+    public var account: SessionAccount
+    public var state: PairState
+    public var addedAt: Timestamp
+    public var lastLoginAt: Timestamp?
+    public var endedAt: Timestamp?
+    public var endedReason: String?
+    /// The pair's app session, if one is open (it may have expired).
+    public var session: PairSession?
+
+    public init(
+        account: SessionAccount, state: PairState, addedAt: Timestamp, lastLoginAt: Timestamp? = nil, endedAt: Timestamp? = nil,
+        endedReason: String? = nil, session: PairSession? = nil
+    ) {
+        self.account = account
+        self.state = state
+        self.addedAt = addedAt
+        self.lastLoginAt = lastLoginAt
+        self.endedAt = endedAt
+        self.endedReason = endedReason
+        self.session = session
+    }
+}
+
+/// An account as the session body lists it.
+public struct DeviceAccountSummary: Sendable, Equatable, Codable {
+    public var accountID: String
+    public var userName: String
+    public var current: Bool
+    public init(accountID: String, userName: String, current: Bool) {
+        self.accountID = accountID
+        self.userName = userName
+        self.current = current
+    }
 }
 
 public enum TransferState: String, Sendable, Codable {
     case pending, claimed, cancelled, replaced, expired, voided
-}
-
-/// A device's binding as a store reads it inside a transaction.
-public struct DeviceBinding: Sendable, Equatable {
-    public var deviceID: String
-    public var accountID: String
-    public var secretHash: SecretHash
-    public var state: DeviceState
-    public var boundAt: Timestamp
-    public var lastLoginAt: Timestamp?
-    public var endedAt: Timestamp?
-    public var endedReason: String?
-
-    public init(
-        deviceID: String, accountID: String, secretHash: SecretHash, state: DeviceState, boundAt: Timestamp,
-        lastLoginAt: Timestamp? = nil, endedAt: Timestamp? = nil, endedReason: String? = nil
-    ) {
-        self.deviceID = deviceID
-        self.accountID = accountID
-        self.secretHash = secretHash
-        self.state = state
-        self.boundAt = boundAt
-        self.lastLoginAt = lastLoginAt
-        self.endedAt = endedAt
-        self.endedReason = endedReason
-    }
 }
 
 /// A transfer as a store reads it.
@@ -130,6 +189,7 @@ public struct AuditEvent: Sendable, Equatable {
         case login = "device.login"
         case loginFailed = "device.login_failed"
         case deviceBound = "device.bound"
+        case accountRemoved = "account.removed_from_device"
         case deviceMoved = "device.moved"
         case deviceReplaced = "device.replaced"
         case deviceRevoked = "device.revoked"

@@ -9,27 +9,56 @@ public struct ServicePolicy: Sendable {
     public var transferTTL: Duration
     public var refreshTokenTTL: Duration
     public var lock: LockPolicy
+    /// Accounts one device may hold (`--max-accounts-per-device`).
+    public var maxAccountsPerDevice: Int
 
     public init(
         transferTTL: Duration = .seconds(24 * 3600), refreshTokenTTL: Duration = .seconds(30 * 24 * 3600),
-        lock: LockPolicy = .standard
+        lock: LockPolicy = .standard, maxAccountsPerDevice: Int = 5
     ) {
         self.transferTTL = transferTTL
         self.refreshTokenTTL = refreshTokenTTL
         self.lock = lock
+        self.maxAccountsPerDevice = maxAccountsPerDevice
     }
 
     public static let standard = ServicePolicy()
 }
 
-/// A session the service opened: the HTTP layer signs an access token for it and hands
-/// the refresh token to the device. The refresh token exists in clear only here.
-public struct SessionGrant: Sendable {
+/// A session opened or renewed: the HTTP layer signs an access token for it and hands the
+/// refresh token to the device. The refresh token exists in clear only here.
+public struct SessionGrant: Sendable, Equatable {
     public var account: SessionAccount
     public var deviceID: String
     public var sessionID: String
     public var refreshToken: String
     public var created: Bool
+    /// Every account on the device, and which is current.
+    public var accounts: [DeviceAccountSummary]
+
+    public init(
+        account: SessionAccount, deviceID: String, sessionID: String, refreshToken: String, created: Bool,
+        accounts: [DeviceAccountSummary]
+    ) {
+        self.account = account
+        self.deviceID = deviceID
+        self.sessionID = sessionID
+        self.refreshToken = refreshToken
+        self.created = created
+        self.accounts = accounts
+    }
+}
+
+/// What a plan needs to open a session: a new id and key, chosen outside the pure plan.
+public struct FreshSession: Sendable, Equatable {
+    public var sessionID: String
+    public var key: SessionKey
+    public var expiresAt: Timestamp
+    public init(sessionID: String, key: SessionKey, expiresAt: Timestamp) {
+        self.sessionID = sessionID
+        self.key = key
+        self.expiresAt = expiresAt
+    }
 }
 
 /// The authenticated caller of an endpoint that needs a Bearer token.
@@ -86,11 +115,7 @@ public struct TransferService: Sendable {
         self.dummyHash = try await hasher.hash(RandomToken.make())
     }
 
-    func newSession(now: Timestamp) -> (NewSession, String) {
-        let token = RandomToken.make()
-        let session = NewSession(
-            sessionID: Identifier.make(), refreshTokenHash: SecretHash(of: token),
-            refreshExpiresAt: now + policy.refreshTokenTTL)
-        return (session, token)
+    func freshSession(now: Timestamp) -> FreshSession {
+        FreshSession(sessionID: Identifier.make(), key: .random(), expiresAt: now + policy.refreshTokenTTL)
     }
 }

@@ -28,6 +28,9 @@ struct API<Context: AppRequestContext>: Sendable {
             (.put, "/v1/me/transfer", { $0.setUpTransfer }),
             (.delete, "/v1/me/transfer", { $0.cancelTransfer }),
             (.post, "/v1/transfers/claim", { $0.claim }),
+            (.get, "/v1/devices/accounts", { $0.deviceAccounts }),
+            (.put, "/v1/devices/current-account", { $0.setCurrentAccount }),
+            (.delete, "/v1/devices/accounts/:accountId", { $0.removeAccount }),
             (.get, "/.well-known/jwks.json", { $0.jwks }),
             (.get, "/healthz", { _ in { _, _ in raw(Array(#"{"status":"ok"}"#.utf8), type: "application/json") } }),
             (.get, "/readyz", { api in { _, _ in try await api.ready() } }),
@@ -55,11 +58,15 @@ struct API<Context: AppRequestContext>: Sendable {
         let body = try await JSONBody.read(request, context: context)
         let deviceID = try FieldRules.deviceID(try body.string("deviceId"))
         let secret = try FieldRules.deviceSecret(try body.string("deviceSecret"))
+        let account = try body.optionalString("accountId").map { try Self.accountID($0, field: "accountId") }
+        let newAccount = try body.bool("newAccount", default: false)
+        if account != nil && newAccount { throw APIError.invalidRequest("accountId and newAccount cannot be sent together.") }
+        let target: LoginTarget = newAccount ? .newAccount : account.map { .account($0) } ?? .current
         let address = clientAddress(request, context)
         let now = service.clock.now()
         let retryAfter = creationLimiter?.exhausted(address, now: now)
         let grant = try await service.login(
-            deviceID: deviceID, deviceSecret: secret, clientAddress: address, creationRetryAfter: retryAfter)
+            deviceID: deviceID, deviceSecret: secret, target: target, clientAddress: address, creationRetryAfter: retryAfter)
         if grant.created { creationLimiter?.hit(address, now: now) }
         context.log.accountID = grant.account.accountID
         return try await session(grant, status: grant.created ? .created : .ok)
@@ -110,6 +117,8 @@ struct API<Context: AppRequestContext>: Sendable {
         let deviceID = try FieldRules.deviceID(try body.string("deviceId"))
         let secret = try FieldRules.deviceSecret(try body.string("deviceSecret"))
         let replace = try body.bool("replaceExistingAccount", default: false)
+        let add = try body.bool("addAccount", default: false)
+        if replace && add { throw APIError.invalidRequest("replaceExistingAccount and addAccount cannot both be true.") }
         let email = try FieldRules.email(emailText)
         let temporaryPassword = try FieldRules.claimPassword(password)
         let address = clientAddress(request, context)
@@ -119,10 +128,37 @@ struct API<Context: AppRequestContext>: Sendable {
         let grant = try await service.claim(
             ClaimRequest(
                 email: email, temporaryPassword: temporaryPassword, deviceID: deviceID,
-                deviceSecret: secret, replaceExistingAccount: replace),
+                deviceSecret: secret, replaceExistingAccount: replace, addAccount: add),
             clientAddress: address)
         context.log.accountID = grant.account.accountID
         return try await session(grant, status: .ok)
+    }
+
+    func deviceAccounts(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await authenticate(request, context)
+        let device = try await service.deviceAccounts(caller)
+        return try Self.json(DeviceAccountsBody(device), status: .ok)
+    }
+
+    func setCurrentAccount(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await authenticate(request, context)
+        let body = try await JSONBody.read(request, context: context)
+        let account = try Self.accountID(try body.string("accountId"), field: "accountId")
+        try await service.setCurrentAccount(caller, accountID: account)
+        return Response(status: .noContent)
+    }
+
+    func removeAccount(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await authenticate(request, context)
+        let account = try Self.accountID(context.parameters.get("accountId") ?? "", field: "accountId")
+        let abandon: Bool
+        switch request.uri.queryParameters.get("abandon") {
+        case nil, "false": abandon = false
+        case "true": abandon = true
+        default: throw APIError.invalidRequest("abandon must be true or false.")
+        }
+        try await service.removeAccount(caller, accountID: account, abandon: abandon)
+        return Response(status: .noContent)
     }
 
     func jwks(_ request: Request, _ context: Context) async throws -> Response {
@@ -139,6 +175,12 @@ struct API<Context: AppRequestContext>: Sendable {
     }
 
     // MARK: Pieces
+
+    /// An account id (a UUID, any case), lower-case.
+    static func accountID(_ text: String, field: String) throws -> String {
+        guard let id = DeviceID(text) else { throw APIError.invalidRequest("\(field) must be a UUID.") }
+        return id.value
+    }
 
     func authenticate(_ request: Request, _ context: Context) async throws -> Caller {
         guard let header = request.headers[.authorization], header.count < 4096,
@@ -171,7 +213,7 @@ struct API<Context: AppRequestContext>: Sendable {
                 accountId: grant.account.accountID, userName: grant.account.userName, deviceId: grant.deviceID,
                 created: grant.created, migrationFlag: grant.account.migrationFlag, accessToken: access,
                 tokenType: "Bearer", expiresIn: Int(tokens.accessTTL.components.seconds),
-                refreshToken: grant.refreshToken),
+                refreshToken: grant.refreshToken, accounts: grant.accounts.map(AccountJSON.init)),
             status: status)
     }
 
@@ -206,6 +248,54 @@ struct SessionBody: Encodable {
     var tokenType: String
     var expiresIn: Int
     var refreshToken: String
+    var accounts: [AccountJSON]
+}
+
+struct AccountJSON: Encodable {
+    var accountId: String
+    var userName: String
+    var current: Bool
+    init(_ a: DeviceAccountSummary) {
+        accountId = a.accountID
+        userName = a.userName
+        current = a.current
+    }
+}
+
+/// `GET /v1/devices/accounts`.
+struct DeviceAccountsBody: Encodable {
+    struct Account: Encodable {
+        var accountId: String
+        var userName: String
+        var current: Bool
+        var addedAt: String
+        var lastLoginAt: String?
+        var pushEnabled: Bool
+
+        enum Keys: String, CodingKey { case accountId, userName, current, addedAt, lastLoginAt, pushEnabled }
+
+        /// `lastLoginAt` is written as `null` when there is none, as `/v1/me` does.
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: Keys.self)
+            try c.encode(accountId, forKey: .accountId)
+            try c.encode(userName, forKey: .userName)
+            try c.encode(current, forKey: .current)
+            try c.encode(addedAt, forKey: .addedAt)
+            try c.encode(lastLoginAt, forKey: .lastLoginAt)
+            try c.encode(pushEnabled, forKey: .pushEnabled)
+        }
+    }
+    var deviceId: String
+    var accounts: [Account]
+
+    init(_ device: DeviceRecord) {
+        deviceId = device.id
+        accounts = device.active.map {
+            Account(
+                accountId: $0.account.accountID, userName: $0.account.userName, current: $0.account.accountID == device.currentAccountID,
+                addedAt: $0.addedAt.rfc3339, lastLoginAt: $0.lastLoginAt?.rfc3339, pushEnabled: true)
+        }
+    }
 }
 
 struct TransferBody: Encodable {

@@ -30,12 +30,18 @@ public struct APIError: HTTPResponseError {
         var headers = self.headers
         headers[.contentType] = "application/json; charset=utf-8"
         headers[.cacheControl] = "no-store"
-        let body = JSONBody.encode(["error": code, "message": message], extra: extraBody)
+        var extra: [String: Any] = [:]
+        if let transferredAt { extra["transferredAt"] = transferredAt }
+        if let accounts {
+            extra["accounts"] = accounts.map { ["accountId": $0.accountID, "userName": $0.userName, "current": $0.current] as [String: Any] }
+        }
+        let body = JSONBody.encode(["error": code, "message": message], extra: extra)
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
     }
 
-    /// Fields some errors add to the body (`transferredAt`).
-    var extraBody: [String: String] = [:]
+    /// Fields `device_transferred` adds to the body.
+    var transferredAt: String?
+    var accounts: [DeviceAccountSummary]?
 }
 
 extension APIError {
@@ -52,9 +58,14 @@ extension APIError {
             self.init(.badRequest, error.code, why.prefix(1).uppercased() + why.dropFirst() + ".")
         case .invalidDeviceCredentials:
             self.init(.unauthorized, error.code, "The device secret does not match this device.")
-        case .deviceTransferred(let at):
-            self.init(.gone, error.code, "This device's account was moved to another device; generate a new deviceId to start over.")
-            extraBody = ["transferredAt": at.rfc3339]
+        case .deviceTransferred(let at, let accounts):
+            self.init(
+                .gone, error.code,
+                accounts.isEmpty
+                    ? "This device's account was moved to another device; generate a new deviceId to start over."
+                    : "This account was moved to another device; pick another account on this device.")
+            transferredAt = at.rfc3339
+            self.accounts = accounts
         case .deviceRevoked:
             self.init(.forbidden, error.code, "This device was revoked by support.")
         case .invalidRefreshToken:
@@ -75,6 +86,14 @@ extension APIError {
             self.init(.conflict, error.code, "This device is already bound to this account.")
         case .deviceRetired:
             self.init(.conflict, error.code, "This deviceId was moved away or revoked; generate a new deviceId.")
+        case .accountNotOnDevice:
+            self.init(.forbidden, error.code, "This account is not on this device.")
+        case .deviceAccountLimit(let limit):
+            self.init(.conflict, error.code, "This device already holds \(limit) accounts, the most it may hold.")
+        case .accountWouldBeLost:
+            self.init(
+                .conflict, error.code,
+                "This is the account's only device and no transfer is set up; set one up first, or pass abandon=true.")
         case .rateLimited(let retryAfter):
             self = .rateLimited(retryAfter: retryAfter)
         case .overloaded(let retryAfter):
@@ -98,13 +117,23 @@ struct ErrorMiddleware<Context: AppRequestContext>: RouterMiddleware {
         } catch let error as TransferError {
             return try APIError(error).response(from: request, context: context)
         } catch let error as HTTPError {
-            return try Self.map(error, request: request, allowed: allowedMethods[request.uri.path])
+            return try Self.map(error, request: request, allowed: Self.methods(of: request.uri.path, in: allowedMethods))
                 .response(from: request, context: context)
         } catch {
             context.logger.error("internal error", metadata: ["error.type": "\(type(of: error))"])
             return try APIError(.internalServerError, "internal_error", "Something went wrong on our side.")
                 .response(from: request, context: context)
         }
+    }
+
+    /// The methods of the route `path` matches; a `:name` segment of a route matches any segment.
+    static func methods(of path: String, in routes: [String: [HTTPRequest.Method]]) -> [HTTPRequest.Method]? {
+        if let exact = routes[path] { return exact }
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        return routes.first { route, _ in
+            let pattern = route.split(separator: "/", omittingEmptySubsequences: false)
+            return pattern.count == segments.count && zip(pattern, segments).allSatisfy { $0.hasPrefix(":") ? !$1.isEmpty : $0 == $1 }
+        }?.value
     }
 
     static func map(_ error: HTTPError, request: Request, allowed: [HTTPRequest.Method]?) -> APIError {

@@ -30,6 +30,11 @@ public struct ServerConfiguration: Sendable {
     public var accountCreationLimit: RateLimit? = RateLimit(count: 60, period: .seconds(60))
     public var claimLimit: RateLimit? = RateLimit(count: 30, period: .seconds(60))
     public var trustedProxy = false
+    public var maxAccountsPerDevice = ServicePolicy.standard.maxAccountsPerDevice
+    /// How long ended transfers and audit events are kept before the pruner removes them.
+    public var auditRetention = Duration.seconds(400 * 86_400)
+    /// How often the pruner runs (not a flag: an hour keeps each round small).
+    public var pruneInterval = Duration.seconds(3600)
     /// `iss` of access tokens.
     public var issuer = "transfer-server"
     /// `aud` of access tokens.
@@ -77,6 +82,10 @@ public struct ServerConfiguration: Sendable {
             config.accountCreationLimit = try rateLimit(v, n)
         }
         if let (v, n) = value(flags.claimLimit, "claim-limit") { config.claimLimit = try rateLimit(v, n) }
+        if let (v, n) = value(flags.maxAccountsPerDevice, "max-accounts-per-device") {
+            config.maxAccountsPerDevice = try integer(v, n, in: 1...100)
+        }
+        if let (v, n) = value(flags.auditRetention, "audit-retention") { config.auditRetention = try duration(v, n) }
         if flags.trustedProxy {
             config.trustedProxy = true
         } else if let (v, n) = value(nil, "trusted-proxy") {
@@ -159,6 +168,10 @@ public struct ServerFlags: ParsableArguments {
     public var accountCreationLimit: String?
     @Option(name: .customLong("claim-limit"), help: "Claim attempts per client address, N/PERIOD or off (default 30/1m).")
     public var claimLimit: String?
+    @Option(name: .customLong("max-accounts-per-device"), help: "Accounts one device may hold (TRANSFER_MAX_ACCOUNTS_PER_DEVICE; default 5).")
+    public var maxAccountsPerDevice: String?
+    @Option(name: .customLong("audit-retention"), help: "How long audit events and ended transfers are kept, like 400d (TRANSFER_AUDIT_RETENTION).")
+    public var auditRetention: String?
     @Flag(name: .customLong("trusted-proxy"), help: "Take the client address from the last X-Forwarded-For hop (TRANSFER_TRUSTED_PROXY=on).")
     public var trustedProxy = false
 

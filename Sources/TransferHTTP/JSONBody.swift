@@ -99,6 +99,15 @@ struct JSONBody {
         }
     }
 
+    /// An optional string field: nil when absent or null.
+    func optionalString(_ name: String) throws -> String? {
+        switch fields[name] {
+        case .none, .null: return nil
+        case .string(let s): return s
+        default: throw APIError.invalidRequest("\(name) must be a string.")
+        }
+    }
+
     func bool(_ name: String, default fallback: Bool) throws -> Bool {
         switch fields[name] {
         case .none, .null: return fallback
@@ -107,9 +116,9 @@ struct JSONBody {
         }
     }
 
-    /// Compact JSON of string fields, for error bodies.
-    static func encode(_ fields: [String: String], extra: [String: String] = [:]) -> [UInt8] {
-        let all = fields.merging(extra) { a, _ in a }
+    /// Compact JSON of string fields and `extra` JSON values, for error bodies.
+    static func encode(_ fields: [String: String], extra: [String: Any] = [:]) -> [UInt8] {
+        let all = (fields as [String: Any]).merging(extra) { a, _ in a }
         let data = (try? JSONSerialization.data(withJSONObject: all, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
         return [UInt8](data)
     }

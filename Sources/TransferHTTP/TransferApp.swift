@@ -57,7 +57,9 @@ public enum TransferApp {
             onTiming: { hashRecorder.record($0) })
         let service = try await TransferService(
             store: store, hasher: passwordHasher ?? argon2, clock: clock,
-            policy: ServicePolicy(transferTTL: configuration.transferTTL, refreshTokenTTL: configuration.refreshTokenTTL),
+            policy: ServicePolicy(
+                transferTTL: configuration.transferTTL, refreshTokenTTL: configuration.refreshTokenTTL,
+                maxAccountsPerDevice: configuration.maxAccountsPerDevice),
             observer: metrics)
 
         let tokenBox = TokenBox()
@@ -84,6 +86,9 @@ public enum TransferApp {
                 accessTTL: configuration.accessTokenTTL, now: clock.now())
             tokenBox.set(tokens)
         }
+        app.addServices(Pruner(
+            store: store, clock: clock, retention: configuration.auditRetention, interval: configuration.pruneInterval,
+            firstDelay: .seconds(300), logger: logger))
         // Shut down after the HTTP server has finished its in-flight requests.
         app.addServices(Closer(logger: logger) {
             try await argon2.shutdown()

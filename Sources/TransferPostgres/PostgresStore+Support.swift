@@ -12,7 +12,7 @@ extension PostgresStore: SupportStore {
                 SELECT m.account_id, m.field, a.user_name FROM (
                     SELECT id AS account_id, 'accountId' AS field, 1 AS rank FROM accounts WHERE id = \(lower)
                     UNION ALL SELECT id, 'userName', 2 FROM accounts WHERE user_name = \(lower)
-                    UNION ALL SELECT account_id, 'deviceId', 3 FROM device_bindings WHERE device_id = \(lower)
+                    UNION ALL SELECT account_id, 'deviceId', 3 FROM device_accounts WHERE device_id = \(lower)
                     UNION ALL SELECT account_id, 'email', 4 FROM transfers WHERE email_key = \(emailKey)
                 ) m JOIN accounts a ON a.id = m.account_id
                 ORDER BY m.rank
@@ -31,7 +31,10 @@ extension PostgresStore: SupportStore {
     public func report(accountID: String, at now: Timestamp, recentEvents: Int) async throws -> AccountReport? {
         try await client.withConnection { conn in
             guard let account = try await one(conn, "SELECT * FROM accounts WHERE id = \(accountID)") else { return nil }
-            let devices = try await all(conn, "SELECT * FROM device_bindings WHERE account_id = \(accountID) ORDER BY bound_at, id").map(Self.binding)
+            var devices: [DeviceRecord] = []
+            for row in try await all(conn, "SELECT device_id FROM device_accounts WHERE account_id = \(accountID) ORDER BY added_at, device_id") {
+                if let device = try await device(conn, try row["device_id"].decode(String.self), at: now, lock: false) { devices.append(device) }
+            }
             let transfer = try await one(conn, "SELECT * FROM transfers WHERE account_id = \(accountID) AND state = 'pending'").map(Self.transfer)
             let events = try await all(conn, """
                 SELECT * FROM (SELECT * FROM audit_events WHERE account_id = \(accountID) ORDER BY id DESC LIMIT \(recentEvents)) e ORDER BY id
@@ -56,7 +59,7 @@ extension PostgresStore: SupportStore {
             guard let row = try await one(conn, """
                 SELECT
                   (SELECT COUNT(*) FROM accounts) AS accounts,
-                  (SELECT COUNT(*) FROM device_bindings WHERE state = 'active') AS active_devices,
+                  (SELECT COUNT(*) FROM devices WHERE retired_at IS NULL) AS active_devices,
                   (SELECT COUNT(*) FROM transfers WHERE state = 'pending' AND expires_at > \(t)) AS pending,
                   (SELECT COUNT(*) FROM transfers WHERE state = 'claimed') AS claimed,
                   (SELECT COUNT(*) FROM transfers WHERE state = 'expired' OR (state = 'pending' AND expires_at <= \(t))) AS expired,

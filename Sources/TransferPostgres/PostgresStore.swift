@@ -80,7 +80,7 @@ public final class PostgresStore: TransferStore {
     /// Versioned migrations, `Resources/migrations/vN.sql`; a new schema change is a new file
     /// appended here. `schema.postgres.sql` at the repository's root is what they add up to.
     static func migrations() throws -> [(String, String)] {
-        try ["v1", "v2"].map { version in
+        try ["v1", "v2", "v3"].map { version in
             guard let url = Bundle.module.url(forResource: version, withExtension: "sql", subdirectory: "migrations") else {
                 throw MissingSchema()
             }
@@ -160,66 +160,90 @@ public final class PostgresStore: TransferStore {
     }
 
     public func login(_ c: LoginCommand) async throws -> LoginResult {
-        if let account = try await loginActiveDevice(c) { return .loggedIn(account, created: false) }
+        if let grant = try await renewOpenSession(c) { return .loggedIn(grant) }
         return try await execute(c)
     }
 
-    /// The common case of `LoginCommand` — an active binding whose secret matches — as one
-    /// statement, so one round trip instead of eight (BEGIN, lock, four writes, read, COMMIT).
-    /// The UPDATE's row lock and WHERE clause are the check-then-act: a claim that retires the
-    /// device at the same time either commits first (no row: the transaction path below then
-    /// answers with the device's real state) or waits for this login. Parent rows of the
-    /// sibling inserts exist when the foreign keys are checked, at the end of the statement.
-    /// The secret is compared as SHA-256 digests, so the comparison's timing tells nothing.
+    /// The common case of `LoginCommand` (the device's secret matches, the account is on it
+    /// and its session is open) as one statement: one round trip and one row written instead
+    /// of a transaction. The UPDATE's row lock and WHERE clause are the check-then-act: a claim
+    /// or removal that ends the pair at the same time either commits first (no row: the
+    /// transaction path then answers with the real state) or waits for this login. The secret
+    /// is compared as SHA-256 digests, so the comparison's timing tells nothing.
     /// `nil`: not that case; the caller runs `LoginCommand` through `execute`.
-    func loginActiveDevice(_ c: LoginCommand) async throws -> SessionAccount? {
-        try await client.withConnection { conn in
-            for try await row in try await conn.execute(LoginActiveDevice(c), logger: logger) { return row }
+    func renewOpenSession(_ c: LoginCommand) async throws -> SessionGrant? {
+        let account: String?
+        switch c.target {
+        case .current: account = nil
+        case .account(let id): account = id
+        case .newAccount: return nil
+        }
+        let renewed: RenewOpenSession.Row? = try await client.withConnection { conn in
+            for try await row in try await conn.execute(RenewOpenSession(c, account: account), logger: logger) { return row }
             return nil
         }
+        guard let renewed, let token = renewed.session.currentToken(deviceSecret: c.deviceSecret) else { return nil }
+        return SessionGrant(
+            account: renewed.account, deviceID: c.deviceID.value, sessionID: renewed.session.sessionID, refreshToken: token,
+            created: false, accounts: renewed.accounts)
     }
 
     /// A prepared statement: each pooled connection plans it once, not on every login.
-    struct LoginActiveDevice: PostgresPreparedStatement {
+    struct RenewOpenSession: PostgresPreparedStatement {
         static let sql = """
-            WITH b AS (
-                UPDATE device_bindings SET last_login_at = $1
-                WHERE device_id = $2 AND state = 'active' AND secret_hash = $3
-                RETURNING account_id
-            ), s AS (
-                INSERT INTO sessions (id, account_id, device_id, created_at)
-                SELECT $4, account_id, $2, $1 FROM b
-            ), r AS (
-                INSERT INTO refresh_tokens (token_hash, session_id, created_at, expires_at)
-                SELECT $5, $4, $1, $6 FROM b
-            ), e AS (
-                INSERT INTO audit_events (at, kind, account_id, device_id, actor, client_address)
-                SELECT $1, '\(AuditEvent.Kind.login.rawValue)', account_id, $2, '\(Initiator.device)', $7 FROM b
+            WITH p AS (
+                UPDATE device_accounts p SET refresh_expires_at = $1, last_login_at = $2, last_address = $3
+                FROM devices d
+                WHERE d.id = $4 AND d.secret_hash = $5 AND d.retired_at IS NULL
+                  AND p.device_id = d.id AND p.account_id = COALESCE($6::text, d.current_account_id)
+                  AND p.state = 'active' AND p.session_id IS NOT NULL AND p.refresh_expires_at > $2 AND p.key_by_device IS NOT NULL
+                RETURNING p.account_id, p.session_id, p.session_started_at, p.refresh_generation, p.refresh_hash, p.key_by_device,
+                          d.current_account_id
             )
-            SELECT a.id, a.user_name,
-                   EXISTS (SELECT 1 FROM transfers t WHERE t.account_id = a.id AND t.state = 'pending' AND t.expires_at > $1) AS flag
-            FROM b JOIN accounts a ON a.id = b.account_id
+            SELECT p.account_id, a.user_name,
+                   EXISTS (SELECT 1 FROM transfers t WHERE t.account_id = a.id AND t.state = 'pending' AND t.expires_at > $2) AS flag,
+                   p.session_id, p.session_started_at, p.refresh_generation, p.refresh_hash, p.key_by_device, p.current_account_id,
+                   ARRAY(SELECT o.account_id FROM device_accounts o
+                         WHERE o.device_id = $4 AND o.state = 'active' ORDER BY o.added_at, o.account_id) AS ids,
+                   ARRAY(SELECT u.user_name FROM device_accounts o JOIN accounts u ON u.id = o.account_id
+                         WHERE o.device_id = $4 AND o.state = 'active' ORDER BY o.added_at, o.account_id) AS names
+            FROM p JOIN accounts a ON a.id = p.account_id
             """
-        typealias Row = SessionAccount
+        struct Row {
+            var account: SessionAccount
+            var session: PairSession
+            var accounts: [DeviceAccountSummary]
+        }
         let command: LoginCommand
-        init(_ command: LoginCommand) { self.command = command }
+        let account: String?
+        init(_ command: LoginCommand, account: String?) {
+            self.command = command
+            self.account = account
+        }
 
         func makeBindings() throws -> PostgresBindings {
             let c = command
-            var bindings = PostgresBindings(capacity: 7)
+            var bindings = PostgresBindings(capacity: 6)
+            bindings.append(c.fresh.expiresAt.milliseconds)
             bindings.append(c.now.milliseconds)
+            if let address = c.clientAddress { bindings.append(address) } else { bindings.appendNull() }
             bindings.append(c.deviceID.value)
             try bindings.append(Data(c.secretHash.bytes))
-            bindings.append(c.session.sessionID)
-            try bindings.append(Data(c.session.refreshTokenHash.bytes))
-            bindings.append(c.session.refreshExpiresAt.milliseconds)
-            if let address = c.clientAddress { bindings.append(address) } else { bindings.appendNull() }
+            if let account { bindings.append(account) } else { bindings.appendNull() }
             return bindings
         }
 
-        func decodeRow(_ row: PostgresRow) throws -> SessionAccount {
-            let (id, userName, flag) = try row.decode((String, String, Bool).self)
-            return SessionAccount(accountID: id, userName: userName, migrationFlag: flag)
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            let (id, userName, flag, sessionID, startedAt, generation, hash, key, current, ids, names) = try row.decode(
+                (String, String, Bool, String, Int64, Int64, Data, Data, String?, [String], [String]).self)
+            // The expiry is not read back: the session answer does not show it.
+            let session = PairSession(
+                sessionID: sessionID, startedAt: Timestamp(milliseconds: startedAt), generation: Int(generation),
+                refreshHash: SecretHash(bytes: [UInt8](hash)), expiresAt: command.fresh.expiresAt, keyByDevice: [UInt8](key),
+                keyByToken: nil)
+            return Row(
+                account: SessionAccount(accountID: id, userName: userName, migrationFlag: flag), session: session,
+                accounts: zip(ids, names).map { DeviceAccountSummary(accountID: $0, userName: $1, current: $0 == current) })
         }
     }
 
@@ -247,41 +271,33 @@ public final class PostgresStore: TransferStore {
                 ORDER BY created_at, id FOR UPDATE
                 """).map(Self.transfer)
         }
-        if let device = reads.device {
-            facts.device = try await one(conn, """
-                SELECT b.*, a.user_name, \(unescaped: flag) AS flag
-                FROM device_bindings b JOIN accounts a ON a.id = b.account_id
-                WHERE b.device_id = \(device) AND b.state IN ('active', 'moved', 'revoked')
-                FOR UPDATE OF b
-                """).map { (try Self.binding($0), try Self.sessionAccount($0)) }
+        if let hash = reads.refreshToken {
+            facts.refreshToken = try await one(conn, """
+                SELECT device_id, account_id, session_id, true AS current FROM device_accounts WHERE refresh_hash = \(Data(hash.bytes))
+                UNION ALL
+                SELECT device_id, account_id, session_id, false FROM rotated_refresh_tokens WHERE token_hash = \(Data(hash.bytes))
+                LIMIT 1
+                """).map {
+                RefreshTokenLookup(
+                    deviceID: try $0["device_id"].decode(String.self), accountID: try $0["account_id"].decode(String.self),
+                    sessionID: try $0["session_id"].decode(String.self), current: try $0["current"].decode(Bool.self))
+            }
+            if let lookup = facts.refreshToken { facts.device = try await device(conn, lookup.deviceID, at: now, lock: true) }
+        }
+        if let id = reads.device {
+            facts.device = try await device(conn, id, at: now, lock: true)
         }
         if let account = reads.accountDevices {
-            facts.accountDevices = try await all(conn, """
-                SELECT device_id FROM device_bindings WHERE account_id = \(account) AND state = 'active' ORDER BY bound_at, id FOR UPDATE
-                """).map { try $0["device_id"].decode(String.self) }
+            for row in try await all(conn, "SELECT device_id FROM device_accounts WHERE account_id = \(account) AND state = 'active'") {
+                if let device = try await device(conn, try row["device_id"].decode(String.self), at: now, lock: true) {
+                    facts.accountDevices.append(device)
+                }
+            }
         }
         if let account = reads.account {
             facts.account = try await one(conn, """
                 SELECT a.id AS account_id, a.user_name, \(unescaped: flag) AS flag FROM accounts a WHERE a.id = \(account)
                 """).map(Self.sessionAccount)
-        }
-        if let hash = reads.refreshToken {
-            facts.refreshToken = try await one(conn, """
-                SELECT r.session_id, r.expires_at, r.used_at, s.account_id, s.device_id, s.revoked_at, a.user_name,
-                       \(unescaped: flag) AS flag,
-                       EXISTS (SELECT 1 FROM device_bindings b
-                               WHERE b.device_id = s.device_id AND b.account_id = s.account_id AND b.state = 'active') AS active
-                FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id JOIN accounts a ON a.id = s.account_id
-                WHERE r.token_hash = \(Data(hash.bytes))
-                FOR UPDATE OF r, s
-                """).map {
-                RefreshTokenState(
-                    sessionID: try $0["session_id"].decode(String.self), account: try Self.sessionAccount($0),
-                    deviceID: try $0["device_id"].decode(String.self),
-                    expiresAt: Timestamp(milliseconds: try $0["expires_at"].decode(Int64.self)),
-                    used: try $0["used_at"].decode(Int64?.self) != nil, sessionRevoked: try $0["revoked_at"].decode(Int64?.self) != nil,
-                    deviceActive: try $0["active"].decode(Bool.self))
-            }
         }
         if reads.signingKeys {
             // Nodes starting together on an empty table: one inserts the key, the others then read it.
@@ -297,43 +313,84 @@ public final class PostgresStore: TransferStore {
         return facts
     }
 
+    /// A device with every account it holds or held, oldest first; with `lock`, the device
+    /// row and its accounts' rows are locked (in that order) until the transaction ends.
+    func device(_ conn: PostgresConnection, _ id: String, at now: Timestamp, lock: Bool) async throws -> DeviceRecord? {
+        let forUpdate = lock ? " FOR UPDATE" : ""
+        guard let row = try await one(conn, "SELECT * FROM devices WHERE id = \(id)\(unescaped: forUpdate)") else { return nil }
+        let accounts = try await all(conn, """
+            SELECT p.*, a.user_name, \(unescaped: Self.migrationFlag(at: now)) AS flag
+            FROM device_accounts p JOIN accounts a ON a.id = p.account_id
+            WHERE p.device_id = \(id) ORDER BY p.added_at, p.account_id\(unescaped: lock ? " FOR UPDATE OF p" : "")
+            """).map(Self.pair)
+        return DeviceRecord(
+            id: id, secretHash: SecretHash(bytes: [UInt8](try row["secret_hash"].decode(Data.self))),
+            createdAt: Timestamp(milliseconds: try row["created_at"].decode(Int64.self)),
+            currentAccountID: try row["current_account_id"].decode(String?.self),
+            retiredAt: try row["retired_at"].decode(Int64?.self).map(Timestamp.init(milliseconds:)), accounts: accounts)
+    }
+
     /// `a`'s migration flag at `now`: a pending transfer that has not expired. `now` is an
     /// integer, so writing it into the SQL text is safe.
     static func migrationFlag(at now: Timestamp) -> String {
         "EXISTS (SELECT 1 FROM transfers t WHERE t.account_id = a.id AND t.state = 'pending' AND t.expires_at > \(now.milliseconds))"
     }
 
+    /// The session columns of `device_accounts`, cleared.
+    static let noSession = """
+        session_id = NULL, session_started_at = NULL, refresh_hash = NULL, refresh_generation = NULL,
+        refresh_expires_at = NULL, key_by_device = NULL, key_by_token = NULL
+        """
+
     /// One effect as SQL.
     func apply(_ effect: Effect, _ conn: PostgresConnection) async throws {
         switch effect {
         case .createAccount(let id, let userName, let at):
             try await run(conn, "INSERT INTO accounts (id, user_name, created_at) VALUES (\(id), \(userName), \(at.milliseconds))")
-        case .bindDevice(let device, let account, let secretHash, let at):
+        case .createDevice(let id, let secretHash, let at):
+            try await run(conn, "INSERT INTO devices (id, secret_hash, created_at) VALUES (\(id), \(Data(secretHash.bytes)), \(at.milliseconds))")
+        case .addAccount(let device, let account, let at):
             try await run(conn, """
-                INSERT INTO device_bindings (id, device_id, account_id, secret_hash, state, bound_at, last_login_at)
-                VALUES (\(Identifier.make()), \(device), \(account), \(Data(secretHash.bytes)), 'active', \(at.milliseconds), \(at.milliseconds))
+                INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES (\(device), \(account), 'active', \(at.milliseconds))
+                ON CONFLICT (device_id, account_id) DO UPDATE SET state = 'active', added_at = excluded.added_at, ended_at = NULL, ended_reason = NULL
                 """)
-        case .recordLogin(let device, let at):
-            try await run(conn, "UPDATE device_bindings SET last_login_at = \(at.milliseconds) WHERE device_id = \(device) AND state = 'active'")
-        case .endBinding(let device, let account, let state, let reason, let at):
+        case .setCurrentAccount(let device, let account):
+            try await run(conn, "UPDATE devices SET current_account_id = \(account) WHERE id = \(device)")
+        case .endPair(let device, let account, let state, let reason, let at):
             try await run(conn, """
-                UPDATE device_bindings SET state = \(state.rawValue), ended_at = \(at.milliseconds), ended_reason = \(reason)
+                UPDATE device_accounts SET state = \(state.rawValue), ended_at = \(at.milliseconds), ended_reason = \(reason), \(unescaped: Self.noSession)
                 WHERE device_id = \(device) AND account_id = \(account) AND state = 'active'
                 """)
+        case .retireDevice(let id, let at):
+            try await run(conn, "UPDATE devices SET retired_at = \(at.milliseconds) WHERE id = \(id) AND retired_at IS NULL")
         case .setMovedTo(let account, let device):
             try await run(conn, "UPDATE accounts SET moved_to_device_id = \(device) WHERE id = \(account)")
-        case .openSession(let s, let account, let device, let at):
-            try await run(conn, "INSERT INTO sessions (id, account_id, device_id, created_at) VALUES (\(s.sessionID), \(account), \(device), \(at.milliseconds))")
-            try await insertRefreshToken(conn, s.refreshTokenHash, sessionID: s.sessionID, at: at, expiresAt: s.refreshExpiresAt)
-        case .rotateRefreshToken(let used, let next, let session, let at, let expiresAt):
-            try await run(conn, "UPDATE refresh_tokens SET used_at = \(at.milliseconds) WHERE token_hash = \(Data(used.bytes)) AND used_at IS NULL")
-            try await insertRefreshToken(conn, next, sessionID: session, at: at, expiresAt: expiresAt)
-        case .revokeSession(let id, let at):
-            try await run(conn, "UPDATE sessions SET revoked_at = \(at.milliseconds) WHERE id = \(id) AND revoked_at IS NULL")
-        case .revokeSessions(let account, let device, let at):
+        case .openSession(let device, let account, let s, let at, let address):
             try await run(conn, """
-                UPDATE sessions SET revoked_at = \(at.milliseconds) WHERE account_id = \(account) AND device_id = \(device) AND revoked_at IS NULL
+                UPDATE device_accounts SET session_id = \(s.sessionID), session_started_at = \(s.startedAt.milliseconds),
+                    refresh_hash = \(Data(s.refreshHash.bytes)), refresh_generation = \(Int64(s.generation)),
+                    refresh_expires_at = \(s.expiresAt.milliseconds), key_by_device = \(s.keyByDevice.map { Data($0) }),
+                    key_by_token = \(s.keyByToken.map { Data($0) }), last_login_at = \(at.milliseconds), last_address = \(address)
+                WHERE device_id = \(device) AND account_id = \(account)
                 """)
+        case .renewSession(let device, let account, let expiresAt, let at, let address):
+            try await run(conn, """
+                UPDATE device_accounts SET refresh_expires_at = \(expiresAt.milliseconds), last_login_at = \(at.milliseconds), last_address = \(address)
+                WHERE device_id = \(device) AND account_id = \(account)
+                """)
+        case .rotateSession(let device, let account, let s, let used, let usedExpiresAt):
+            try await run(conn, """
+                UPDATE device_accounts SET refresh_hash = \(Data(s.refreshHash.bytes)), refresh_generation = \(Int64(s.generation)),
+                    refresh_expires_at = \(s.expiresAt.milliseconds), key_by_device = \(s.keyByDevice.map { Data($0) }),
+                    key_by_token = \(s.keyByToken.map { Data($0) })
+                WHERE device_id = \(device) AND account_id = \(account) AND session_id = \(s.sessionID)
+                """)
+            try await run(conn, """
+                INSERT INTO rotated_refresh_tokens (token_hash, device_id, account_id, session_id, expires_at)
+                VALUES (\(Data(used.bytes)), \(device), \(account), \(s.sessionID), \(usedExpiresAt.milliseconds))
+                """)
+        case .closeSession(let device, let account):
+            try await run(conn, "UPDATE device_accounts SET \(unescaped: Self.noSession) WHERE device_id = \(device) AND account_id = \(account)")
         case .createTransfer(let t):
             try await run(conn, """
                 INSERT INTO transfers (id, account_id, email, email_key, password_hash, state, created_at, expires_at, issued_by)
@@ -366,23 +423,19 @@ public final class PostgresStore: TransferStore {
         }
     }
 
-    func insertRefreshToken(_ conn: PostgresConnection, _ hash: SecretHash, sessionID: String, at: Timestamp, expiresAt: Timestamp) async throws {
-        try await run(conn, """
-            INSERT INTO refresh_tokens (token_hash, session_id, created_at, expires_at)
-            VALUES (\(Data(hash.bytes)), \(sessionID), \(at.milliseconds), \(expiresAt.milliseconds))
-            """)
-    }
-
     // MARK: Reads outside operations
 
     public func isSessionValid(sessionID: String, accountID: String, deviceID: String) async throws -> Bool {
         try await client.withConnection { conn in
             try await one(conn, """
-                SELECT 1 FROM sessions s
-                JOIN device_bindings b ON b.device_id = s.device_id AND b.account_id = s.account_id AND b.state = 'active'
-                WHERE s.id = \(sessionID) AND s.account_id = \(accountID) AND s.device_id = \(deviceID) AND s.revoked_at IS NULL
+                SELECT 1 FROM device_accounts
+                WHERE device_id = \(deviceID) AND account_id = \(accountID) AND state = 'active' AND session_id = \(sessionID)
                 """) != nil
         }
+    }
+
+    public func device(_ id: String, at now: Timestamp) async throws -> DeviceRecord? {
+        try await client.withConnection { conn in try await device(conn, id, at: now, lock: false) }
     }
 
     public func profile(accountID: String, at now: Timestamp) async throws -> AccountProfile? {
@@ -399,11 +452,11 @@ public final class PostgresStore: TransferStore {
                     expiresAt: Timestamp(milliseconds: try $0["expires_at"].decode(Int64.self)))
             }
             let devices = try await all(conn, """
-                SELECT device_id, bound_at, last_login_at FROM device_bindings
-                WHERE account_id = \(accountID) AND state = 'active' ORDER BY bound_at
+                SELECT device_id, added_at, last_login_at FROM device_accounts
+                WHERE account_id = \(accountID) AND state = 'active' ORDER BY added_at
                 """).map {
                 AccountProfile.Device(
-                    deviceID: try $0["device_id"].decode(String.self), boundAt: Timestamp(milliseconds: try $0["bound_at"].decode(Int64.self)),
+                    deviceID: try $0["device_id"].decode(String.self), boundAt: Timestamp(milliseconds: try $0["added_at"].decode(Int64.self)),
                     lastLoginAt: try $0["last_login_at"].decode(Int64?.self).map(Timestamp.init(milliseconds:)))
             }
             return AccountProfile(
@@ -421,15 +474,24 @@ public final class PostgresStore: TransferStore {
 
     // MARK: Rows
 
-    static func binding(_ row: PostgresRandomAccessRow) throws -> DeviceBinding {
-        DeviceBinding(
-            deviceID: try row["device_id"].decode(String.self), accountID: try row["account_id"].decode(String.self),
-            secretHash: SecretHash(bytes: [UInt8](try row["secret_hash"].decode(Data.self))),
-            state: try UnknownStoredValue.decode(try row["state"].decode(String.self), column: "device_bindings.state"),
-            boundAt: Timestamp(milliseconds: try row["bound_at"].decode(Int64.self)),
+    static func pair(_ row: PostgresRandomAccessRow) throws -> DeviceAccount {
+        var session: PairSession?
+        if let id = try row["session_id"].decode(String?.self) {
+            session = PairSession(
+                sessionID: id, startedAt: Timestamp(milliseconds: try row["session_started_at"].decode(Int64.self)),
+                generation: Int(try row["refresh_generation"].decode(Int64.self)),
+                refreshHash: SecretHash(bytes: [UInt8](try row["refresh_hash"].decode(Data.self))),
+                expiresAt: Timestamp(milliseconds: try row["refresh_expires_at"].decode(Int64.self)),
+                keyByDevice: try row["key_by_device"].decode(Data?.self).map { [UInt8]($0) },
+                keyByToken: try row["key_by_token"].decode(Data?.self).map { [UInt8]($0) })
+        }
+        return DeviceAccount(
+            account: try sessionAccount(row),
+            state: try UnknownStoredValue.decode(try row["state"].decode(String.self), column: "device_accounts.state"),
+            addedAt: Timestamp(milliseconds: try row["added_at"].decode(Int64.self)),
             lastLoginAt: try row["last_login_at"].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
             endedAt: try row["ended_at"].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
-            endedReason: try row["ended_reason"].decode(String?.self))
+            endedReason: try row["ended_reason"].decode(String?.self), session: session)
     }
 
     static func transfer(_ row: PostgresRandomAccessRow) throws -> TransferRecord {

@@ -13,7 +13,7 @@ extension SQLiteStore: SupportStore {
                 SELECT m.account_id, m.field, a.user_name FROM (
                     SELECT id AS account_id, 'accountId' AS field, 1 AS rank FROM accounts WHERE id = ?1
                     UNION ALL SELECT id, 'userName', 2 FROM accounts WHERE user_name = ?1
-                    UNION ALL SELECT account_id, 'deviceId', 3 FROM device_bindings WHERE device_id = ?1
+                    UNION ALL SELECT account_id, 'deviceId', 3 FROM device_accounts WHERE device_id = ?1
                     UNION ALL SELECT account_id, 'email', 4 FROM transfers WHERE email_key = ?2
                 ) m JOIN accounts a ON a.id = m.account_id
                 ORDER BY m.rank
@@ -33,7 +33,8 @@ extension SQLiteStore: SupportStore {
     public func report(accountID: String, at now: Timestamp, recentEvents: Int) async throws -> AccountReport? {
         try await pool.read { db in
             guard let account = try db.one("SELECT * FROM accounts WHERE id = ?", [accountID]) else { return nil }
-            let devices = try db.all("SELECT * FROM device_bindings WHERE account_id = ? ORDER BY bound_at, id", [accountID]).map(Self.binding)
+            let devices = try db.all("SELECT device_id FROM device_accounts WHERE account_id = ? ORDER BY added_at, device_id", [accountID])
+                .compactMap { try Self.device(db, $0["device_id"], at: now.milliseconds) }
             let transfer = try db.one("SELECT * FROM transfers WHERE account_id = ? AND state = 'pending'", [accountID]).map(Self.transfer)
             let events = try db.all(
                 "SELECT * FROM (SELECT * FROM audit_events WHERE account_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id",
@@ -59,7 +60,7 @@ extension SQLiteStore: SupportStore {
                 """
                 SELECT
                   (SELECT COUNT(*) FROM accounts) AS accounts,
-                  (SELECT COUNT(*) FROM device_bindings WHERE state = 'active') AS active_devices,
+                  (SELECT COUNT(*) FROM devices WHERE retired_at IS NULL) AS active_devices,
                   (SELECT COUNT(*) FROM transfers WHERE state = 'pending' AND expires_at > ?1) AS pending,
                   (SELECT COUNT(*) FROM transfers WHERE state = 'claimed') AS claimed,
                   (SELECT COUNT(*) FROM transfers WHERE state = 'expired' OR (state = 'pending' AND expires_at <= ?1)) AS expired,

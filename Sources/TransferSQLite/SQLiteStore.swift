@@ -49,7 +49,7 @@ public final class SQLiteStore: TransferStore {
     /// appended here. `schema.sql` at the repository's root is the schema they add up to.
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
-        for version in ["v1", "v2"] {
+        for version in ["v1", "v2", "v3"] {
             migrator.registerMigration(version) { db in try db.execute(sql: try SQLiteStore.migrationSQL(version)) }
         }
         return migrator
@@ -88,41 +88,30 @@ public final class SQLiteStore: TransferStore {
                 [q.accountID, q.emailKey]
             ).map(transfer)
         }
-        if let device = reads.device {
-            facts.device = try db.one(
+        if let hash = reads.refreshToken {
+            facts.refreshToken = try db.one(
                 """
-                SELECT b.*, a.user_name, \(migrationFlag) AS flag
-                FROM device_bindings b JOIN accounts a ON a.id = b.account_id
-                WHERE b.device_id = ? AND b.state IN ('active', 'moved', 'revoked')
-                """, [t, device]
-            ).map { (try binding($0), SessionAccount(accountID: $0["account_id"], userName: $0["user_name"], migrationFlag: $0["flag"])) }
+                SELECT device_id, account_id, session_id, 1 AS current FROM device_accounts WHERE refresh_hash = ?1
+                UNION ALL
+                SELECT device_id, account_id, session_id, 0 FROM rotated_refresh_tokens WHERE token_hash = ?1
+                LIMIT 1
+                """, [Data(hash.bytes)]
+            ).map {
+                RefreshTokenLookup(deviceID: $0["device_id"], accountID: $0["account_id"], sessionID: $0["session_id"], current: $0["current"])
+            }
+            if let lookup = facts.refreshToken { facts.device = try device(db, lookup.deviceID, at: t) }
+        }
+        if let id = reads.device {
+            facts.device = try device(db, id, at: t)
         }
         if let account = reads.accountDevices {
             facts.accountDevices = try db.all(
-                "SELECT device_id FROM device_bindings WHERE account_id = ? AND state = 'active' ORDER BY bound_at, id", [account]
-            ).map { $0["device_id"] }
+                "SELECT device_id FROM device_accounts WHERE account_id = ? AND state = 'active'", [account]
+            ).compactMap { try device(db, $0["device_id"], at: t) }
         }
         if let account = reads.account {
             facts.account = try db.one("SELECT a.user_name, \(migrationFlag) AS flag FROM accounts a WHERE a.id = ?", [t, account])
                 .map { SessionAccount(accountID: account, userName: $0["user_name"], migrationFlag: $0["flag"]) }
-        }
-        if let hash = reads.refreshToken {
-            facts.refreshToken = try db.one(
-                """
-                SELECT r.session_id, r.expires_at, r.used_at, s.account_id, s.device_id, s.revoked_at, a.user_name,
-                       \(migrationFlag) AS flag,
-                       EXISTS (SELECT 1 FROM device_bindings b
-                               WHERE b.device_id = s.device_id AND b.account_id = s.account_id AND b.state = 'active') AS active
-                FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id JOIN accounts a ON a.id = s.account_id
-                WHERE r.token_hash = ?
-                """, [t, Data(hash.bytes)]
-            ).map {
-                RefreshTokenState(
-                    sessionID: $0["session_id"],
-                    account: SessionAccount(accountID: $0["account_id"], userName: $0["user_name"], migrationFlag: $0["flag"]),
-                    deviceID: $0["device_id"], expiresAt: Timestamp(milliseconds: $0["expires_at"]),
-                    used: $0["used_at"] as Int64? != nil, sessionRevoked: $0["revoked_at"] as Int64? != nil, deviceActive: $0["active"])
-            }
         }
         if reads.signingKeys {
             facts.signingKeys = try db.all(
@@ -134,38 +123,80 @@ public final class SQLiteStore: TransferStore {
         return facts
     }
 
+    /// A device with every account it holds or held, oldest first.
+    static func device(_ db: Database, _ id: String, at t: Int64) throws -> DeviceRecord? {
+        guard let row = try db.one("SELECT * FROM devices WHERE id = ?", [id]) else { return nil }
+        let accounts = try db.all(
+            """
+            SELECT p.*, a.user_name, \(migrationFlag) AS flag
+            FROM device_accounts p JOIN accounts a ON a.id = p.account_id
+            WHERE p.device_id = ? ORDER BY p.added_at, p.account_id
+            """, [t, id]
+        ).map(pair)
+        return DeviceRecord(
+            id: id, secretHash: SecretHash(bytes: [UInt8](row["secret_hash"] as Data)), createdAt: Timestamp(milliseconds: row["created_at"]),
+            currentAccountID: row["current_account_id"], retiredAt: (row["retired_at"] as Int64?).map(Timestamp.init(milliseconds:)),
+            accounts: accounts)
+    }
+
     /// `a`'s migration flag at the first argument's time: a pending transfer that has not expired.
     static let migrationFlag = "EXISTS (SELECT 1 FROM transfers t WHERE t.account_id = a.id AND t.state = 'pending' AND t.expires_at > ?)"
+
+    /// The session columns of `device_accounts`, cleared.
+    static let noSession = """
+        session_id = NULL, session_started_at = NULL, refresh_hash = NULL, refresh_generation = NULL,
+        refresh_expires_at = NULL, key_by_device = NULL, key_by_token = NULL
+        """
 
     /// One effect as SQL.
     static func apply(_ effect: Effect, to db: Database) throws {
         switch effect {
         case .createAccount(let id, let userName, let at):
             try db.run("INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)", [id, userName, at.milliseconds])
-        case .bindDevice(let device, let account, let secretHash, let at):
+        case .createDevice(let id, let secretHash, let at):
+            try db.run("INSERT INTO devices (id, secret_hash, created_at) VALUES (?, ?, ?)", [id, Data(secretHash.bytes), at.milliseconds])
+        case .addAccount(let device, let account, let at):
             try db.run(
-                "INSERT INTO device_bindings (id, device_id, account_id, secret_hash, state, bound_at, last_login_at) VALUES (?, ?, ?, ?, 'active', ?, ?)",
-                [Identifier.make(), device, account, Data(secretHash.bytes), at.milliseconds, at.milliseconds])
-        case .recordLogin(let device, let at):
-            try db.run("UPDATE device_bindings SET last_login_at = ? WHERE device_id = ? AND state = 'active'", [at.milliseconds, device])
-        case .endBinding(let device, let account, let state, let reason, let at):
+                """
+                INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES (?, ?, 'active', ?)
+                ON CONFLICT (device_id, account_id) DO UPDATE SET state = 'active', added_at = excluded.added_at, ended_at = NULL, ended_reason = NULL
+                """, [device, account, at.milliseconds])
+        case .setCurrentAccount(let device, let account):
+            try db.run("UPDATE devices SET current_account_id = ? WHERE id = ?", [account, device])
+        case .endPair(let device, let account, let state, let reason, let at):
             try db.run(
-                "UPDATE device_bindings SET state = ?, ended_at = ?, ended_reason = ? WHERE device_id = ? AND account_id = ? AND state = 'active'",
+                "UPDATE device_accounts SET state = ?, ended_at = ?, ended_reason = ?, \(noSession) WHERE device_id = ? AND account_id = ? AND state = 'active'",
                 [state.rawValue, at.milliseconds, reason, device, account])
+        case .retireDevice(let id, let at):
+            try db.run("UPDATE devices SET retired_at = ? WHERE id = ? AND retired_at IS NULL", [at.milliseconds, id])
         case .setMovedTo(let account, let device):
             try db.run("UPDATE accounts SET moved_to_device_id = ? WHERE id = ?", [device, account])
-        case .openSession(let s, let account, let device, let at):
-            try db.run("INSERT INTO sessions (id, account_id, device_id, created_at) VALUES (?, ?, ?, ?)", [s.sessionID, account, device, at.milliseconds])
-            try insertRefreshToken(db, s.refreshTokenHash, sessionID: s.sessionID, at: at, expiresAt: s.refreshExpiresAt)
-        case .rotateRefreshToken(let used, let next, let session, let at, let expiresAt):
-            try db.run("UPDATE refresh_tokens SET used_at = ? WHERE token_hash = ? AND used_at IS NULL", [at.milliseconds, Data(used.bytes)])
-            try insertRefreshToken(db, next, sessionID: session, at: at, expiresAt: expiresAt)
-        case .revokeSession(let id, let at):
-            try db.run("UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", [at.milliseconds, id])
-        case .revokeSessions(let account, let device, let at):
+        case .openSession(let device, let account, let s, let at, let address):
             try db.run(
-                "UPDATE sessions SET revoked_at = ? WHERE account_id = ? AND device_id = ? AND revoked_at IS NULL",
-                [at.milliseconds, account, device])
+                """
+                UPDATE device_accounts SET session_id = ?, session_started_at = ?, refresh_hash = ?, refresh_generation = ?,
+                    refresh_expires_at = ?, key_by_device = ?, key_by_token = ?, last_login_at = ?, last_address = ?
+                WHERE device_id = ? AND account_id = ?
+                """,
+                [s.sessionID, s.startedAt.milliseconds, Data(s.refreshHash.bytes), s.generation, s.expiresAt.milliseconds,
+                 s.keyByDevice.map { Data($0) }, s.keyByToken.map { Data($0) }, at.milliseconds, address, device, account])
+        case .renewSession(let device, let account, let expiresAt, let at, let address):
+            try db.run(
+                "UPDATE device_accounts SET refresh_expires_at = ?, last_login_at = ?, last_address = ? WHERE device_id = ? AND account_id = ?",
+                [expiresAt.milliseconds, at.milliseconds, address, device, account])
+        case .rotateSession(let device, let account, let s, let used, let usedExpiresAt):
+            try db.run(
+                """
+                UPDATE device_accounts SET refresh_hash = ?, refresh_generation = ?, refresh_expires_at = ?, key_by_device = ?, key_by_token = ?
+                WHERE device_id = ? AND account_id = ? AND session_id = ?
+                """,
+                [Data(s.refreshHash.bytes), s.generation, s.expiresAt.milliseconds, s.keyByDevice.map { Data($0) },
+                 s.keyByToken.map { Data($0) }, device, account, s.sessionID])
+            try db.run(
+                "INSERT INTO rotated_refresh_tokens (token_hash, device_id, account_id, session_id, expires_at) VALUES (?, ?, ?, ?, ?)",
+                [Data(used.bytes), device, account, s.sessionID, usedExpiresAt.milliseconds])
+        case .closeSession(let device, let account):
+            try db.run("UPDATE device_accounts SET \(noSession) WHERE device_id = ? AND account_id = ?", [device, account])
         case .createTransfer(let t):
             try db.run(
                 """
@@ -198,12 +229,6 @@ public final class SQLiteStore: TransferStore {
         }
     }
 
-    static func insertRefreshToken(_ db: Database, _ hash: SecretHash, sessionID: String, at: Timestamp, expiresAt: Timestamp) throws {
-        try db.run(
-            "INSERT INTO refresh_tokens (token_hash, session_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
-            [Data(hash.bytes), sessionID, at.milliseconds, expiresAt.milliseconds])
-    }
-
     // MARK: Reads outside operations
 
     public func ping() async throws {
@@ -213,12 +238,13 @@ public final class SQLiteStore: TransferStore {
     public func isSessionValid(sessionID: String, accountID: String, deviceID: String) async throws -> Bool {
         try await pool.read { db in
             try db.one(
-                """
-                SELECT 1 FROM sessions s
-                JOIN device_bindings b ON b.device_id = s.device_id AND b.account_id = s.account_id AND b.state = 'active'
-                WHERE s.id = ? AND s.account_id = ? AND s.device_id = ? AND s.revoked_at IS NULL
-                """, [sessionID, accountID, deviceID]) != nil
+                "SELECT 1 FROM device_accounts WHERE device_id = ? AND account_id = ? AND state = 'active' AND session_id = ?",
+                [deviceID, accountID, sessionID]) != nil
         }
+    }
+
+    public func device(_ id: String, at now: Timestamp) async throws -> DeviceRecord? {
+        try await pool.read { db in try Self.device(db, id, at: now.milliseconds) }
     }
 
     public func profile(accountID: String, at now: Timestamp) async throws -> AccountProfile? {
@@ -235,11 +261,11 @@ public final class SQLiteStore: TransferStore {
                     expiresAt: Timestamp(milliseconds: $0["expires_at"]))
             }
             let devices = try db.all(
-                "SELECT device_id, bound_at, last_login_at FROM device_bindings WHERE account_id = ? AND state = 'active' ORDER BY bound_at",
+                "SELECT device_id, added_at, last_login_at FROM device_accounts WHERE account_id = ? AND state = 'active' ORDER BY added_at",
                 [accountID]
             ).map {
                 AccountProfile.Device(
-                    deviceID: $0["device_id"], boundAt: Timestamp(milliseconds: $0["bound_at"]),
+                    deviceID: $0["device_id"], boundAt: Timestamp(milliseconds: $0["added_at"]),
                     lastLoginAt: ($0["last_login_at"] as Int64?).map(Timestamp.init(milliseconds:)))
             }
             return AccountProfile(
@@ -256,14 +282,20 @@ public final class SQLiteStore: TransferStore {
 
     // MARK: Rows
 
-    static func binding(_ row: Row) throws -> DeviceBinding {
-        DeviceBinding(
-            deviceID: row["device_id"], accountID: row["account_id"],
-            secretHash: SecretHash(bytes: [UInt8](row["secret_hash"] as Data)),
-            state: try UnknownStoredValue.decode(row["state"], column: "device_bindings.state"),
-            boundAt: Timestamp(milliseconds: row["bound_at"]),
+    static func pair(_ row: Row) throws -> DeviceAccount {
+        let session: PairSession? = (row["session_id"] as String?).map { id in
+            PairSession(
+                sessionID: id, startedAt: Timestamp(milliseconds: row["session_started_at"]), generation: row["refresh_generation"],
+                refreshHash: SecretHash(bytes: [UInt8](row["refresh_hash"] as Data)),
+                expiresAt: Timestamp(milliseconds: row["refresh_expires_at"]),
+                keyByDevice: (row["key_by_device"] as Data?).map { [UInt8]($0) }, keyByToken: (row["key_by_token"] as Data?).map { [UInt8]($0) })
+        }
+        return DeviceAccount(
+            account: SessionAccount(accountID: row["account_id"], userName: row["user_name"], migrationFlag: row["flag"]),
+            state: try UnknownStoredValue.decode(row["state"], column: "device_accounts.state"),
+            addedAt: Timestamp(milliseconds: row["added_at"]),
             lastLoginAt: (row["last_login_at"] as Int64?).map(Timestamp.init(milliseconds:)),
-            endedAt: (row["ended_at"] as Int64?).map(Timestamp.init(milliseconds:)), endedReason: row["ended_reason"])
+            endedAt: (row["ended_at"] as Int64?).map(Timestamp.init(milliseconds:)), endedReason: row["ended_reason"], session: session)
     }
 
     static func transfer(_ row: Row) throws -> TransferRecord {

@@ -96,19 +96,21 @@ struct CrashTests {
     /// Invariant queries: each returns the number of violating rows.
     static let invariants: [(String, String)] = [
         ("an account with two active devices",
-         "SELECT account_id FROM device_bindings WHERE state = 'active' GROUP BY account_id HAVING COUNT(*) > 1"),
-        ("a device bound to two accounts",
-         "SELECT device_id FROM device_bindings WHERE state IN ('active', 'moved', 'revoked') GROUP BY device_id HAVING COUNT(DISTINCT account_id) > 1"),
+         "SELECT account_id FROM device_accounts WHERE state = 'active' GROUP BY account_id HAVING COUNT(*) > 1"),
+        ("a retired device that still holds an account",
+         "SELECT d.id FROM devices d WHERE d.retired_at IS NOT NULL AND EXISTS (SELECT 1 FROM device_accounts p WHERE p.device_id = d.id AND p.state = 'active')"),
+        ("a device with no account left that is not retired",
+         "SELECT d.id FROM devices d WHERE d.retired_at IS NULL AND NOT EXISTS (SELECT 1 FROM device_accounts p WHERE p.device_id = d.id AND p.state = 'active')"),
         ("a claimed transfer whose device is not the account's active device",
-         "SELECT t.id FROM transfers t WHERE t.state = 'claimed' AND NOT EXISTS (SELECT 1 FROM device_bindings b WHERE b.account_id = t.account_id AND b.device_id = t.claimed_by_device AND b.state = 'active')"),
+         "SELECT t.id FROM transfers t WHERE t.state = 'claimed' AND NOT EXISTS (SELECT 1 FROM device_accounts p WHERE p.account_id = t.account_id AND p.device_id = t.claimed_by_device AND p.state = 'active')"),
         ("a claimed transfer whose account does not point at its device",
          "SELECT t.id FROM transfers t JOIN accounts a ON a.id = t.account_id WHERE t.state = 'claimed' AND (a.moved_to_device_id IS NULL OR a.moved_to_device_id <> t.claimed_by_device)"),
         ("a pending transfer on an account that already moved",
-         "SELECT t.id FROM transfers t WHERE t.state = 'pending' AND EXISTS (SELECT 1 FROM device_bindings b WHERE b.account_id = t.account_id AND b.state = 'moved')"),
+         "SELECT t.id FROM transfers t WHERE t.state = 'pending' AND EXISTS (SELECT 1 FROM device_accounts p WHERE p.account_id = t.account_id AND p.state = 'moved')"),
         ("an account without an active device",
-         "SELECT a.id FROM accounts a WHERE NOT EXISTS (SELECT 1 FROM device_bindings b WHERE b.account_id = a.id AND b.state = 'active')"),
-        ("a moved device whose sessions are still open",
-         "SELECT s.id FROM sessions s JOIN device_bindings b ON b.device_id = s.device_id AND b.account_id = s.account_id WHERE b.state = 'moved' AND s.revoked_at IS NULL"),
+         "SELECT a.id FROM accounts a WHERE NOT EXISTS (SELECT 1 FROM device_accounts p WHERE p.account_id = a.id AND p.state = 'active')"),
+        ("an account that left a device but still has a session there",
+         "SELECT p.account_id FROM device_accounts p WHERE p.state <> 'active' AND p.session_id IS NOT NULL"),
     ]
 
     static func violations(_ location: DatabaseLocation, _ sql: String) async throws -> Int {

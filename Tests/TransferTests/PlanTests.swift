@@ -7,6 +7,20 @@ struct PlanTests {
     let t0 = Timestamp(milliseconds: 1_795_000_000_000)
     let device = DeviceID("3f1c7a52-9a43-4e1b-8f0e-2a9c3d4b5e6f")!
     let secret = SecretHash(of: "secret")
+    let fresh = FreshSession(sessionID: "s1", key: SessionKey(bytes: Array(repeating: 7, count: 32)), expiresAt: Timestamp(milliseconds: 1_795_000_060_000))
+
+    /// A device with these accounts (oldest first); the first is current unless said.
+    func record(_ accounts: [(String, PairState)], current: String? = nil, id: String? = nil) -> DeviceRecord {
+        let retired = !accounts.contains { $0.1 == .active }
+        return DeviceRecord(
+            id: id ?? device.value, secretHash: secret, createdAt: t0, currentAccountID: current ?? accounts.first?.0,
+            retiredAt: retired ? t0 : nil,
+            accounts: accounts.map {
+                DeviceAccount(
+                    account: SessionAccount(accountID: $0.0, userName: "u-\($0.0)", migrationFlag: false), state: $0.1, addedAt: t0,
+                    endedAt: $0.1 == .active ? nil : t0)
+            })
+    }
 
     func transfer(failedConsecutive: Int = 0, failedTotal: Int = 0, lockedUntil: Timestamp? = nil, expiresIn: Duration = .seconds(3600)) -> TransferRecord {
         TransferRecord(
@@ -65,52 +79,68 @@ struct PlanTests {
 
     // MARK: Claim
 
-    func claim(_ t: TransferRecord?, device binding: DeviceBinding? = nil, secret: SecretHash? = nil, replace: Bool = false, at now: Timestamp? = nil) -> Plan<ClaimResult> {
+    func claim(
+        _ t: TransferRecord?, device d: DeviceRecord? = nil, secret: String = "secret", replace: Bool = false, add: Bool = false,
+        old: DeviceRecord? = nil, at now: Timestamp? = nil
+    ) -> Plan<ClaimResult> {
         var f = facts(t)
         f.account = SessionAccount(accountID: "acct", userName: "first-device", migrationFlag: true)
-        f.accountDevices = ["old-device"]
-        if let binding { f.device = (binding, SessionAccount(accountID: binding.accountID, userName: "x", migrationFlag: false)) }
-        let session = NewSession(sessionID: "s1", refreshTokenHash: SecretHash(of: "r"), refreshExpiresAt: t0 + .seconds(60))
+        f.accountDevices = [old ?? record([("acct", .active)], id: "old-device")]
+        f.device = d
         return ClaimCommand(
-            transferID: "t1", accountID: "acct", deviceID: device, secretHash: secret ?? self.secret, replaceExistingAccount: replace,
-            now: now ?? t0, session: session, clientAddress: nil
+            transferID: "t1", accountID: "acct", deviceID: device, deviceSecret: secret, replaceExistingAccount: replace, addAccount: add,
+            now: now ?? t0, fresh: fresh, clientAddress: nil
         ).plan(f)
     }
 
-    func binding(account: String, state: DeviceState) -> DeviceBinding {
-        DeviceBinding(deviceID: device.value, accountID: account, secretHash: secret, state: state, boundAt: t0, endedAt: state == .active ? nil : t0)
-    }
-
-    @Test("claim order: the transfer first (gone, expired, locked), then the device (retired, secret, same account, other account)")
+    @Test("claim order: the transfer first (gone, expired, locked), then the device (retired, secret, same account, other account, limit)")
     func claimOrder() {
-        let other = binding(account: "other", state: .active)
+        let other = record([("other", .active)])
         #expect(claim(nil, device: other).result == .rejected(.invalidTransferCredentials))
         #expect(claim(transfer(expiresIn: .seconds(1)), device: other, at: t0 + .seconds(1)).result == .rejected(.invalidTransferCredentials))
         #expect(claim(transfer(lockedUntil: t0 + .seconds(10)), device: other).result == .rejected(.tooManyAttempts(retryAfterSeconds: 10)))
         // A retired device is refused before its secret is compared.
-        #expect(claim(transfer(), device: binding(account: "other", state: .moved), secret: SecretHash(of: "wrong")).result == .rejected(.deviceRetired))
-        #expect(claim(transfer(), device: binding(account: "other", state: .revoked)).result == .rejected(.deviceRetired))
-        #expect(claim(transfer(), device: other, secret: SecretHash(of: "wrong")).result == .rejected(.invalidDeviceCredentials))
-        #expect(claim(transfer(), device: binding(account: "acct", state: .active)).result == .rejected(.deviceAlreadyBound))
+        #expect(claim(transfer(), device: record([("other", .moved)]), secret: "wrong").result == .rejected(.deviceRetired))
+        #expect(claim(transfer(), device: record([("other", .revoked)])).result == .rejected(.deviceRetired))
+        #expect(claim(transfer(), device: other, secret: "wrong").result == .rejected(.invalidDeviceCredentials))
+        #expect(claim(transfer(), device: record([("acct", .active)])).result == .rejected(.deviceAlreadyBound))
         #expect(claim(transfer(), device: other).result == .rejected(.deviceHasAccount))
         #expect(claim(transfer(), device: other).effects.isEmpty)
+        let full = record((1...5).map { ("a\($0)", .active) })
+        #expect(claim(transfer(), device: full, add: true).result == .rejected(.deviceAccountLimit(5)))
+        #expect(claim(transfer(), device: record((1...4).map { ("a\($0)", .active) }), add: true).result.grant != nil)
     }
 
-    @Test("replaceExistingAccount: the other account loses the device, then the claim proceeds as on a new device")
+    @Test("replaceExistingAccount: the device's accounts lose it, then the claim proceeds as on a new device")
     func replaceVersusFail() {
         let plain = claim(transfer())
-        let replaced = claim(transfer(), device: binding(account: "other", state: .active), replace: true)
-        #expect(plain.result == .claimed(SessionAccount(accountID: "acct", userName: "first-device", migrationFlag: false)))
+        let replaced = claim(transfer(), device: record([("other", .active)]), replace: true)
+        #expect(plain.result.grant?.account == SessionAccount(accountID: "acct", userName: "first-device", migrationFlag: false))
+        #expect(plain.result.grant?.accounts == [DeviceAccountSummary(accountID: "acct", userName: "first-device", current: true)])
         #expect(replaced.result == plain.result)
-        #expect(replaced.effects.prefix(3) == [
-            .endBinding(deviceID: device.value, accountID: "other", state: .replaced, reason: "taken over by account acct (replaceExistingAccount)", at: t0),
-            .revokeSessions(accountID: "other", deviceID: device.value, at: t0),
+        #expect(replaced.effects.prefix(2) == [
+            .endPair(deviceID: device.value, accountID: "other", state: .replaced, reason: "taken over by account acct (replaceExistingAccount)", at: t0),
             .audit(AuditEvent(at: t0, kind: .deviceReplaced, accountID: "other", deviceID: device.value, transferID: "t1", reason: "claimed account acct with replaceExistingAccount")),
         ])
-        #expect(Array(replaced.effects.dropFirst(3)) == plain.effects)
+        #expect(plain.effects.first == .createDevice(id: device.value, secretHash: secret, at: t0))
+        #expect(Array(replaced.effects.dropFirst(2)) == Array(plain.effects.dropFirst()))
         #expect(plain.effects.map(\.auditKind).compactMap { $0 } == [.deviceMoved, .transferClaimed])
         #expect(plain.effects.contains(.endTransfer(id: "t1", state: .claimed, at: t0, claimedBy: device.value)))
         #expect(plain.effects.contains(.setMovedTo(accountID: "acct", deviceID: device.value)))
+        #expect(plain.effects.contains(.retireDevice(id: "old-device", at: t0)), "the old device held nothing else")
+    }
+
+    @Test("a claim takes the account off its old device only; addAccount puts it beside the new device's accounts")
+    func claimBeside() {
+        let plan = claim(
+            transfer(), device: record([("kid", .active)]), add: true, old: record([("acct", .active), ("work", .active)], id: "old-device"))
+        #expect(!plan.effects.contains(.retireDevice(id: "old-device", at: t0)), "the old device keeps its other account")
+        #expect(plan.effects.contains(.endPair(deviceID: "old-device", accountID: "acct", state: .moved, reason: "moved to device \(device.value)", at: t0)))
+        #expect(!plan.effects.contains { if case .endPair(_, "kid", _, _, _) = $0 { true } else { false } })
+        #expect(plan.result.grant?.accounts == [
+            DeviceAccountSummary(accountID: "kid", userName: "u-kid", current: false),
+            DeviceAccountSummary(accountID: "acct", userName: "first-device", current: true),
+        ])
     }
 
     // MARK: Set-up and login
@@ -136,24 +166,86 @@ struct PlanTests {
         #expect(own.effects.map(\.auditKind).compactMap { $0 } == [.transferSetUp])
     }
 
+    func login(_ device: DeviceRecord?, secret: String = "secret", _ target: LoginTarget = .current, allowCreate: Bool = true) -> Plan<LoginResult> {
+        var f = Facts()
+        f.device = device
+        return LoginCommand(
+            deviceID: self.device, deviceSecret: secret, target: target, now: t0, newAccountID: "new", allowCreate: allowCreate, fresh: fresh,
+            clientAddress: nil
+        ).plan(f)
+    }
+
     @Test("login: a wrong secret tells nothing about the device's state; creation can be refused without a write")
-    func login() {
-        func plan(_ state: DeviceState?, secret: SecretHash, allowCreate: Bool = true) -> Plan<LoginResult> {
-            var f = Facts()
-            if let state { f.device = (binding(account: "acct", state: state), SessionAccount(accountID: "acct", userName: "u", migrationFlag: false)) }
-            let session = NewSession(sessionID: "s1", refreshTokenHash: SecretHash(of: "r"), refreshExpiresAt: t0 + .seconds(60))
-            return LoginCommand(deviceID: device, secretHash: secret, now: t0, newAccountID: "new", allowCreate: allowCreate, session: session, clientAddress: nil).plan(f)
+    func loginStates() {
+        for state in [PairState.active, .moved, .revoked] {
+            #expect(login(record([("acct", state)]), secret: "wrong").result == .rejected(.invalidDeviceCredentials))
         }
-        for state in [DeviceState.active, .moved, .revoked] {
-            #expect(plan(state, secret: SecretHash(of: "wrong")).result == .rejected(.invalidDeviceCredentials))
-        }
-        #expect(plan(.moved, secret: secret).result == .rejected(.deviceTransferred(at: t0)))
-        #expect(plan(.revoked, secret: secret).result == .rejected(.deviceRevoked))
-        #expect(plan(.active, secret: secret).effects.map(\.auditKind).compactMap { $0 } == [.login])
-        let refused = plan(nil, secret: secret, allowCreate: false)
+        #expect(login(record([("acct", .moved)])).result == .rejected(.deviceTransferred(at: t0)))
+        #expect(login(record([("acct", .revoked)])).result == .rejected(.deviceRevoked))
+        #expect(login(record([("acct", .removed)])).result == .rejected(.accountNotOnDevice))
+        let refused = login(nil, allowCreate: false)
         #expect(refused.result == .creationRefused)
         #expect(refused.effects.isEmpty)
-        #expect(plan(nil, secret: secret).effects.map(\.auditKind).compactMap { $0 } == [.accountCreated])
+        #expect(login(nil).effects.map(\.auditKind).compactMap { $0 } == [.accountCreated])
+        #expect(login(nil, .account("acct")).result == .rejected(.accountNotOnDevice))
+    }
+
+    @Test("a login of an open session writes one row and hands back the session's current refresh token")
+    func loginRenews() throws {
+        var device = record([("acct", .active)])
+        let (session, token) = PairSession.open(sessionID: "s0", key: .random(), deviceSecret: "secret", at: t0, expiresAt: t0 + .seconds(30))
+        device.accounts[0].session = session
+        let plan = login(device)
+        #expect(plan.effects == [.renewSession(deviceID: self.device.value, accountID: "acct", expiresAt: fresh.expiresAt, at: t0, clientAddress: nil)])
+        #expect(plan.result.grant?.refreshToken == token)
+        #expect(plan.result.grant?.sessionID == "s0")
+        // Without a session (or after logout) the login opens one: still one row, and no audit event.
+        let opened = login(record([("acct", .active)]))
+        #expect(opened.effects.count == 1)
+        #expect(opened.result.grant?.sessionID == "s1")
+    }
+
+    @Test("several accounts: accountId picks one without changing the current; newAccount adds one up to the limit")
+    func severalAccounts() {
+        let two = record([("home", .active), ("work", .active)])
+        #expect(login(two, .account("work")).result.grant?.account.accountID == "work")
+        #expect(login(two, .account("work")).result.grant?.accounts.map(\.current) == [true, false])
+        #expect(login(two, .account("nobody")).result == .rejected(.accountNotOnDevice))
+        let added = login(two, .newAccount)
+        #expect(added.result.grant?.created == true)
+        #expect(added.result.grant?.accounts.map(\.accountID) == ["home", "work", "new"])
+        #expect(added.result.grant?.accounts.map(\.current) == [false, false, true])
+        #expect(added.effects.contains(.setCurrentAccount(deviceID: device.value, accountID: "new")))
+        #expect(!added.effects.contains { if case .createDevice = $0 { true } else { false } })
+        #expect(login(record((1...5).map { ("a\($0)", .active) }), .newAccount).result == .rejected(.deviceAccountLimit(5)))
+        #expect(login(two, .newAccount, allowCreate: false).result == .creationRefused)
+        // The current account moved away: the plain login says so and lists the accounts left.
+        let moved = record([("home", .moved), ("work", .active)], current: "home")
+        #expect(login(moved).result == .rejected(.deviceTransferred(at: t0, accounts: [DeviceAccountSummary(accountID: "work", userName: "u-work", current: false)])))
+        #expect(login(moved, .account("work")).result.grant != nil)
+    }
+
+    @Test("removing an account: refused when it would strand the account; the most recent other becomes current; the last retires the device")
+    func removal() {
+        func remove(_ d: DeviceRecord, _ account: String, abandon: Bool = false) -> Plan<TransferError?> {
+            var f = Facts()
+            f.device = d
+            return RemoveAccountCommand(deviceID: device.value, accountID: account, abandon: abandon, now: t0).plan(f)
+        }
+        var three = record([("a", .active), ("b", .active), ("c", .active)])
+        three.accounts[1].lastLoginAt = t0 + .seconds(5)
+        #expect(remove(three, "a").result == .accountWouldBeLost)
+        #expect(remove(three, "a").effects.isEmpty)
+        #expect(remove(three, "x", abandon: true).result == .accountNotOnDevice)
+        let removed = remove(three, "a", abandon: true)
+        #expect(removed.result == nil)
+        #expect(removed.effects.contains(.setCurrentAccount(deviceID: device.value, accountID: "b")), "b was used most recently")
+        #expect(!remove(three, "c", abandon: true).effects.contains { if case .setCurrentAccount = $0 { true } else { false } })
+        var flagged = record([("a", .active)])
+        flagged.accounts[0].account.migrationFlag = true
+        let last = remove(flagged, "a")
+        #expect(last.result == nil, "a pending transfer can still bring the account to a device")
+        #expect(last.effects.contains(.retireDevice(id: device.value, at: t0)))
     }
 
     @Test("who acted is stored as device, system or operator:NAME, and an unknown value is refused")
@@ -162,7 +254,7 @@ struct PlanTests {
             #expect(try Initiator(stored: who.description) == who)
         }
         #expect(throws: UnknownStoredValue.self) { try Initiator(stored: "robot") }
-        #expect(throws: UnknownStoredValue.self) { let _: DeviceState = try UnknownStoredValue.decode("lost", column: "state") }
+        #expect(throws: UnknownStoredValue.self) { let _: PairState = try UnknownStoredValue.decode("lost", column: "state") }
     }
 }
 

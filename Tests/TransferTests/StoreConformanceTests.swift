@@ -10,20 +10,11 @@ struct StoreConformanceTests {
     let t0 = Timestamp(milliseconds: 1_795_000_000_000)
     let hash = "$argon2id$v=19$m=256,t=1,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaGhhc2g"
 
-    func session(_ now: Timestamp) -> NewSession {
-        NewSession(sessionID: Identifier.make(), refreshTokenHash: SecretHash(of: RandomToken.make()), refreshExpiresAt: now + .seconds(3600))
-    }
-
     func login(_ store: any TransferStore, _ device: DeviceID, secret: String = "s", at now: Timestamp) async throws -> LoginResult {
-        try await store.login(LoginCommand(
-            deviceID: device, secretHash: SecretHash(of: secret), now: now, newAccountID: Identifier.make(),
-            session: session(now), clientAddress: nil))
+        try await StoreCalls(store: store).login(device, secret: secret, at: now)
     }
 
-    func account(_ r: LoginResult) -> String? {
-        if case .loggedIn(let a, _) = r { return a.accountID }
-        return nil
-    }
+    func account(_ r: LoginResult) -> String? { r.grant?.account.accountID }
 
     func newDevice() -> DeviceID { DeviceID(UUID().uuidString)! }
 
@@ -34,37 +25,54 @@ struct StoreConformanceTests {
         return (try await store.execute(SetUpCommand(transfer: transfer)), transfer.id)
     }
 
-    @Test("login creates once, then logs in; a wrong secret changes nothing", arguments: StoreKind.available)
+    @Test("login creates once, then renews the same session; a wrong secret changes nothing", arguments: StoreKind.available)
     func loginRules(kind: StoreKind) async throws {
         try await kind.withStore { store in
+            let calls = StoreCalls(store: store)
             let d = newDevice()
             let first = try await login(store, d, at: t0)
-            guard case .loggedIn(let a, true) = first else { Issue.record("not created: \(first)"); return }
-            #expect(a.userName == d.value)
-            let second = try await login(store, d, at: t0 + .seconds(1))
-            #expect(second == .loggedIn(SessionAccount(accountID: a.accountID, userName: d.value, migrationFlag: false), created: false))
+            guard let a = first.grant, a.created else { Issue.record("not created: \(first)"); return }
+            #expect(a.account.userName == d.value)
+            #expect(a.accounts == [DeviceAccountSummary(accountID: a.account.accountID, userName: d.value, current: true)])
+            // The next launch renews the open session: the same session and the same refresh token.
+            let second = try #require(try await calls.login(d, secret: "s", at: t0 + .seconds(1), address: "203.0.113.7").grant)
+            #expect(second.account == SessionAccount(accountID: a.account.accountID, userName: d.value, migrationFlag: false))
+            #expect(!second.created)
+            #expect(second.sessionID == a.sessionID)
+            #expect(second.refreshToken == a.refreshToken, "a login must not rotate the refresh token an extension may hold")
             #expect(try await login(store, d, secret: "other", at: t0) == .rejected(.invalidDeviceCredentials))
-            let refused = try await store.login(LoginCommand(
-                deviceID: newDevice(), secretHash: SecretHash(of: "s"), now: t0, newAccountID: Identifier.make(), allowCreate: false,
-                session: session(t0), clientAddress: nil))
-            #expect(refused == .creationRefused)
+            #expect(try await calls.login(newDevice(), secret: "s", at: t0, allowCreate: false) == .creationRefused)
 
-            // What a login leaves behind: a refresh token that rotates, and the audit trail.
-            let token = RandomToken.make()
-            let third = try await store.login(LoginCommand(
-                deviceID: d, secretHash: SecretHash(of: "s"), now: t0 + .seconds(2), newAccountID: Identifier.make(),
-                session: NewSession(sessionID: Identifier.make(), refreshTokenHash: SecretHash(of: token), refreshExpiresAt: t0 + .seconds(3600)),
-                clientAddress: "203.0.113.7"))
-            #expect(account(third) == a.accountID)
-            let rotated = try await store.execute(RefreshCommand(
-                tokenHash: SecretHash(of: token), now: t0 + .seconds(3), next: SecretHash(of: RandomToken.make()), nextExpiresAt: t0 + .seconds(3600)))
-            guard case .rotated(let owner, let device, _) = rotated else { Issue.record("not rotated: \(rotated)"); return }
-            #expect(owner.accountID == a.accountID)
-            #expect(device == d.value)
-            let history = try await store.history(accountID: a.accountID)
-            #expect(history.map(\.kind) == [.accountCreated, .login, .loginFailed, .login])
-            #expect(history.last?.clientAddress == "203.0.113.7")
-            #expect(history.last?.deviceID == d.value)
+            // A refresh rotates in place; the next login hands out the rotated-to token.
+            let rotated = try #require(try await calls.refresh(a.refreshToken, at: t0 + .seconds(3)).grant)
+            #expect(rotated.account.accountID == a.account.accountID)
+            #expect(rotated.deviceID == d.value)
+            #expect(rotated.refreshToken != a.refreshToken)
+            let third = try #require(try await login(store, d, at: t0 + .seconds(4)).grant)
+            #expect(third.refreshToken == rotated.refreshToken)
+            // Logins are not audit events; the pair keeps the last one.
+            let history = try await store.history(accountID: a.account.accountID)
+            #expect(history.map(\.kind) == [.accountCreated])
+            let device = try #require(try await store.device(d.value, at: t0))
+            #expect(device.active.first?.lastLoginAt == t0 + .seconds(4))
+        }
+    }
+
+    @Test("any earlier refresh token of a session ends it, not only the last one", arguments: StoreKind.available)
+    func refreshReuse(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let calls = StoreCalls(store: store)
+            let d = newDevice()
+            let first = try #require(try await calls.login(d, at: t0).grant)
+            let second = try #require(try await calls.refresh(first.refreshToken, at: t0 + .seconds(1)).grant)
+            let third = try #require(try await calls.refresh(second.refreshToken, at: t0 + .seconds(2)).grant)
+            #expect(try await calls.refresh(first.refreshToken, at: t0 + .seconds(3)) == .rejected)
+            #expect(try await calls.refresh(third.refreshToken, at: t0 + .seconds(4)) == .rejected, "the session ended with the reuse")
+            #expect(try await store.isSessionValid(sessionID: first.sessionID, accountID: first.account.accountID, deviceID: d.value) == false)
+            // The next launch opens a new session.
+            let next = try #require(try await calls.login(d, at: t0 + .seconds(5)).grant)
+            #expect(next.sessionID != first.sessionID)
+            #expect(try await calls.refresh(next.refreshToken, at: t0 + .seconds(6)).grant != nil)
         }
     }
 
@@ -137,9 +145,7 @@ struct StoreConformanceTests {
                 for _ in 0..<16 {
                     let device = newDevice()
                     group.addTask {
-                        try await store.execute(ClaimCommand(
-                            transferID: id, accountID: a, deviceID: device, secretHash: SecretHash(of: "b"), replaceExistingAccount: false,
-                            now: t0, session: session(t0), clientAddress: nil))
+                        try await StoreCalls(store: store).claim(transfer: id, account: a, device: device, at: t0)
                     }
                 }
                 return try await group.reduce(into: [ClaimResult]()) { $0.append($1) }
@@ -153,18 +159,46 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test("sixteen claims racing onto phones that hold accounts (addAccount): one wins; the old phone keeps its other account", arguments: StoreKind.available)
+    func claimRaceSeveralAccounts(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let calls = StoreCalls(store: store)
+            let oldDevice = newDevice()
+            let stays = try await calls.account(oldDevice, at: t0)
+            let moves = try await calls.account(oldDevice, .newAccount, at: t0)
+            let id = try await calls.setUp(account: moves, email: "race2@example.com", at: t0)
+            var phones: [DeviceID] = []
+            for _ in 0..<16 {
+                let phone = newDevice()
+                _ = try await calls.account(phone, at: t0)
+                phones.append(phone)
+            }
+            let results = try await withThrowingTaskGroup(of: ClaimResult.self) { group in
+                for phone in phones {
+                    group.addTask { try await calls.claim(transfer: id, account: moves, device: phone, add: true, at: t0) }
+                }
+                return try await group.reduce(into: [ClaimResult]()) { $0.append($1) }
+            }
+            let winners = results.compactMap(\.grant)
+            #expect(winners.count == 1)
+            #expect(results.filter { $0 == .rejected(.invalidTransferCredentials) }.count == 15)
+            #expect(winners.first?.accounts.count == 2, "the winner holds its own account and the claimed one")
+            let old = try #require(try await store.device(oldDevice.value, at: t0))
+            #expect(old.active.map(\.account.accountID) == [stays])
+            #expect(old.retiredAt == nil)
+            #expect(old.account(moves)?.state == .moved)
+            #expect(try await calls.login(oldDevice, .account(stays), at: t0).grant != nil)
+        }
+    }
+
     @Test("concurrent refreshes of one token: at most one rotation", arguments: StoreKind.available)
     func refreshRace(kind: StoreKind) async throws {
         try await kind.withStore { store in
-            let token = RandomToken.make()
-            let s = NewSession(sessionID: Identifier.make(), refreshTokenHash: SecretHash(of: token), refreshExpiresAt: t0 + .seconds(3600))
-            _ = try await store.login(LoginCommand(
-                deviceID: newDevice(), secretHash: SecretHash(of: "s"), now: t0, newAccountID: Identifier.make(), session: s, clientAddress: nil))
+            let token = try #require(try await login(store, newDevice(), at: t0).grant).refreshToken
             let results = try await withThrowingTaskGroup(of: RefreshResult.self) { group in
                 for _ in 0..<8 {
                     group.addTask {
-                        try await store.execute(RefreshCommand(
-                            tokenHash: SecretHash(of: token), now: t0, next: SecretHash(of: RandomToken.make()), nextExpiresAt: t0 + .seconds(60)))
+                        try await StoreCalls(store: store).refresh(token, at: t0)
                     }
                 }
                 return try await group.reduce(into: [RefreshResult]()) { $0.append($1) }
@@ -189,29 +223,37 @@ struct StoreConformanceTests {
 /// The SQLite schema itself refuses what breaks the invariants, whatever the Swift code does.
 @Suite("SQLite schema constraints")
 struct SchemaConstraintTests {
-    @Test("two active devices for one account, or one device in two accounts, are refused by the database")
+    @Test("two active devices for one account, a current account not on the device, a retired device bound again: refused by the database")
     func constraints() async throws {
         let db = TempDatabase()
         defer { db.remove() }
         let store = try SQLiteStore(path: db.path)
         try await store.pool.write { db in
-            try db.execute(sql: "INSERT INTO accounts (id, user_name, created_at) VALUES ('a1', 'u1', 0), ('a2', 'u2', 0)")
-            try db.execute(sql: "INSERT INTO device_bindings (id, device_id, account_id, secret_hash, state, bound_at) VALUES ('b1', 'd1', 'a1', x'00', 'active', 0)")
+            try db.execute(sql: "INSERT INTO accounts (id, user_name, created_at) VALUES ('a1', 'u1', 0), ('a2', 'u2', 0), ('a3', 'u3', 0), ('a4', 'u4', 0)")
+            try db.execute(sql: "INSERT INTO devices (id, secret_hash, created_at) VALUES ('d1', x'00', 0), ('d2', x'00', 0), ('d3', x'00', 0)")
+            try db.execute(sql: "INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES ('d1', 'a1', 'active', 0)")
+            // One device may hold several accounts.
+            try db.execute(sql: "INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES ('d1', 'a2', 'active', 0)")
         }
-        await #expect(throws: DatabaseError.self) {
-            try await store.pool.write { db in
-                try db.execute(sql: "INSERT INTO device_bindings (id, device_id, account_id, secret_hash, state, bound_at) VALUES ('b2', 'd2', 'a1', x'00', 'active', 0)")
-            }
+        func refused(_ sql: String, _ why: Comment) async {
+            await #expect(throws: DatabaseError.self, why) { try await store.pool.write { db in try db.execute(sql: sql) } }
         }
-        await #expect(throws: DatabaseError.self) {
-            try await store.pool.write { db in
-                try db.execute(sql: "INSERT INTO device_bindings (id, device_id, account_id, secret_hash, state, bound_at) VALUES ('b3', 'd1', 'a2', x'00', 'active', 0)")
-            }
+        await refused("INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES ('d2', 'a1', 'active', 0)",
+                      "an account is active on at most one device")
+        await refused("UPDATE devices SET current_account_id = 'a3' WHERE id = 'd1'", "the current account is one of the device's accounts")
+        await refused("UPDATE devices SET retired_at = 1 WHERE id = 'd1'", "a device that holds accounts is not retired")
+        try await store.pool.write { db in
+            try db.execute(sql: "INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES ('d3', 'a3', 'active', 0)")
+            try db.execute(sql: "UPDATE device_accounts SET state = 'removed', ended_at = 1 WHERE device_id = 'd3'")
+            try db.execute(sql: "UPDATE devices SET retired_at = 1 WHERE id = 'd3'")
         }
+        await refused("UPDATE device_accounts SET state = 'active', ended_at = NULL WHERE device_id = 'd3'", "a retired device is never bound again")
+        await refused("INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES ('d3', 'a4', 'active', 0)", "… nor given another account")
+        await refused("UPDATE devices SET retired_at = NULL WHERE id = 'd3'", "a retired device stays retired")
         let pending = "INSERT INTO transfers (id, account_id, email, email_key, password_hash, state, created_at, expires_at) VALUES (?, ?, 'e', 'e', '$argon2id$x', 'pending', 0, 1)"
         try await store.pool.write { db in try db.execute(sql: pending, arguments: ["t1", "a1"]) }
         await #expect(throws: DatabaseError.self) {
-            try await store.pool.write { db in try db.execute(sql: pending, arguments: ["t2", "a2"]) }
+            try await store.pool.write { db in try db.execute(sql: pending, arguments: ["t2", "a3"]) }
         }
         await #expect(throws: DatabaseError.self) {
             try await store.pool.write { db in

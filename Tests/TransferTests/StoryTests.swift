@@ -28,43 +28,32 @@ struct StoryTests {
 
     func at(_ seconds: Int64) -> Timestamp { t0 + .seconds(seconds) }
 
-    func session(_ id: String, _ now: Timestamp) -> NewSession {
-        NewSession(sessionID: id, refreshTokenHash: SecretHash(of: "refresh-\(id)"), refreshExpiresAt: now + .seconds(3600))
-    }
-
     func login(_ store: any SupportStore, _ device: DeviceID, at now: Timestamp, id: String) async throws -> LoginResult {
-        try await store.login(LoginCommand(
-            deviceID: device, secretHash: SecretHash(of: "secret-\(device.value)"), now: now, newAccountID: "acct-\(id)",
-            session: session("s-\(id)", now), clientAddress: "203.0.113.9"))
+        try await StoreCalls(store: store).login(device, at: now, newAccount: "acct-\(id)", address: "203.0.113.9")
     }
 
     /// A's first launch: creates the account.
     func firstLaunch(_ store: any SupportStore) async throws -> String {
         let first = try await login(store, a, at: at(0), id: "1")
-        guard case .loggedIn(let account, true) = first else { throw TestFailure("A's first launch did not create its account: \(first)") }
-        return account.accountID
+        guard let grant = first.grant, grant.created else { throw TestFailure("A's first launch did not create its account: \(first)") }
+        return grant.account.accountID
     }
 
     func setUp(_ store: any SupportStore, account: String, id: String, at now: Timestamp, by: Initiator = .device, reason: String? = nil) async throws {
-        let result = try await store.execute(SetUpCommand(
-            transfer: NewTransfer(
-                id: id, accountID: account, email: try FieldRules.email("mia@example.com"), passwordHash: hash, createdAt: now,
-                expiresAt: now + .seconds(3600), issuedBy: by),
-            reason: reason))
-        try #require(result == .created, "set-up \(id) was refused: \(result)")
+        _ = try await StoreCalls(store: store).setUp(account: account, id: id, at: now, by: by, reason: reason)
     }
 
     func claim(_ store: any SupportStore, transfer: String, account: String, device: DeviceID, at now: Timestamp) async throws -> ClaimResult {
-        try await store.execute(ClaimCommand(
-            transferID: transfer, accountID: account, deviceID: device, secretHash: SecretHash(of: "secret-\(device.value)"),
-            replaceExistingAccount: false, now: now, session: session("s-claim-\(transfer)", now), clientAddress: "198.51.100.4"))
+        try await StoreCalls(store: store).claim(transfer: transfer, account: account, device: device, at: now, address: "198.51.100.4")
     }
 
     /// What a store leaves behind: the audit trail and every binding with its state and reason.
     func transcript(_ store: any SupportStore, account: String) async throws -> [String] {
         let report = try #require(try await store.report(accountID: account, at: at(100), recentEvents: 0))
         return try await store.history(accountID: account).map(line)
-            + report.devices.map { names("device \($0.deviceID) \($0.state.rawValue)\($0.endedReason.map { ": \($0)" } ?? "")") }
+            + report.devices.compactMap { device in
+                device.account(account).map { names("device \(device.id) \($0.state.rawValue)\($0.endedReason.map { ": \($0)" } ?? "")") }
+            }
             + ["moved to \(names(report.movedToDeviceID ?? "nowhere"))"]
     }
 
@@ -74,22 +63,21 @@ struct StoryTests {
             let acct = try await firstLaunch(store)
             _ = try await login(store, a, at: at(1), id: "2")
             try await setUp(store, account: acct, id: "t1", at: at(2))
-            #expect(try await claim(store, transfer: "t1", account: acct, device: b, at: at(3)) == .claimed(SessionAccount(accountID: acct, userName: a.value, migrationFlag: false)))
+            let claimed = try await claim(store, transfer: "t1", account: acct, device: b, at: at(3)).grant
+            #expect(claimed?.account == SessionAccount(accountID: acct, userName: a.value, migrationFlag: false))
+            #expect(claimed?.accounts == [DeviceAccountSummary(accountID: acct, userName: a.value, current: true)])
             try await setUp(store, account: acct, id: "t2", at: at(4))
             _ = try await claim(store, transfer: "t2", account: acct, device: c, at: at(5))
             #expect(try await login(store, a, at: at(6), id: "3") == .rejected(.deviceTransferred(at: at(3))))
             #expect(try await login(store, b, at: at(7), id: "4") == .rejected(.deviceTransferred(at: at(5))))
             #expect(try await transcript(store, account: acct) == [
                 "account.created by device on A from 203.0.113.9",
-                "device.login by device on A from 203.0.113.9",
                 "transfer.set_up by device",
                 "device.moved by device on A: moved to device B from 198.51.100.4",
                 "transfer.claimed by device on B from 198.51.100.4",
                 "transfer.set_up by device",
                 "device.moved by device on B: moved to device C from 198.51.100.4",
                 "transfer.claimed by device on C from 198.51.100.4",
-                "device.login_failed by device on A: device_transferred from 203.0.113.9",
-                "device.login_failed by device on B: device_transferred from 203.0.113.9",
                 "device A moved: moved to device B",
                 "device B moved: moved to device C",
                 "device C active",
@@ -137,8 +125,8 @@ struct StoryTests {
             try await setUp(store, account: acct, id: "t2", at: at(2), by: .support(operator: "sam"), reason: "ticket 9: invoice")
             #expect(try await store.pendingTransfer(emailKey: "mia@example.com")?.id == "t2")
             _ = try await claim(store, transfer: "t2", account: acct, device: b, at: at(3))
-            #expect(try await store.execute(RevokeDeviceCommand(deviceID: a.value, now: at(4), by: .support(operator: "sam"), reason: "stolen")) == nil)
-            #expect(try await store.execute(RevokeDeviceCommand(deviceID: b.value, now: at(5), by: .support(operator: "sam"), reason: "ticket 10: stolen")) == acct)
+            #expect(try await store.execute(RevokeDeviceCommand(deviceID: a.value, now: at(4), by: .support(operator: "sam"), reason: "stolen")) == [])
+            #expect(try await store.execute(RevokeDeviceCommand(deviceID: b.value, now: at(5), by: .support(operator: "sam"), reason: "ticket 10: stolen")) == [acct])
             #expect(try await login(store, b, at: at(6), id: "2") == .rejected(.deviceRevoked))
             #expect(try await store.execute(CancelTransferCommand(accountID: acct, now: at(7), by: .device, reason: nil)) == false)
             #expect(try await transcript(store, account: acct) == [
@@ -148,7 +136,6 @@ struct StoryTests {
                 "device.moved by device on A: moved to device B from 198.51.100.4",
                 "transfer.claimed by device on B from 198.51.100.4",
                 "device.revoked by operator:sam on B: ticket 10: stolen",
-                "device.login_failed by device on B: device_revoked from 203.0.113.9",
                 "device A moved: moved to device B",
                 "device B revoked: ticket 10: stolen",
                 "moved to B",

@@ -199,7 +199,10 @@ struct OpenAPIDocumentTests {
             #expect(doc.status == .ok)
             let text = doc.text
             #expect(text.hasPrefix("openapi: 3.1"))
-            for (path, methods) in API<TransferRequestContext>.allowedMethods {
+            for (route, methods) in API<TransferRequestContext>.allowedMethods {
+                // Router parameters (`:accountId`) are OpenAPI's `{accountId}`.
+                let path = route.split(separator: "/", omittingEmptySubsequences: false)
+                    .map { $0.hasPrefix(":") ? "{\($0.dropFirst())}" : String($0) }.joined(separator: "/")
                 #expect(text.contains("\n  \(path):\n"), "missing \(path)")
                 for m in methods {
                     #expect(text.contains("\n  \(path):\n") && text.contains("    \(m.rawValue.lowercased()):"), "missing \(m) \(path)")

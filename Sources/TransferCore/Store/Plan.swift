@@ -27,35 +27,35 @@ public struct Plan<Result: Sendable>: Sendable {
 }
 
 /// What an operation reads before it decides. Stores read in a fixed order (transfer, pending
-/// transfers, device, account devices, account, refresh token, signing keys), so concurrent
+/// transfers, refresh token, device, account devices, account, signing keys), so concurrent
 /// operations lock rows in the same order.
 public struct Reads: Sendable, Equatable {
     /// A transfer by id, locked.
     public var transfer: String?
     /// The pending transfers (expired ones too) with this email key or of this account, locked.
     public var pendingTransfers: PendingTransferQuery?
-    /// A device's current binding (active, moved or revoked, never a replaced one), locked,
-    /// with the name and migration flag of the account it names.
+    /// A refresh token: which session it is or was the token of. The store then also reads
+    /// that session's device as `device`.
+    public var refreshToken: SecretHash?
+    /// A device with every account it holds or held (and their sessions), locked.
     public var device: String?
-    /// The active devices of an account, locked.
+    /// The devices an account is active on (at most one), each with all its accounts, locked.
     public var accountDevices: String?
     /// An account's name and migration flag.
     public var account: String?
-    /// A refresh token with its session (locked) and account.
-    public var refreshToken: SecretHash?
     /// The current signing keys; serialised among writers (and nodes).
     public var signingKeys = false
 
     public init(
-        transfer: String? = nil, pendingTransfers: PendingTransferQuery? = nil, device: String? = nil,
-        accountDevices: String? = nil, account: String? = nil, refreshToken: SecretHash? = nil, signingKeys: Bool = false
+        transfer: String? = nil, pendingTransfers: PendingTransferQuery? = nil, refreshToken: SecretHash? = nil,
+        device: String? = nil, accountDevices: String? = nil, account: String? = nil, signingKeys: Bool = false
     ) {
         self.transfer = transfer
         self.pendingTransfers = pendingTransfers
+        self.refreshToken = refreshToken
         self.device = device
         self.accountDevices = accountDevices
         self.account = account
-        self.refreshToken = refreshToken
         self.signingKeys = signingKeys
     }
 }
@@ -74,11 +74,11 @@ public struct Facts: Sendable {
     public var transfer: TransferRecord?
     /// Oldest first.
     public var pendingTransfers: [TransferRecord] = []
-    public var device: (binding: DeviceBinding, account: SessionAccount)?
-    /// Device ids, oldest binding first.
-    public var accountDevices: [String] = []
+    public var refreshToken: RefreshTokenLookup?
+    public var device: DeviceRecord?
+    /// Oldest binding first.
+    public var accountDevices: [DeviceRecord] = []
     public var account: SessionAccount?
-    public var refreshToken: RefreshTokenState?
     /// Oldest first.
     public var signingKeys: [SigningKeyRecord] = []
 
@@ -88,19 +88,24 @@ public struct Facts: Sendable {
 /// One change to the stored state. Each store maps each case to its SQL, in one place.
 public enum Effect: Sendable, Equatable {
     case createAccount(id: String, userName: String, at: Timestamp)
-    /// A new active binding of a device to an account, logged in now.
-    case bindDevice(deviceID: String, accountID: String, secretHash: SecretHash, at: Timestamp)
-    case recordLogin(deviceID: String, at: Timestamp)
-    /// Ends the device's active binding to the account as `state` (moved, revoked or replaced).
-    case endBinding(deviceID: String, accountID: String, state: DeviceState, reason: String?, at: Timestamp)
+    case createDevice(id: String, secretHash: SecretHash, at: Timestamp)
+    /// Puts the account on the device (again, if it was there before), active.
+    case addAccount(deviceID: String, accountID: String, at: Timestamp)
+    case setCurrentAccount(deviceID: String, accountID: String)
+    /// The account leaves the device as `state` (moved, revoked, replaced or removed); its session there ends.
+    case endPair(deviceID: String, accountID: String, state: PairState, reason: String?, at: Timestamp)
+    /// The device's last account left: its deviceId is never bound again.
+    case retireDevice(id: String, at: Timestamp)
     /// The device the account was last moved to (the contract's `transferId`).
     case setMovedTo(accountID: String, deviceID: String)
-    case openSession(NewSession, accountID: String, deviceID: String, at: Timestamp)
-    /// Marks `used` as rotated and adds `next` to the same session.
-    case rotateRefreshToken(used: SecretHash, next: SecretHash, sessionID: String, at: Timestamp, expiresAt: Timestamp)
-    case revokeSession(id: String, at: Timestamp)
-    /// Revokes every open session of the account on the device.
-    case revokeSessions(accountID: String, deviceID: String, at: Timestamp)
+    /// Opens the pair's session (replacing any earlier one) and records a login.
+    case openSession(deviceID: String, accountID: String, PairSession, at: Timestamp, clientAddress: String?)
+    /// A login of the pair's open session: extends it and records the login. The one row a launch writes.
+    case renewSession(deviceID: String, accountID: String, expiresAt: Timestamp, at: Timestamp, clientAddress: String?)
+    /// A refresh: the session moves to its next generation; `used` is remembered until it expires.
+    case rotateSession(deviceID: String, accountID: String, next: PairSession, used: SecretHash, usedExpiresAt: Timestamp)
+    /// Ends the pair's session (logout, reuse of a rotated token).
+    case closeSession(deviceID: String, accountID: String)
     case createTransfer(NewTransfer)
     /// Ends a pending transfer as `state`; `claimedBy` is the device of a claim.
     case endTransfer(id: String, state: TransferState, at: Timestamp, claimedBy: String? = nil)

@@ -12,27 +12,47 @@ public protocol TransferStore: Sendable {
     /// common case faster, with the same effects.
     func login(_ command: LoginCommand) async throws -> LoginResult
 
-    /// True while the session is live and its device is still the account's active device.
+    /// True while the session is the open session of its (device, account) pair and the
+    /// account is still on the device.
     func isSessionValid(sessionID: String, accountID: String, deviceID: String) async throws -> Bool
+    /// A device with every account it holds or held, read without locking.
+    func device(_ id: String, at: Timestamp) async throws -> DeviceRecord?
     func profile(accountID: String, at: Timestamp) async throws -> AccountProfile?
     /// The pending transfer for an email key, if any (it may be expired or locked: the caller decides).
     func pendingTransfer(emailKey: String) async throws -> TransferRecord?
+
+    /// One round of housekeeping, in batches of `batchSize` rows, so that storage grows with
+    /// devices and accounts, not with launches. On PostgreSQL, nil when another node is pruning.
+    func prune(_ cutoffs: PruneCutoffs, batchSize: Int) async throws -> PruneCounts?
+}
+
+/// What the pruner removes: sessions expired at `now` (their secrets), rotated refresh tokens
+/// expired at `now` or of sessions that ended, pending transfers expired at `now` (marked
+/// expired), and ended transfers and audit events from before `retainedSince`.
+public struct PruneCutoffs: Sendable, Equatable {
+    public var now: Timestamp
+    public var retainedSince: Timestamp
+    public init(now: Timestamp, retainedSince: Timestamp) {
+        self.now = now
+        self.retainedSince = retainedSince
+    }
+}
+
+public struct PruneCounts: Sendable, Equatable, CustomStringConvertible {
+    public var expiredSessions = 0
+    public var rotatedTokens = 0
+    public var expiredTransfers = 0
+    public var endedTransfers = 0
+    public var auditEvents = 0
+    public init() {}
+    public var total: Int { expiredSessions + rotatedTokens + expiredTransfers + endedTransfers + auditEvents }
+    public var description: String {
+        "sessions=\(expiredSessions) rotatedTokens=\(rotatedTokens) expiredTransfers=\(expiredTransfers) endedTransfers=\(endedTransfers) auditEvents=\(auditEvents)"
+    }
 }
 
 extension TransferStore {
     public func login(_ command: LoginCommand) async throws -> LoginResult { try await execute(command) }
-}
-
-/// A session to open: its id, and the hash of its first refresh token.
-public struct NewSession: Sendable, Equatable {
-    public var sessionID: String
-    public var refreshTokenHash: SecretHash
-    public var refreshExpiresAt: Timestamp
-    public init(sessionID: String, refreshTokenHash: SecretHash, refreshExpiresAt: Timestamp) {
-        self.sessionID = sessionID
-        self.refreshTokenHash = refreshTokenHash
-        self.refreshExpiresAt = refreshExpiresAt
-    }
 }
 
 /// What a session answer needs to say about the account.
@@ -47,27 +67,18 @@ public struct SessionAccount: Sendable, Equatable {
     }
 }
 
-/// A refresh token as a store reads it, with what decides whether it may rotate.
-public struct RefreshTokenState: Sendable, Equatable {
-    public var sessionID: String
-    public var account: SessionAccount
+/// Which session a presented refresh token belongs to: `current` when it is the session's
+/// current token, false when it was rotated. The plan checks it against the locked session.
+public struct RefreshTokenLookup: Sendable, Equatable {
     public var deviceID: String
-    public var expiresAt: Timestamp
-    public var used: Bool
-    public var sessionRevoked: Bool
-    /// The session's device is still the account's active device.
-    public var deviceActive: Bool
-    public init(
-        sessionID: String, account: SessionAccount, deviceID: String, expiresAt: Timestamp, used: Bool,
-        sessionRevoked: Bool, deviceActive: Bool
-    ) {
-        self.sessionID = sessionID
-        self.account = account
+    public var accountID: String
+    public var sessionID: String
+    public var current: Bool
+    public init(deviceID: String, accountID: String, sessionID: String, current: Bool) {
         self.deviceID = deviceID
-        self.expiresAt = expiresAt
-        self.used = used
-        self.sessionRevoked = sessionRevoked
-        self.deviceActive = deviceActive
+        self.accountID = accountID
+        self.sessionID = sessionID
+        self.current = current
     }
 }
 

@@ -29,15 +29,16 @@ public struct AccountReport: Sendable {
     public var createdAt: Timestamp
     /// The device the account was last moved to (the contract's `transferId`).
     public var movedToDeviceID: String?
-    /// Every binding the account ever had, oldest first, whatever its state.
-    public var devices: [DeviceBinding]
+    /// Every device the account is or was on, in the order it was added, each with every
+    /// account it holds or held and its current one.
+    public var devices: [DeviceRecord]
     /// The pending transfer, also when it has expired but was not yet marked so.
     public var transfer: TransferRecord?
     /// The most recent events, oldest first.
     public var recentEvents: [AuditEvent]
 
     public init(
-        accountID: String, userName: String, createdAt: Timestamp, movedToDeviceID: String?, devices: [DeviceBinding],
+        accountID: String, userName: String, createdAt: Timestamp, movedToDeviceID: String?, devices: [DeviceRecord],
         transfer: TransferRecord?, recentEvents: [AuditEvent]
     ) {
         self.accountID = accountID

@@ -1,25 +1,35 @@
 // Auto-login: `POST /v1/devices/login`. An unknown device creates its account; a known one
-// logs in, or learns that it moved away or was revoked, but only with its secret.
+// logs in to its current account, to another account it holds (`accountId`), or creates one
+// more (`newAccount`); or learns that the account moved away or was revoked, but only with
+// the device's secret. A login of an open session renews it in place: one row written.
+
+/// Which account a login is for.
+public enum LoginTarget: Sendable, Equatable {
+    /// The device's current account (v1's login).
+    case current
+    /// An account on the device; the current account does not change.
+    case account(String)
+    /// A new account on the device, which becomes current.
+    case newAccount
+}
 
 extension TransferService {
     /// Auto-login. `creationRetryAfter` is set when this client may not create an account
-    /// now (rate limit): an unknown device is then refused with `rateLimited`.
+    /// now (rate limit): a login that would create one is then refused with `rateLimited`.
     public func login(
-        deviceID: DeviceID, deviceSecret: String, clientAddress: String?, creationRetryAfter: Int? = nil
+        deviceID: DeviceID, deviceSecret: String, target: LoginTarget = .current, clientAddress: String?,
+        creationRetryAfter: Int? = nil
     ) async throws -> SessionGrant {
         let now = clock.now()
-        let (session, refreshToken) = newSession(now: now)
         let result = try await store.login(
             LoginCommand(
-                deviceID: deviceID, secretHash: SecretHash(of: deviceSecret), now: now,
-                newAccountID: Identifier.make(), allowCreate: creationRetryAfter == nil, session: session,
-                clientAddress: clientAddress))
+                deviceID: deviceID, deviceSecret: deviceSecret, target: target, now: now, newAccountID: Identifier.make(),
+                allowCreate: creationRetryAfter == nil, maxAccounts: policy.maxAccountsPerDevice,
+                fresh: freshSession(now: now), clientAddress: clientAddress))
         switch result {
-        case .loggedIn(let account, let created):
-            observer.loggedIn(created: created)
-            return SessionGrant(
-                account: account, deviceID: deviceID.value, sessionID: session.sessionID, refreshToken: refreshToken,
-                created: created)
+        case .loggedIn(let grant):
+            observer.loggedIn(created: grant.created)
+            return grant
         case .creationRefused:
             throw TransferError.rateLimited(retryAfterSeconds: creationRetryAfter ?? 1)
         case .rejected(let error):
@@ -30,71 +40,112 @@ extension TransferService {
 
 public struct LoginCommand: StoreOperation {
     public var deviceID: DeviceID
-    public var secretHash: SecretHash
+    /// In clear: it unwraps the session key (see `SessionKey`). Only its hash is stored.
+    public var deviceSecret: String
+    public var target: LoginTarget
     public var now: Timestamp
-    /// Used only when the device is unknown and an account is created.
+    /// Used only when an account is created.
     public var newAccountID: String
     /// False when this client may not create more accounts right now.
     public var allowCreate: Bool
-    public var session: NewSession
+    public var maxAccounts: Int
+    /// Used only when the pair has no open session.
+    public var fresh: FreshSession
     public var clientAddress: String?
 
     public init(
-        deviceID: DeviceID, secretHash: SecretHash, now: Timestamp, newAccountID: String, allowCreate: Bool = true,
-        session: NewSession, clientAddress: String?
+        deviceID: DeviceID, deviceSecret: String, target: LoginTarget = .current, now: Timestamp, newAccountID: String,
+        allowCreate: Bool = true, maxAccounts: Int = 5, fresh: FreshSession, clientAddress: String?
     ) {
-        self.allowCreate = allowCreate
         self.deviceID = deviceID
-        self.secretHash = secretHash
+        self.deviceSecret = deviceSecret
+        self.target = target
         self.now = now
         self.newAccountID = newAccountID
-        self.session = session
+        self.allowCreate = allowCreate
+        self.maxAccounts = maxAccounts
+        self.fresh = fresh
         self.clientAddress = clientAddress
     }
+
+    public var secretHash: SecretHash { SecretHash(of: deviceSecret) }
 
     public var reads: Reads { Reads(device: deviceID.value) }
 
     public func plan(_ facts: Facts) -> Plan<LoginResult> {
-        let device = deviceID.value
-        guard let (binding, account) = facts.device else {
-            guard allowCreate else { return Plan(.creationRefused) }
-            let created = SessionAccount(accountID: newAccountID, userName: device, migrationFlag: false)
-            return Plan(.loggedIn(created, created: true), [
-                .createAccount(id: newAccountID, userName: device, at: now),
-                .bindDevice(deviceID: device, accountID: newAccountID, secretHash: secretHash, at: now),
-                .openSession(session, accountID: newAccountID, deviceID: device, at: now),
-                .audit(AuditEvent(at: now, kind: .accountCreated, accountID: newAccountID, deviceID: device, clientAddress: clientAddress)),
-            ])
+        guard let device = facts.device else {
+            if case .account = target { return Plan(.rejected(.accountNotOnDevice)) }
+            return create(on: nil)
         }
         // The secret is checked first, so nobody learns a device's state without its secret.
-        let refusal: TransferError
-        if !binding.secretHash.matches(secretHash) {
-            refusal = .invalidDeviceCredentials
-        } else {
-            switch binding.state {
-            case .active:
-                return Plan(.loggedIn(account, created: false), [
-                    .recordLogin(deviceID: device, at: now),
-                    .openSession(session, accountID: account.accountID, deviceID: device, at: now),
-                    .audit(AuditEvent(at: now, kind: .login, accountID: account.accountID, deviceID: device, clientAddress: clientAddress)),
-                ])
-            case .moved: refusal = .deviceTransferred(at: binding.endedAt ?? binding.boundAt)
-            case .revoked: refusal = .deviceRevoked
-            // Replaced bindings are history and never read as the device's current one.
-            case .replaced: refusal = .deviceRevoked
-            }
+        guard device.secretHash.matches(secretHash) else { return Plan(.rejected(.invalidDeviceCredentials)) }
+        switch target {
+        case .current:
+            return logIn(device, device.currentAccountID.flatMap(device.account))
+        case .account(let id):
+            return logIn(device, device.account(id))
+        case .newAccount:
+            // A retired device holds nothing new: it answers as its plain login does.
+            if device.retiredAt != nil { return logIn(device, device.currentAccountID.flatMap(device.account)) }
+            guard device.active.count < maxAccounts else { return Plan(.rejected(.deviceAccountLimit(maxAccounts))) }
+            return create(on: device)
         }
-        return Plan(.rejected(refusal), [
-            .audit(AuditEvent(
-                at: now, kind: .loginFailed, accountID: binding.accountID, deviceID: device, reason: refusal.code,
-                clientAddress: clientAddress))
+    }
+
+    /// A new account, on a new device or beside the device's others; it becomes current.
+    func create(on device: DeviceRecord?) -> Plan<LoginResult> {
+        guard allowCreate else { return Plan(.creationRefused) }
+        let id = deviceID.value
+        let account = SessionAccount(accountID: newAccountID, userName: device == nil ? id : newAccountID, migrationFlag: false)
+        let (session, token) = PairSession.open(
+            sessionID: fresh.sessionID, key: fresh.key, deviceSecret: deviceSecret, at: now, expiresAt: fresh.expiresAt)
+        let others = (device?.active ?? []).map {
+            DeviceAccountSummary(accountID: $0.account.accountID, userName: $0.account.userName, current: false)
+        }
+        let grant = SessionGrant(
+            account: account, deviceID: id, sessionID: session.sessionID, refreshToken: token, created: true,
+            accounts: others + [DeviceAccountSummary(accountID: account.accountID, userName: account.userName, current: true)])
+        return Plan(.loggedIn(grant), (device == nil ? [.createDevice(id: id, secretHash: secretHash, at: now)] : []) + [
+            .createAccount(id: account.accountID, userName: account.userName, at: now),
+            .addAccount(deviceID: id, accountID: account.accountID, at: now),
+            .setCurrentAccount(deviceID: id, accountID: account.accountID),
+            .openSession(deviceID: id, accountID: account.accountID, session, at: now, clientAddress: clientAddress),
+            .audit(AuditEvent(at: now, kind: .accountCreated, accountID: account.accountID, deviceID: id, clientAddress: clientAddress)),
+        ])
+    }
+
+    /// A session for an account on the device: the open one renewed, or a new one.
+    func logIn(_ device: DeviceRecord, _ pair: DeviceAccount?) -> Plan<LoginResult> {
+        guard let pair else { return Plan(.rejected(.accountNotOnDevice)) }
+        switch pair.state {
+        case .active: break
+        case .moved: return Plan(.rejected(.deviceTransferred(at: pair.endedAt ?? pair.addedAt, accounts: device.summaries)))
+        case .revoked: return Plan(.rejected(.deviceRevoked))
+        case .replaced, .removed: return Plan(.rejected(.accountNotOnDevice))
+        }
+        let accountID = pair.account.accountID
+        if let session = pair.session, now < session.expiresAt, let token = session.currentToken(deviceSecret: deviceSecret) {
+            let grant = SessionGrant(
+                account: pair.account, deviceID: device.id, sessionID: session.sessionID, refreshToken: token, created: false,
+                accounts: device.summaries)
+            return Plan(.loggedIn(grant), [
+                .renewSession(deviceID: device.id, accountID: accountID, expiresAt: fresh.expiresAt, at: now, clientAddress: clientAddress)
+            ])
+        }
+        let (session, token) = PairSession.open(
+            sessionID: fresh.sessionID, key: fresh.key, deviceSecret: deviceSecret, at: now, expiresAt: fresh.expiresAt)
+        let grant = SessionGrant(
+            account: pair.account, deviceID: device.id, sessionID: session.sessionID, refreshToken: token, created: false,
+            accounts: device.summaries)
+        return Plan(.loggedIn(grant), [
+            .openSession(deviceID: device.id, accountID: accountID, session, at: now, clientAddress: clientAddress)
         ])
     }
 }
 
 public enum LoginResult: Sendable, Equatable {
-    case loggedIn(SessionAccount, created: Bool)
-    /// The device is unknown and `allowCreate` was false: nothing was written.
+    case loggedIn(SessionGrant)
+    /// An account would have been created but `allowCreate` was false: nothing was written.
     case creationRefused
     case rejected(TransferError)
 }

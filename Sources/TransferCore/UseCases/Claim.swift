@@ -26,15 +26,18 @@ public struct ClaimRequest: Sendable {
     public var deviceID: DeviceID
     public var deviceSecret: String
     public var replaceExistingAccount: Bool
+    /// Add the account beside those the device holds (never together with `replaceExistingAccount`).
+    public var addAccount: Bool
     public init(
         email: Email, temporaryPassword: String, deviceID: DeviceID, deviceSecret: String,
-        replaceExistingAccount: Bool
+        replaceExistingAccount: Bool, addAccount: Bool = false
     ) {
         self.email = email
         self.temporaryPassword = temporaryPassword
         self.deviceID = deviceID
         self.deviceSecret = deviceSecret
         self.replaceExistingAccount = replaceExistingAccount
+        self.addAccount = addAccount
     }
 }
 
@@ -60,18 +63,16 @@ extension TransferService {
         }
 
         let now = clock.now()
-        let (session, refreshToken) = newSession(now: now)
         let result = try await store.execute(
             ClaimCommand(
                 transferID: usable.id, accountID: usable.accountID, deviceID: request.deviceID,
-                secretHash: SecretHash(of: request.deviceSecret), replaceExistingAccount: request.replaceExistingAccount,
-                now: now, session: session, clientAddress: clientAddress))
+                deviceSecret: request.deviceSecret, replaceExistingAccount: request.replaceExistingAccount,
+                addAccount: request.addAccount, maxAccounts: policy.maxAccountsPerDevice, now: now,
+                fresh: freshSession(now: now), clientAddress: clientAddress))
         switch result {
-        case .claimed(let account):
+        case .claimed(let grant):
             observer.claimWon()
-            return SessionGrant(
-                account: account, deviceID: request.deviceID.value, sessionID: session.sessionID,
-                refreshToken: refreshToken, created: false)
+            return grant
         case .rejected(let error):
             if error == .invalidTransferCredentials { observer.claimFailed() }
             throw error
@@ -90,29 +91,36 @@ extension TransferService {
     }
 }
 
-/// Applies a claim whose password verified: binds the new device, retires the account's
-/// other devices, consumes the transfer and opens a session; or changes nothing.
+/// Applies a claim whose password verified: puts the account on the new device (beside its
+/// accounts, or in place of them), takes it off its old device (which keeps its other
+/// accounts, and is retired when none is left), consumes the transfer and opens a session;
+/// or changes nothing.
 public struct ClaimCommand: StoreOperation {
     public var transferID: String
     /// The transfer's account (it never changes; the service read it with the transfer).
     public var accountID: String
     public var deviceID: DeviceID
-    public var secretHash: SecretHash
+    /// In clear: it wraps the new session's key. Only its hash is stored.
+    public var deviceSecret: String
     public var replaceExistingAccount: Bool
+    public var addAccount: Bool
+    public var maxAccounts: Int
     public var now: Timestamp
-    public var session: NewSession
+    public var fresh: FreshSession
     public var clientAddress: String?
     public init(
-        transferID: String, accountID: String, deviceID: DeviceID, secretHash: SecretHash, replaceExistingAccount: Bool,
-        now: Timestamp, session: NewSession, clientAddress: String?
+        transferID: String, accountID: String, deviceID: DeviceID, deviceSecret: String, replaceExistingAccount: Bool = false,
+        addAccount: Bool = false, maxAccounts: Int = 5, now: Timestamp, fresh: FreshSession, clientAddress: String?
     ) {
         self.transferID = transferID
         self.accountID = accountID
         self.deviceID = deviceID
-        self.secretHash = secretHash
+        self.deviceSecret = deviceSecret
         self.replaceExistingAccount = replaceExistingAccount
+        self.addAccount = addAccount
+        self.maxAccounts = maxAccounts
         self.now = now
-        self.session = session
+        self.fresh = fresh
         self.clientAddress = clientAddress
     }
 
@@ -130,51 +138,64 @@ public struct ClaimCommand: StoreOperation {
         }
         let newDevice = deviceID.value
         var effects: [Effect] = []
-        if let (binding, _) = facts.device {
-            switch binding.state {
-            case .moved, .revoked: return Plan(.rejected(.deviceRetired))
-            case .active, .replaced: break
+        var staying: [DeviceAccountSummary] = []
+        if let device = facts.device {
+            guard device.retiredAt == nil else { return Plan(.rejected(.deviceRetired)) }
+            guard device.secretHash.matches(SecretHash(of: deviceSecret)) else { return Plan(.rejected(.invalidDeviceCredentials)) }
+            if device.account(accountID)?.state == .active { return Plan(.rejected(.deviceAlreadyBound)) }
+            if addAccount {
+                guard device.active.count < maxAccounts else { return Plan(.rejected(.deviceAccountLimit(maxAccounts))) }
+                staying = device.summaries.map { DeviceAccountSummary(accountID: $0.accountID, userName: $0.userName, current: false) }
+            } else if !device.active.isEmpty {
+                guard replaceExistingAccount else { return Plan(.rejected(.deviceHasAccount)) }
+                // The device's accounts lose it (kept, reachable by support).
+                for other in device.active.map(\.account.accountID) {
+                    effects += [
+                        .endPair(
+                            deviceID: newDevice, accountID: other, state: .replaced,
+                            reason: "taken over by account \(accountID) (replaceExistingAccount)", at: now),
+                        .audit(AuditEvent(
+                            at: now, kind: .deviceReplaced, accountID: other, deviceID: newDevice, transferID: transfer.id,
+                            reason: "claimed account \(accountID) with replaceExistingAccount", clientAddress: clientAddress)),
+                    ]
+                }
             }
-            guard binding.secretHash.matches(secretHash) else { return Plan(.rejected(.invalidDeviceCredentials)) }
-            if binding.accountID == accountID { return Plan(.rejected(.deviceAlreadyBound)) }
-            guard replaceExistingAccount else { return Plan(.rejected(.deviceHasAccount)) }
-            // The device's account loses it (kept, reachable by support).
-            let other = binding.accountID
-            effects += [
-                .endBinding(
-                    deviceID: newDevice, accountID: other, state: .replaced,
-                    reason: "taken over by account \(accountID) (replaceExistingAccount)", at: now),
-                .revokeSessions(accountID: other, deviceID: newDevice, at: now),
-                .audit(AuditEvent(
-                    at: now, kind: .deviceReplaced, accountID: other, deviceID: newDevice, transferID: transfer.id,
-                    reason: "claimed account \(accountID) with replaceExistingAccount", clientAddress: clientAddress)),
-            ]
+        } else {
+            effects.append(.createDevice(id: newDevice, secretHash: SecretHash(of: deviceSecret), at: now))
         }
         let moved = "moved to device \(newDevice)"
         for old in facts.accountDevices {
             effects += [
-                .endBinding(deviceID: old, accountID: accountID, state: .moved, reason: moved, at: now),
-                .revokeSessions(accountID: accountID, deviceID: old, at: now),
+                .endPair(deviceID: old.id, accountID: accountID, state: .moved, reason: moved, at: now),
                 .audit(AuditEvent(
-                    at: now, kind: .deviceMoved, accountID: accountID, deviceID: old, transferID: transfer.id, reason: moved,
+                    at: now, kind: .deviceMoved, accountID: accountID, deviceID: old.id, transferID: transfer.id, reason: moved,
                     clientAddress: clientAddress)),
             ]
+            // It stays the old device's current account, so that device's plain login says it moved.
+            if old.active.allSatisfy({ $0.account.accountID == accountID }) { effects.append(.retireDevice(id: old.id, at: now)) }
         }
+        let (session, token) = PairSession.open(
+            sessionID: fresh.sessionID, key: fresh.key, deviceSecret: deviceSecret, at: now, expiresAt: fresh.expiresAt)
         effects += [
-            .bindDevice(deviceID: newDevice, accountID: accountID, secretHash: secretHash, at: now),
+            .addAccount(deviceID: newDevice, accountID: accountID, at: now),
+            .setCurrentAccount(deviceID: newDevice, accountID: accountID),
             .endTransfer(id: transfer.id, state: .claimed, at: now, claimedBy: newDevice),
             .setMovedTo(accountID: accountID, deviceID: newDevice),
-            .openSession(session, accountID: accountID, deviceID: newDevice, at: now),
+            .openSession(deviceID: newDevice, accountID: accountID, session, at: now, clientAddress: clientAddress),
             .audit(AuditEvent(
                 at: now, kind: .transferClaimed, accountID: accountID, deviceID: newDevice, transferID: transfer.id,
                 clientAddress: clientAddress)),
         ]
-        return Plan(.claimed(SessionAccount(accountID: accountID, userName: account.userName, migrationFlag: false)), effects)
+        let claimed = SessionAccount(accountID: accountID, userName: account.userName, migrationFlag: false)
+        let grant = SessionGrant(
+            account: claimed, deviceID: newDevice, sessionID: session.sessionID, refreshToken: token, created: false,
+            accounts: staying + [DeviceAccountSummary(accountID: accountID, userName: account.userName, current: true)])
+        return Plan(.claimed(grant), effects)
     }
 }
 
 public enum ClaimResult: Sendable, Equatable {
-    case claimed(SessionAccount)
+    case claimed(SessionGrant)
     case rejected(TransferError)
 }
 

@@ -1,10 +1,92 @@
-// Support's revocation of a device (stolen phone).
+// A device's accounts: listing them, picking the current one, removing one
+// (`/v1/devices/accounts`, `/v1/devices/current-account`), and support's revocation of a
+// device (stolen phone).
 
 extension TransferService {
-    /// Retires an active device at once: its sessions end and its auto-login answers
-    /// `403 device_revoked`. Returns the account it was bound to, or nil when it was not active.
-    public func revokeDevice(_ deviceID: DeviceID, by initiator: Initiator, reason: String) async throws -> String? {
+    /// `GET /v1/devices/accounts`: the caller's device with its accounts.
+    public func deviceAccounts(_ caller: Caller) async throws -> DeviceRecord {
+        guard let device = try await store.device(caller.deviceID, at: clock.now()) else { throw TransferError.invalidToken }
+        return device
+    }
+
+    /// `PUT /v1/devices/current-account`.
+    public func setCurrentAccount(_ caller: Caller, accountID: String) async throws {
+        if let error = try await store.execute(
+            SetCurrentAccountCommand(deviceID: caller.deviceID, accountID: accountID, now: clock.now()))
+        {
+            throw error
+        }
+    }
+
+    /// `DELETE /v1/devices/accounts/{accountId}`.
+    public func removeAccount(_ caller: Caller, accountID: String, abandon: Bool) async throws {
+        if let error = try await store.execute(
+            RemoveAccountCommand(deviceID: caller.deviceID, accountID: accountID, abandon: abandon, now: clock.now()))
+        {
+            throw error
+        }
+    }
+
+    /// Retires an active device at once: every account leaves it, their sessions end, and its
+    /// auto-login answers `403 device_revoked`. Returns the accounts it held (empty when it
+    /// was unknown or already retired).
+    public func revokeDevice(_ deviceID: DeviceID, by initiator: Initiator, reason: String) async throws -> [String] {
         try await store.execute(RevokeDeviceCommand(deviceID: deviceID.value, now: clock.now(), by: initiator, reason: reason))
+    }
+}
+
+public struct SetCurrentAccountCommand: StoreOperation {
+    public var deviceID: String
+    public var accountID: String
+    public var now: Timestamp
+    public init(deviceID: String, accountID: String, now: Timestamp) {
+        self.deviceID = deviceID
+        self.accountID = accountID
+        self.now = now
+    }
+
+    public var reads: Reads { Reads(device: deviceID) }
+
+    public func plan(_ facts: Facts) -> Plan<TransferError?> {
+        guard let device = facts.device, device.account(accountID)?.state == .active else { return Plan(.accountNotOnDevice) }
+        guard device.currentAccountID != accountID else { return Plan(nil) }
+        return Plan(nil, [.setCurrentAccount(deviceID: deviceID, accountID: accountID)])
+    }
+}
+
+/// An account leaves a device at the app's request. An account is active on one device at
+/// most, so leaving it strands the account unless a pending transfer can still bring it to
+/// a device: without one the app must say `abandon` (the account is kept for support).
+public struct RemoveAccountCommand: StoreOperation {
+    public var deviceID: String
+    public var accountID: String
+    public var abandon: Bool
+    public var now: Timestamp
+    public init(deviceID: String, accountID: String, abandon: Bool, now: Timestamp) {
+        self.deviceID = deviceID
+        self.accountID = accountID
+        self.abandon = abandon
+        self.now = now
+    }
+
+    public var reads: Reads { Reads(device: deviceID) }
+
+    public func plan(_ facts: Facts) -> Plan<TransferError?> {
+        guard let device = facts.device, let pair = device.account(accountID), pair.state == .active else {
+            return Plan(.accountNotOnDevice)
+        }
+        guard abandon || pair.account.migrationFlag else { return Plan(.accountWouldBeLost) }
+        var effects: [Effect] = [
+            .endPair(deviceID: deviceID, accountID: accountID, state: .removed, reason: abandon ? "removed by the app (abandoned)" : "removed by the app", at: now)
+        ]
+        if let next = device.successor(leaving: accountID) {
+            if device.currentAccountID == accountID { effects.append(.setCurrentAccount(deviceID: deviceID, accountID: next)) }
+        } else {
+            effects.append(.retireDevice(id: deviceID, at: now))
+        }
+        effects.append(.audit(AuditEvent(
+            at: now, kind: .accountRemoved, accountID: accountID, deviceID: deviceID, reason: abandon ? "abandon=true" : nil)))
+        return Plan(nil, effects)
     }
 }
 
@@ -22,13 +104,20 @@ public struct RevokeDeviceCommand: StoreOperation {
 
     public var reads: Reads { Reads(device: deviceID) }
 
-    public func plan(_ facts: Facts) -> Plan<String?> {
-        guard let (binding, _) = facts.device, binding.state == .active else { return Plan(nil) }
-        let account = binding.accountID
-        return Plan(account, [
-            .endBinding(deviceID: deviceID, accountID: account, state: .revoked, reason: reason, at: now),
-            .revokeSessions(accountID: account, deviceID: deviceID, at: now),
-            .audit(AuditEvent(at: now, kind: .deviceRevoked, accountID: account, deviceID: deviceID, actor: by, reason: reason)),
-        ])
+    public func plan(_ facts: Facts) -> Plan<[String]> {
+        guard let device = facts.device, device.retiredAt == nil else { return Plan([]) }
+        let accounts = device.active.map(\.account.accountID)
+        var effects: [Effect] = []
+        for account in accounts {
+            effects += [
+                .endPair(deviceID: deviceID, accountID: account, state: .revoked, reason: reason, at: now),
+                .audit(AuditEvent(at: now, kind: .deviceRevoked, accountID: account, deviceID: deviceID, actor: by, reason: reason)),
+            ]
+        }
+        // The plain login must answer "revoked", also when the current account had moved away.
+        if let first = accounts.first, device.currentAccountID.flatMap(device.account)?.state != .active {
+            effects.append(.setCurrentAccount(deviceID: deviceID, accountID: first))
+        }
+        return Plan(accounts, effects + [.retireDevice(id: deviceID, at: now)])
     }
 }

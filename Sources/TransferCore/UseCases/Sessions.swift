@@ -1,29 +1,23 @@
 // Sessions: refresh-token rotation, logout, and checking an access token's session.
 
 extension TransferService {
-    /// `POST /v1/tokens/refresh`: a new refresh token for the same session.
+    /// `POST /v1/tokens/refresh`: the session's next refresh token.
     public func refresh(refreshToken: String) async throws -> SessionGrant {
         let now = clock.now()
-        let next = RandomToken.make()
         let result = try await store.execute(
-            RefreshCommand(
-                tokenHash: SecretHash(of: refreshToken), now: now, next: SecretHash(of: next),
-                nextExpiresAt: now + policy.refreshTokenTTL))
+            RefreshCommand(token: refreshToken, now: now, expiresAt: now + policy.refreshTokenTTL, fallbackKey: .random()))
         switch result {
-        case .rotated(let account, let deviceID, let sessionID):
-            return SessionGrant(
-                account: account, deviceID: deviceID, sessionID: sessionID, refreshToken: next, created: false)
-        case .rejected:
-            throw TransferError.invalidRefreshToken
+        case .rotated(let grant): return grant
+        case .rejected: throw TransferError.invalidRefreshToken
         }
     }
 
-    /// `POST /v1/logout`: revokes every session of the caller's device.
+    /// `POST /v1/logout`: ends the session of the caller's (device, account) pair.
     public func logout(_ caller: Caller) async throws {
         try await store.execute(LogoutCommand(accountID: caller.accountID, deviceID: caller.deviceID, now: clock.now()))
     }
 
-    /// Checks that a verified access token's session and device are still live.
+    /// Checks that a verified access token's session is still its pair's open session.
     public func authenticate(accountID: String, deviceID: String, sessionID: String) async throws -> Caller {
         guard try await store.isSessionValid(sessionID: sessionID, accountID: accountID, deviceID: deviceID) else {
             throw TransferError.invalidToken
@@ -40,43 +34,54 @@ extension TransferService {
     }
 }
 
-/// Rotates a refresh token; reuse of a rotated one revokes its whole session family.
+/// Rotates a session's refresh token in place; a rotated token presented again ends the
+/// session, whichever earlier token of it it is.
 public struct RefreshCommand: StoreOperation {
-    public var tokenHash: SecretHash
+    public var token: String
     public var now: Timestamp
-    public var next: SecretHash
-    public var nextExpiresAt: Timestamp
-    public init(tokenHash: SecretHash, now: Timestamp, next: SecretHash, nextExpiresAt: Timestamp) {
-        self.tokenHash = tokenHash
+    /// The lifetime of the next token.
+    public var expiresAt: Timestamp
+    /// The key of a session carried over from schema v2, which has none yet.
+    public var fallbackKey: SessionKey
+    public init(token: String, now: Timestamp, expiresAt: Timestamp, fallbackKey: SessionKey) {
+        self.token = token
         self.now = now
-        self.next = next
-        self.nextExpiresAt = nextExpiresAt
+        self.expiresAt = expiresAt
+        self.fallbackKey = fallbackKey
     }
 
-    public var reads: Reads { Reads(refreshToken: tokenHash) }
+    public var reads: Reads { Reads(refreshToken: SecretHash(of: token)) }
 
     public func plan(_ facts: Facts) -> Plan<RefreshResult> {
-        guard let token = facts.refreshToken, !token.sessionRevoked else { return Plan(.rejected) }
-        if token.used {
-            // A rotated token came back: someone else may hold the session. End it.
+        guard let lookup = facts.refreshToken, let device = facts.device, let pair = device.account(lookup.accountID),
+            pair.state == .active, let session = pair.session, session.sessionID == lookup.sessionID
+        else { return Plan(.rejected) }
+        let hash = SecretHash(of: token)
+        guard session.refreshHash.matches(hash) else {
+            // A rotated token came back (perhaps rotated a moment ago by a concurrent refresh):
+            // someone else may hold the session. End it.
             return Plan(.rejected, [
-                .revokeSession(id: token.sessionID, at: now),
-                .audit(AuditEvent(at: now, kind: .refreshReuse, accountID: token.account.accountID, deviceID: token.deviceID)),
+                .closeSession(deviceID: device.id, accountID: lookup.accountID),
+                .audit(AuditEvent(at: now, kind: .refreshReuse, accountID: lookup.accountID, deviceID: device.id)),
             ])
         }
-        guard now < token.expiresAt, token.deviceActive else { return Plan(.rejected) }
-        return Plan(.rotated(token.account, deviceID: token.deviceID, sessionID: token.sessionID), [
-            .rotateRefreshToken(used: tokenHash, next: next, sessionID: token.sessionID, at: now, expiresAt: nextExpiresAt)
+        guard now < session.expiresAt else { return Plan(.rejected) }
+        let (next, nextToken) = session.rotated(by: token, fallbackKey: fallbackKey, expiresAt: expiresAt)
+        let grant = SessionGrant(
+            account: pair.account, deviceID: device.id, sessionID: session.sessionID, refreshToken: nextToken, created: false,
+            accounts: device.summaries)
+        return Plan(.rotated(grant), [
+            .rotateSession(deviceID: device.id, accountID: lookup.accountID, next: next, used: hash, usedExpiresAt: session.expiresAt)
         ])
     }
 }
 
 public enum RefreshResult: Sendable, Equatable {
-    case rotated(SessionAccount, deviceID: String, sessionID: String)
+    case rotated(SessionGrant)
     case rejected
 }
 
-/// Logout: revokes every session (refresh tokens and access tokens) of the device.
+/// Logout: ends the session of the (device, account) pair; the account stays on the device.
 public struct LogoutCommand: StoreOperation {
     public var accountID: String
     public var deviceID: String
@@ -91,7 +96,7 @@ public struct LogoutCommand: StoreOperation {
 
     public func plan(_ facts: Facts) -> Plan<Void> {
         Plan((), [
-            .revokeSessions(accountID: accountID, deviceID: deviceID, at: now),
+            .closeSession(deviceID: deviceID, accountID: accountID),
             .audit(AuditEvent(at: now, kind: .logout, accountID: accountID, deviceID: deviceID)),
         ])
     }

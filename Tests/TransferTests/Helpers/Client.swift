@@ -54,6 +54,20 @@ struct Reply {
     }
 
     var accessToken: String { get throws { try string("accessToken") } }
+    var accountID: String { get throws { try string("accountId") } }
+    /// The `accounts` list of a session body or error: (accountId, current) in order.
+    var accounts: [(id: String, current: Bool)] {
+        get throws {
+            guard let list = try json["accounts"] as? [[String: Any]] else { throw failure("no \"accounts\" list in the body") }
+            return try list.map {
+                guard let id = $0["accountId"] as? String, let current = $0["current"] as? Bool else { throw failure("an account without accountId or current") }
+                return (id, current)
+            }
+        }
+    }
+    /// The account ids of `accounts`, and the current one.
+    var accountIDs: [String] { get throws { try accounts.map(\.id) } }
+    var currentAccount: String? { get throws { try accounts.first { $0.current }?.id } }
     var refreshToken: String { get throws { try string("refreshToken") } }
 
     /// A field of the body, nil when the body has none.
@@ -101,13 +115,32 @@ struct Client {
         try await call(.post, "/v1/devices/login", json: device.loginBody)
     }
 
+    /// A login for one account of the device, or one that adds an account.
+    func login(_ device: Device, account: String? = nil, newAccount: Bool = false) async throws -> Reply {
+        var body = device.loginBody
+        if let account { body["accountId"] = account }
+        if newAccount { body["newAccount"] = true }
+        return try await call(.post, "/v1/devices/login", json: body)
+    }
+
+    func accounts(_ token: String) async throws -> Reply { try await call(.get, "/v1/devices/accounts", token: token) }
+
+    func setCurrent(_ token: String, account: String) async throws -> Reply {
+        try await call(.put, "/v1/devices/current-account", json: ["accountId": account], token: token)
+    }
+
+    func remove(_ token: String, account: String, abandon: Bool = false) async throws -> Reply {
+        try await call(.delete, "/v1/devices/accounts/\(account)" + (abandon ? "?abandon=true" : ""), token: token)
+    }
+
     func setUp(token: String, email: String, password: String) async throws -> Reply {
         try await call(.put, "/v1/me/transfer", json: ["email": email, "temporaryPassword": password], token: token)
     }
 
-    func claim(email: String, password: String, device: Device, replace: Bool? = nil) async throws -> Reply {
+    func claim(email: String, password: String, device: Device, replace: Bool? = nil, add: Bool? = nil) async throws -> Reply {
         var body: [String: Any] = ["email": email, "temporaryPassword": password, "deviceId": device.id, "deviceSecret": device.secret]
         if let replace { body["replaceExistingAccount"] = replace }
+        if let add { body["addAccount"] = add }
         return try await call(.post, "/v1/transfers/claim", json: body)
     }
 

@@ -1,0 +1,99 @@
+import Foundation
+import PostgresNIO
+import TransferCore
+
+extension PostgresStore {
+    /// The pruner. One node at a time: the first to take a session advisory lock prunes, the
+    /// others find it taken and skip this round (nil). Every batch is a statement of its own
+    /// (no long transaction); tables without an index for the condition are walked in key
+    /// order, so every batch costs the same however much was pruned before it.
+    public func prune(_ cutoffs: PruneCutoffs, batchSize: Int) async throws -> PruneCounts? {
+        try await client.withConnection { conn in
+            let key = Self.advisoryLockKey + 2
+            guard try await one(conn, "SELECT pg_try_advisory_lock(\(key)) AS taken")?["taken"].decode(Bool.self) == true else {
+                return nil
+            }
+            do {
+                let counts = try await prune(conn, cutoffs, batchSize: batchSize)
+                try await run(conn, "SELECT pg_advisory_unlock(\(key))")
+                return counts
+            } catch {
+                _ = try? await run(conn, "SELECT pg_advisory_unlock(\(key))")
+                throw error
+            }
+        }
+    }
+
+    private func prune(_ conn: PostgresConnection, _ cutoffs: PruneCutoffs, batchSize: Int) async throws -> PruneCounts {
+        let now = cutoffs.now.milliseconds, since = cutoffs.retainedSince.milliseconds, limit = Int64(batchSize)
+        var counts = PruneCounts()
+        // Expired sessions lose their secrets, in windows of the primary key.
+        var after = ("", "")
+        while true {
+            guard let row = try await one(conn, """
+                WITH w AS (
+                    SELECT device_id, account_id FROM device_accounts WHERE (device_id, account_id) > (\(after.0), \(after.1))
+                    ORDER BY device_id, account_id LIMIT \(limit)
+                ), u AS (
+                    UPDATE device_accounts p SET \(unescaped: Self.noSession) FROM w
+                    WHERE p.device_id = w.device_id AND p.account_id = w.account_id
+                      AND p.session_id IS NOT NULL AND p.refresh_expires_at <= \(now)
+                    RETURNING 1
+                )
+                SELECT (SELECT count(*) FROM u) AS n, last.device_id, last.account_id
+                FROM (SELECT device_id, account_id FROM w ORDER BY device_id DESC, account_id DESC LIMIT 1) last
+                """) else { break }
+            counts.expiredSessions += Int(try row["n"].decode(Int64.self))
+            after = (try row["device_id"].decode(String.self), try row["account_id"].decode(String.self))
+        }
+        // Rotated refresh tokens that expired or whose session ended, in windows of the primary key.
+        var afterToken = Data()
+        while true {
+            guard let row = try await one(conn, """
+                WITH w AS (
+                    SELECT token_hash FROM rotated_refresh_tokens WHERE token_hash > \(afterToken) ORDER BY token_hash LIMIT \(limit)
+                ), d AS (
+                    DELETE FROM rotated_refresh_tokens r USING w
+                    WHERE r.token_hash = w.token_hash
+                      AND (r.expires_at <= \(now) OR NOT EXISTS (
+                          SELECT 1 FROM device_accounts p
+                          WHERE p.device_id = r.device_id AND p.account_id = r.account_id AND p.session_id = r.session_id))
+                    RETURNING 1
+                )
+                SELECT (SELECT count(*) FROM d) AS n, (SELECT max(token_hash) FROM w) AS last
+                """), let last = try row["last"].decode(Data?.self) else { break }
+            counts.rotatedTokens += Int(try row["n"].decode(Int64.self))
+            afterToken = last
+        }
+        counts.expiredTransfers = try await batches(conn, limit, """
+            WITH d AS (
+                UPDATE transfers SET state = 'expired', ended_at = expires_at
+                WHERE id IN (SELECT id FROM transfers WHERE state = 'pending' AND expires_at <= \(now) LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+                RETURNING 1
+            ) SELECT count(*) AS n FROM d
+            """)
+        counts.endedTransfers = try await batches(conn, limit, """
+            WITH d AS (
+                DELETE FROM transfers WHERE id IN (SELECT id FROM transfers WHERE state <> 'pending' AND ended_at < \(since) LIMIT \(limit))
+                RETURNING 1
+            ) SELECT count(*) AS n FROM d
+            """)
+        counts.auditEvents = try await batches(conn, limit, """
+            WITH d AS (
+                DELETE FROM audit_events WHERE id IN (SELECT id FROM audit_events WHERE at < \(since) ORDER BY at LIMIT \(limit))
+                RETURNING 1
+            ) SELECT count(*) AS n FROM d
+            """)
+        return counts
+    }
+
+    /// Runs `query` (which answers `n`, the rows it changed, at most `limit`) until it changes fewer.
+    private func batches(_ conn: PostgresConnection, _ limit: Int64, _ query: PostgresQuery) async throws -> Int {
+        var changed = 0
+        while true {
+            let n = try await one(conn, query)?["n"].decode(Int64.self) ?? 0
+            changed += Int(n)
+            if n < limit { return changed }
+        }
+    }
+}

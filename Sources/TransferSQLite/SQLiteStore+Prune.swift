@@ -1,0 +1,77 @@
+import GRDB
+import TransferCore
+
+extension SQLiteStore {
+    /// The pruner. Each batch is a short write of its own through `GroupCommit`, so logins
+    /// never wait behind a long delete; tables without an index for the condition are walked
+    /// in rowid windows, so every batch costs the same however much was pruned before it.
+    public func prune(_ cutoffs: PruneCutoffs, batchSize: Int) async throws -> PruneCounts? {
+        let now = cutoffs.now.milliseconds, since = cutoffs.retainedSince.milliseconds
+        var counts = PruneCounts()
+        counts.expiredSessions = try await windows(table: "device_accounts", batchSize: batchSize) { db, low, high in
+            try db.run(
+                """
+                UPDATE device_accounts SET \(Self.noSession)
+                WHERE rowid > ? AND rowid <= ? AND session_id IS NOT NULL AND refresh_expires_at <= ?
+                """, [low, high, now])
+        }
+        counts.rotatedTokens = try await windows(table: "rotated_refresh_tokens", batchSize: batchSize) { db, low, high in
+            try db.run(
+                """
+                DELETE FROM rotated_refresh_tokens
+                WHERE rowid > ? AND rowid <= ?
+                  AND (expires_at <= ? OR NOT EXISTS (
+                      SELECT 1 FROM device_accounts p
+                      WHERE p.device_id = rotated_refresh_tokens.device_id AND p.account_id = rotated_refresh_tokens.account_id
+                        AND p.session_id = rotated_refresh_tokens.session_id))
+                """, [low, high, now])
+        }
+        counts.expiredTransfers = try await batches(batchSize) { db in
+            try db.run(
+                """
+                UPDATE transfers SET state = 'expired', ended_at = expires_at
+                WHERE rowid IN (SELECT rowid FROM transfers WHERE state = 'pending' AND expires_at <= ? LIMIT ?)
+                """, [now, batchSize])
+        }
+        counts.endedTransfers = try await batches(batchSize) { db in
+            try db.run(
+                "DELETE FROM transfers WHERE rowid IN (SELECT rowid FROM transfers WHERE state <> 'pending' AND ended_at < ? LIMIT ?)",
+                [since, batchSize])
+        }
+        counts.auditEvents = try await batches(batchSize) { db in
+            try db.run("DELETE FROM audit_events WHERE id IN (SELECT id FROM audit_events WHERE at < ? ORDER BY at LIMIT ?)", [since, batchSize])
+        }
+        return counts
+    }
+
+    /// Runs `body` on rowid windows of `batchSize` up to the table's largest rowid; returns the rows changed.
+    private func windows(
+        table: String, batchSize: Int, _ body: @escaping @Sendable (Database, Int64, Int64) throws -> Void
+    ) async throws -> Int {
+        let last = try await pool.read { db in try Int64.fetchOne(db, sql: "SELECT MAX(rowid) FROM \(table)") } ?? 0
+        var changed = 0
+        var low: Int64 = 0
+        while low < last {
+            let (from, to) = (low, low + Int64(batchSize))
+            changed += try await commits.write { db in
+                try body(db, from, to)
+                return db.changesCount
+            }
+            low = to
+        }
+        return changed
+    }
+
+    /// Runs `body`, which changes at most `batchSize` rows, until it changes fewer.
+    private func batches(_ batchSize: Int, _ body: @escaping @Sendable (Database) throws -> Void) async throws -> Int {
+        var changed = 0
+        while true {
+            let n = try await commits.write { db in
+                try body(db)
+                return db.changesCount
+            }
+            changed += n
+            if n < batchSize { return changed }
+        }
+    }
+}

@@ -1,0 +1,249 @@
+import Foundation
+import Testing
+import TransferCore
+
+/// Contract v1.1, "Devices that hold several accounts" and "Sessions: one per device and
+/// account", told as the app's stories through the HTTP API, on every store.
+@Suite("Several accounts on one device")
+struct MultiAccountTests {
+    let password = "plum-harbor-71-sail"
+
+    /// A phone with a personal account and a work account (current), both logged in.
+    struct TwoAccounts {
+        let phone: Device
+        let personal: Reply
+        let work: Reply
+        var personalID: String { get throws { try personal.accountID } }
+        var workID: String { get throws { try work.accountID } }
+    }
+
+    func twoAccounts(_ api: Client) async throws -> TwoAccounts {
+        let phone = Device()
+        let personal = try await api.login(phone)
+        try #require(personal.status == .created, "first launch: \(personal.text)")
+        let work = try await api.login(phone, newAccount: true)
+        try #require(work.status == .created, "newAccount: \(work.text)")
+        #expect(work["created"] as? Bool == true)
+        #expect(try work.accountIDs == [try personal.accountID, try work.accountID])
+        #expect(try work.currentAccount == (try work.accountID), "the new account becomes current")
+        #expect(work["userName"] as? String == (try work.accountID), "the device's UUID names its first account only")
+        return TwoAccounts(phone: phone, personal: personal, work: work)
+    }
+
+    @Test("a phone with two accounts moves one to a new phone and keeps the other", arguments: StoreKind.available)
+    func moveOneKeepOther(kind: StoreKind) async throws {
+        try await withServer(kind) { api, _ in
+            let a = try await twoAccounts(api)
+            let b = Device()
+            #expect(try await api.setUp(token: a.personal.accessToken, email: "mia@example.com", password: password).status == .created)
+            let claimed = try await api.claim(email: "mia@example.com", password: password, device: b)
+            #expect(claimed.status == .ok, "\(claimed.text)")
+            #expect(try claimed.accountID == (try a.personalID))
+            #expect(try claimed.accountIDs == [try a.personalID])
+
+            // The old phone keeps the work account; its session still works.
+            #expect(try await api.me(a.work.accessToken).status == .ok, "the account that stayed keeps its session")
+            #expect(try await api.me(a.personal.accessToken).status == .unauthorized, "the moved account's session on A ended")
+            let stayed = try await api.login(a.phone)
+            #expect(stayed.status == .ok, "the work account was current: \(stayed.text)")
+            #expect(try stayed.accountID == (try a.workID))
+            #expect(try stayed.accountIDs == [try a.workID])
+            let moved = try await api.login(a.phone, account: try a.personalID)
+            #expect(moved.status == .gone)
+            #expect(moved.error == "device_transferred")
+            #expect(try moved.accountIDs == [try a.workID], "410 lists the accounts left")
+            #expect(try await api.login(b).accountID == (try a.personalID), "B logs in to the moved account from then on")
+        }
+    }
+
+    @Test("the current account moved away: the plain login says so until the app picks another", arguments: StoreKind.available)
+    func currentMovedAway(kind: StoreKind) async throws {
+        try await withServer(kind) { api, _ in
+            let a = try await twoAccounts(api)
+            #expect(try await api.setUp(token: a.work.accessToken, email: "work@example.com", password: password).status == .created)
+            #expect(try await api.claim(email: "work@example.com", password: password, device: Device()).status == .ok)
+            let plain = try await api.login(a.phone)
+            #expect(plain.status == .gone)
+            #expect(plain.error == "device_transferred")
+            #expect(plain["transferredAt"] as? String != nil)
+            #expect(try plain.accounts.map(\.id) == [try a.personalID])
+            #expect(try plain.currentAccount == nil, "the moved account is still current, and it is not on the list")
+            #expect(try await api.setCurrent(a.personal.accessToken, account: try a.personalID).status == .noContent)
+            let after = try await api.login(a.phone)
+            #expect(after.status == .ok, "\(after.text)")
+            #expect(try after.accountID == (try a.personalID))
+        }
+    }
+
+    @Test("switching the current account, and logging in to an inactive one without switching", arguments: StoreKind.available)
+    func switching(kind: StoreKind) async throws {
+        try await withServer(kind) { api, _ in
+            let a = try await twoAccounts(api)
+            // The extension shows the personal account's unread count: a login by accountId.
+            let inactive = try await api.login(a.phone, account: try a.personalID)
+            #expect(inactive.status == .ok)
+            #expect(try inactive.accountID == (try a.personalID))
+            #expect(try inactive.currentAccount == (try a.workID), "a login by accountId does not switch")
+            #expect(try await api.login(a.phone).accountID == (try a.workID))
+
+            #expect(try await api.setCurrent(a.work.accessToken, account: try a.personalID).status == .noContent)
+            #expect(try await api.login(a.phone).accountID == (try a.personalID))
+            let listed = try await api.accounts(a.work.accessToken)
+            #expect(listed.status == .ok)
+            #expect(listed["deviceId"] as? String == a.phone.id)
+            #expect(try listed.accounts.map(\.id) == [try a.personalID, try a.workID])
+            #expect(try listed.currentAccount == (try a.personalID))
+            let first = try #require((listed["accounts"] as? [[String: Any]])?.first)
+            #expect(first["addedAt"] as? String != nil && first["lastLoginAt"] as? String != nil && first["pushEnabled"] as? Bool == true)
+
+            let stranger = try await api.login(Device())
+            let refused = try await api.setCurrent(a.work.accessToken, account: try stranger.accountID)
+            #expect(refused.status == .forbidden)
+            #expect(refused.error == "account_not_on_device")
+            #expect(try await api.login(a.phone, account: try stranger.accountID).error == "account_not_on_device")
+            #expect(try await api.login(a.phone, account: try a.workID, newAccount: true).error == "invalid_request")
+            #expect(try await api.setCurrent(a.work.accessToken, account: "not-a-uuid").error == "invalid_request")
+        }
+    }
+
+    @Test("logins of one pair share one session: the same refresh token until a refresh rotates it", arguments: StoreKind.available)
+    func oneSessionPerPair(kind: StoreKind) async throws {
+        try await withServer(kind) { api, _ in
+            let phone = Device()
+            let app = try await api.login(phone)
+            let widget = try await api.login(phone)
+            #expect(try widget.refreshToken == app.refreshToken, "an extension's login must not revoke the app's token")
+            let rotated = try await api.call(.post, "/v1/tokens/refresh", json: ["refreshToken": try app.refreshToken])
+            #expect(rotated.status == .ok)
+            #expect(try await api.login(phone).refreshToken == rotated.refreshToken)
+            // Any earlier token of the session revokes it, not only the last one.
+            let again = try await api.call(.post, "/v1/tokens/refresh", json: ["refreshToken": try rotated.refreshToken])
+            #expect(again.status == .ok)
+            let reuse = try await api.call(.post, "/v1/tokens/refresh", json: ["refreshToken": try app.refreshToken])
+            #expect(reuse.error == "invalid_refresh_token")
+            #expect(try await api.call(.post, "/v1/tokens/refresh", json: ["refreshToken": try again.refreshToken]).error == "invalid_refresh_token")
+            #expect(try await api.me(again.accessToken).status == .unauthorized)
+            // Logout ends this pair's session only; the next login opens a new one.
+            let fresh = try await api.login(phone)
+            #expect(try fresh.refreshToken != again.refreshToken)
+            let other = try await api.login(phone, newAccount: true)
+            #expect(try await api.call(.post, "/v1/logout", token: try fresh.accessToken).status == .noContent)
+            #expect(try await api.me(fresh.accessToken).status == .unauthorized)
+            #expect(try await api.me(other.accessToken).status == .ok, "logout of one account leaves the others logged in")
+        }
+    }
+
+    @Test("addAccount: a claim puts the account beside the phone's own; without it 409 device_has_account", arguments: StoreKind.available)
+    func addAccountClaim(kind: StoreKind) async throws {
+        try await withServer(kind) { api, _ in
+            let old = try await api.login(Device())
+            let tablet = Device()
+            let own = try await api.login(tablet)
+            #expect(try await api.setUp(token: old.accessToken, email: "kid@example.com", password: password).status == .created)
+            #expect(try await api.claim(email: "kid@example.com", password: password, device: tablet).error == "device_has_account")
+            #expect(try await api.claim(email: "kid@example.com", password: password, device: tablet, replace: true, add: true).error == "invalid_request")
+            let added = try await api.claim(email: "kid@example.com", password: password, device: tablet, add: true)
+            #expect(added.status == .ok, "\(added.text)")
+            #expect(try added.accountIDs == [try own.accountID, try old.accountID])
+            #expect(try added.currentAccount == (try old.accountID))
+            #expect(try await api.me(own.accessToken).status == .ok, "the tablet's own account keeps its session")
+            #expect(try await api.login(tablet, account: try own.accountID).status == .ok)
+        }
+    }
+
+    @Test("replaceExistingAccount on a phone with two accounts: both leave it, the claimed one is alone", arguments: StoreKind.available)
+    func replaceOnTwo(kind: StoreKind) async throws {
+        try await withServer(kind) { api, _ in
+            let a = try await twoAccounts(api)
+            let old = try await api.login(Device())
+            #expect(try await api.setUp(token: old.accessToken, email: "new@example.com", password: password).status == .created)
+            let replaced = try await api.claim(email: "new@example.com", password: password, device: a.phone, replace: true)
+            #expect(replaced.status == .ok, "\(replaced.text)")
+            #expect(try replaced.accountIDs == [try old.accountID])
+            #expect(try await api.me(a.work.accessToken).status == .unauthorized)
+            #expect(try await api.me(a.personal.accessToken).status == .unauthorized)
+            #expect(try await api.login(a.phone, account: try a.workID).error == "account_not_on_device")
+            #expect(try await api.login(a.phone).accountID == (try old.accountID))
+        }
+    }
+
+    @Test("removing an account: guarded when it would be lost; the most recent other becomes current; the last retires the phone", arguments: StoreKind.available)
+    func removal(kind: StoreKind) async throws {
+        try await withServer(kind) { api, _ in
+            let a = try await twoAccounts(api)
+            let guarded = try await api.remove(a.work.accessToken, account: try a.workID)
+            #expect(guarded.status == .conflict)
+            #expect(guarded.error == "account_would_be_lost")
+            #expect(try await api.login(a.phone).accountID == (try a.workID), "a refused removal changes nothing")
+            // With a pending transfer the account is not lost: it can still come to a new phone.
+            #expect(try await api.setUp(token: a.work.accessToken, email: "w@example.com", password: password).status == .created)
+            #expect(try await api.remove(a.personal.accessToken, account: try a.workID).status == .noContent)
+            #expect(try await api.me(a.work.accessToken).status == .unauthorized, "its session on the phone ended")
+            let left = try await api.login(a.phone)
+            #expect(try left.accountID == (try a.personalID), "the remaining account became current")
+            #expect(try await api.login(a.phone, account: try a.workID).error == "account_not_on_device")
+            #expect(try await api.claim(email: "w@example.com", password: password, device: Device()).status == .ok)
+
+            // The last account leaves with abandon=true: the phone is retired, its deviceId never bound again.
+            #expect(try await api.remove(left.accessToken, account: try a.personalID).error == "account_would_be_lost")
+            #expect(try await api.remove(left.accessToken, account: try a.personalID, abandon: true).status == .noContent)
+            #expect(try await api.login(a.phone).error == "account_not_on_device")
+            #expect(try await api.login(a.phone, newAccount: true).error == "account_not_on_device")
+            #expect(try await api.remove(left.accessToken, account: try a.personalID).status == .unauthorized)
+        }
+    }
+
+    @Test("the limit per device, also for two adds racing at the limit: one wins", arguments: StoreKind.available)
+    func limit(kind: StoreKind) async throws {
+        try await withServer(kind, configure: { $0.maxAccountsPerDevice = 3 }) { api, _ in
+            let phone = Device()
+            #expect(try await api.login(phone).status == .created)
+            #expect(try await api.login(phone, newAccount: true).status == .created)
+            let racing = try await withThrowingTaskGroup(of: Reply.self) { group in
+                for _ in 0..<2 { group.addTask { try await api.login(phone, newAccount: true) } }
+                return try await group.reduce(into: [Reply]()) { $0.append($1) }
+            }
+            #expect(racing.map(\.status.code).sorted() == [201, 409], "\(racing.map(\.text))")
+            let refused = try #require(racing.first { $0.status == .conflict })
+            #expect(refused.error == "device_account_limit")
+            let full = try await api.login(phone)
+            #expect(try full.accounts.count == 3)
+            // A claim with addAccount meets the same limit.
+            let old = try await api.login(Device())
+            #expect(try await api.setUp(token: old.accessToken, email: "x@example.com", password: password).status == .created)
+            #expect(try await api.claim(email: "x@example.com", password: password, device: phone, add: true).error == "device_account_limit")
+        }
+    }
+
+    @Test("A → B → C with several accounts: each move takes one account and leaves the others", arguments: StoreKind.available)
+    func chain(kind: StoreKind) async throws {
+        try await withServer(kind) { api, _ in
+            let a = try await twoAccounts(api)
+            let b = Device(), c = Device()
+            let bOwn = try await api.login(b)
+            #expect(try await api.setUp(token: a.personal.accessToken, email: "p1@example.com", password: password).status == .created)
+            let onB = try await api.claim(email: "p1@example.com", password: password, device: b, add: true)
+            #expect(try onB.accountIDs == [try bOwn.accountID, try a.personalID])
+            #expect(try await api.setUp(token: onB.accessToken, email: "p2@example.com", password: password).status == .created)
+            let onC = try await api.claim(email: "p2@example.com", password: password, device: c)
+            #expect(try onC.accountIDs == [try a.personalID])
+            #expect(try await api.login(b, account: try a.personalID).error == "device_transferred")
+            let bLeft = try await api.login(b)
+            #expect(bLeft.error == "device_transferred", "B's current account moved on")
+            #expect(try bLeft.accountIDs == [try bOwn.accountID])
+            #expect(try await api.login(b, account: try bOwn.accountID).status == .ok)
+            #expect(try await api.login(a.phone).accountID == (try a.workID))
+            #expect(try await api.login(c).accountID == (try a.personalID))
+            let me = try await api.me(onC.accessToken)
+            #expect(me["transferId"] as? String == c.id)
+            // The work account moves A → C, beside the personal one: A is now empty and retired.
+            #expect(try await api.setUp(token: a.work.accessToken, email: "w@example.com", password: password).status == .created)
+            let both = try await api.claim(email: "w@example.com", password: password, device: c, add: true)
+            #expect(try both.accountIDs == [try a.personalID, try a.workID])
+            #expect(try await api.login(a.phone).error == "device_transferred")
+            #expect(try await api.login(a.phone, newAccount: true).error == "device_transferred", "a retired device takes no new account")
+            let retired = try await api.claim(email: "nobody@example.com", password: password, device: a.phone)
+            #expect(retired.error == "invalid_transfer_credentials")
+        }
+    }
+}
