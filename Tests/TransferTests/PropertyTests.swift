@@ -14,13 +14,26 @@ struct SplitMix64: RandomNumberGenerator {
     }
 }
 
-/// A small reference model of the contract: what each call should answer.
+/// A small reference model of the contract: what each call should answer. Devices hold
+/// several accounts (contract v1.1); the model tracks each (device, account) pair.
 struct Model {
-    enum DeviceState { case active, moved, revoked }
+    enum PairState { case active, moved, revoked, replaced, removed }
     struct Transfer { var email: String; var password: String; var expiresAt: Int64; var consecutive = 0; var total = 0; var lockedUntil: Int64 = 0 }
+    struct Phone {
+        var pairs: [(account: String, state: PairState)] = []
+        var current: String?
+        var retired = false
+        /// When each account was last used here (login, claim, creation), for the successor of a removed current account.
+        var lastUsed: [String: Int64] = [:]
+        var active: [String] { pairs.filter { $0.state == .active }.map(\.account) }
+        func state(_ account: String) -> PairState? { pairs.last { $0.account == account }?.state }
+        mutating func set(_ account: String, _ state: PairState) {
+            if let i = pairs.firstIndex(where: { $0.account == account }) { pairs[i].state = state } else { pairs.append((account, state)) }
+        }
+    }
     var now: Int64 = 0  // seconds since the run began
-    var deviceAccount: [String: String] = [:]  // device id → account id
-    var deviceState: [String: DeviceState] = [:]
+    var maxAccounts = 3
+    var phones: [String: Phone] = [:]
     var transfers: [String: Transfer] = [:]  // account id → its pending transfer
 
     func open(_ account: String) -> Transfer? {
@@ -32,14 +45,40 @@ struct Model {
         transfers.first { $0.value.email == email && now < $0.value.expiresAt }?.key
     }
 
-    /// Expected status of auto-login; nil account means a new one is created.
-    func login(_ device: String) -> Int {
-        switch deviceState[device] {
-        case nil: 201
-        case .active: 200
-        case .moved: 410
-        case .revoked: 403
+    /// The device an account is active on.
+    func device(of account: String) -> String? { phones.first { $0.value.state(account) == .active }?.key }
+
+    /// Expected status and error code of auto-login (the secret is always right here).
+    func login(_ device: String, _ target: LoginTarget) -> (Int, String?) {
+        guard let phone = phones[device] else {
+            if case .account = target { return (403, "account_not_on_device") }
+            return (201, nil)
         }
+        var pair: String?
+        switch target {
+        case .current: pair = phone.current
+        case .account(let id): pair = id
+        case .newAccount:
+            if !phone.retired {
+                return phone.active.count >= maxAccounts ? (409, "device_account_limit") : (201, nil)
+            }
+            pair = phone.current
+        }
+        switch pair.flatMap(phone.state) {
+        case .active: return (200, nil)
+        case .moved: return (410, "device_transferred")
+        case .revoked: return (403, "device_revoked")
+        case .replaced, .removed, nil: return (403, "account_not_on_device")
+        }
+    }
+
+    /// Records a login that created `account` on `device`.
+    mutating func created(_ account: String, on device: String) {
+        var phone = phones[device] ?? Phone()
+        phone.set(account, .active)
+        phone.current = account
+        phone.lastUsed[account] = now
+        phones[device] = phone
     }
 
     func setUp(account: String, email: String) -> Int {
@@ -51,8 +90,9 @@ struct Model {
         transfers[account] = Transfer(email: email, password: password, expiresAt: now + 24 * 3600)
     }
 
-    /// Expected answer of a claim, applying its effects.
-    mutating func claim(email: String, password: String, device: String, replace: Bool) -> (Int, String?) {
+    /// Expected answer of a claim, applying its effects; `left` collects pairs whose session ended.
+    mutating func claim(email: String, password: String, device: String, replace: Bool, add: Bool, left: inout [String]) -> (Int, String?) {
+        if replace && add { return (400, "invalid_request") }
         guard let account = transfers.first(where: { $0.value.email == email && now < $0.value.expiresAt })?.key,
             var t = transfers[account]
         else { return (401, "invalid_transfer_credentials") }
@@ -71,16 +111,47 @@ struct Model {
             }
             return (401, "invalid_transfer_credentials")
         }
-        if let state = deviceState[device] {
-            if state != .active { return (409, "device_retired") }
-            if deviceAccount[device] == account { return (409, "device_already_bound") }
-            if !replace { return (409, "device_has_account") }
+        var phone = phones[device] ?? Phone()
+        if phones[device] != nil {
+            if phone.retired { return (409, "device_retired") }
+            if phone.state(account) == .active { return (409, "device_already_bound") }
+            if add {
+                if phone.active.count >= maxAccounts { return (409, "device_account_limit") }
+            } else if !phone.active.isEmpty {
+                if !replace { return (409, "device_has_account") }
+                for other in phone.active {
+                    phone.set(other, .replaced)
+                    left.append("\(device)|\(other)")
+                }
+            }
         }
-        for (d, a) in deviceAccount where a == account && deviceState[d] == .active { deviceState[d] = .moved }
-        deviceAccount[device] = account
-        deviceState[device] = .active
+        if let old = self.device(of: account) {
+            phones[old]!.set(account, .moved)
+            if phones[old]!.active.isEmpty { phones[old]!.retired = true }
+            left.append("\(old)|\(account)")
+        }
+        phone.set(account, .active)
+        phone.current = account
+        phone.lastUsed[account] = now
+        phones[device] = phone
         transfers[account] = nil
         return (200, nil)
+    }
+
+    /// Expected answer of removing `account` from `device`, applying it.
+    mutating func remove(_ account: String, from device: String, abandon: Bool) -> (Int, String?) {
+        guard var phone = phones[device], phone.state(account) == .active else { return (403, "account_not_on_device") }
+        if !abandon && open(account) == nil { return (409, "account_would_be_lost") }
+        phone.set(account, .removed)
+        // The most recently used other account (ties: the larger id, as the server orders them).
+        let next = phone.active.max { (phone.lastUsed[$0] ?? 0, $0) < (phone.lastUsed[$1] ?? 0, $1) }
+        if let next {
+            if phone.current == account { phone.current = next }
+        } else {
+            phone.retired = true
+        }
+        phones[device] = phone
+        return (204, nil)
     }
 }
 
@@ -88,6 +159,9 @@ struct Model {
 struct PropertyTests {
     static let emails = ["p@example.com", "q@example.com", "r@example.com"]
     static let passwords = ["plum-harbor-71-sail", "quiet-river-22-moss"]
+
+    /// The error code of an error answer; nil for a success (whose body may be empty).
+    static func code(_ r: Reply) -> String? { r.status.code >= 400 ? r.error : nil }
 
     /// Fixed seeds keep CI deterministic; `PROPERTY_SEED=N` replays one run, `PROPERTY_SEED=random` explores.
     static func seed(_ run: UInt64) throws -> UInt64 {
@@ -103,11 +177,11 @@ struct PropertyTests {
     @Test("random sequences of calls agree with the reference model after every step", arguments: [20_261_121, 7_919, 104_729] as [UInt64])
     func agreesWithModel(run: UInt64) async throws {
         let seed = try Self.seed(run)
-        try await withServer { api, harness in
+        try await withServer(configure: { $0.maxAccountsPerDevice = 3 }) { api, harness in
             var rng = SplitMix64(state: seed)
             var model = Model()
             var devices: [Device] = []
-            var refresh: [String: (current: String, previous: String?)] = [:]
+            var refresh: [String: String] = [:]  // "device|account" → the pair's current refresh token
             var seen: [String: Int] = [:]
             let start = harness.clock.now()
             func advance(_ seconds: Int64) {
@@ -120,44 +194,78 @@ struct PropertyTests {
                 }
                 return devices.randomElement(using: &rng)!
             }
+            /// A device with an account on it, that account, and a fresh session of it.
+            func session() async throws -> (Device, String, Reply)? {
+                let candidates = devices.filter { !(model.phones[$0.id]?.active.isEmpty ?? true) }
+                guard let d = candidates.randomElement(using: &rng), let account = model.phones[d.id]!.active.randomElement(using: &rng) else {
+                    return nil
+                }
+                let r = try await api.login(d, account: account)
+                try #require(r.status == .ok, "login of \(account) on its device: \(r.text)")
+                model.phones[d.id]!.lastUsed[account] = model.now
+                refresh["\(d.id)|\(account)"] = try r.refreshToken
+                return (d, account, r)
+            }
             for step in 0..<400 {
                 let context = "seed \(seed), step \(step)"
                 switch Int.random(in: 0..<100, using: &rng) {
-                case 0..<20:  // auto-login
+                case 0..<20:  // auto-login: plain, by accountId, or a new account
                     let d = pick()
-                    let expected = model.login(d.id)
-                    let r = try await api.login(d)
-                    #expect(Int(r.status.code) == expected, "login \(context)")
-                    if expected == 201 {
-                        let account = try #require(r["accountId"] as? String, "login account \(context): \(r.text)")
-                        model.deviceAccount[d.id] = account
-                        model.deviceState[d.id] = .active
+                    let known = model.phones[d.id]?.pairs.map(\.account) ?? []
+                    let target: LoginTarget
+                    switch Int.random(in: 0..<6, using: &rng) {
+                    case 0: target = .newAccount
+                    case 1: target = .account(known.randomElement(using: &rng) ?? UUID().uuidString.lowercased())
+                    default: target = .current
                     }
-                    if expected == 200 { #expect(r["accountId"] as? String == model.deviceAccount[d.id], "login account \(context)") }
-                    if expected < 300 {
-                        let account = model.deviceAccount[d.id]!
-                        #expect(r["migrationFlag"] as? Bool == (model.open(account) != nil), "flag \(context)")
-                        refresh[d.id] = (try r.refreshToken, refresh[d.id]?.current)
+                    let (status, code) = model.login(d.id, target)
+                    let r: Reply
+                    switch target {
+                    case .current: r = try await api.login(d)
+                    case .account(let id): r = try await api.login(d, account: id)
+                    case .newAccount: r = try await api.login(d, newAccount: true)
                     }
-                case 20..<40:  // set-up on an active device
-                    let d = pick()
-                    guard model.deviceState[d.id] == .active, let account = model.deviceAccount[d.id] else { continue }
-                    let session = try await api.login(d)
-                    refresh[d.id] = (try session.refreshToken, refresh[d.id]?.current)
+                    #expect(Int(r.status.code) == status, "login \(target) \(context): \(r.text.prefix(160))")
+                    #expect(Self.code(r) == code, "login code \(context)")
+                    seen["login \(status)", default: 0] += 1
+                    guard r.status.code < 300, let account = r["accountId"] as? String else { continue }
+                    if status == 201 { model.created(account, on: d.id) }
+                    if case .account(let id) = target { #expect(account == id, "login account \(context)") }
+                    if case .current = target, status == 200 { #expect(account == model.phones[d.id]?.current, "current account \(context)") }
+                    model.phones[d.id]!.lastUsed[account] = model.now
+                    #expect(r["migrationFlag"] as? Bool == (model.open(account) != nil), "flag \(context)")
+                    #expect(try r.accountIDs.sorted() == model.phones[d.id]!.active.sorted(), "accounts \(context)")
+                    refresh["\(d.id)|\(account)"] = try r.refreshToken
+                case 20..<36:  // set-up
+                    guard let (_, account, session) = try await session() else { continue }
                     let email = Self.emails.randomElement(using: &rng)!
                     let password = Self.passwords.randomElement(using: &rng)!
                     let expected = model.setUp(account: account, email: email)
                     let r = try await api.setUp(token: session.accessToken, email: email, password: password)
                     #expect(Int(r.status.code) == expected, "set-up \(context)")
                     if expected == 201 { model.applySetUp(account: account, email: email, password: password) }
-                case 40..<45:  // cancel
-                    let d = pick()
-                    guard model.deviceState[d.id] == .active, let account = model.deviceAccount[d.id] else { continue }
-                    let session = try await api.login(d)
-                    refresh[d.id] = (try session.refreshToken, refresh[d.id]?.current)
+                case 36..<40:  // cancel
+                    guard let (_, account, session) = try await session() else { continue }
                     #expect(try await api.call(.delete, "/v1/me/transfer", token: session.accessToken).status == .noContent, "cancel \(context)")
                     model.transfers[account] = nil
-                case 45..<80:  // claim, right or wrong password, new or known device
+                case 40..<44:  // switch the current account
+                    guard let (d, _, session) = try await session() else { continue }
+                    let target = (model.phones[d.id]!.pairs.map(\.account) + [UUID().uuidString.lowercased()]).randomElement(using: &rng)!
+                    let active = model.phones[d.id]!.state(target) == .active
+                    let r = try await api.setCurrent(session.accessToken, account: target)
+                    #expect(Int(r.status.code) == (active ? 204 : 403), "switch \(context)")
+                    if active { model.phones[d.id]!.current = target }
+                case 44..<48:  // remove an account from its device
+                    guard let (d, _, session) = try await session() else { continue }
+                    let target = model.phones[d.id]!.pairs.map(\.account).randomElement(using: &rng)!
+                    let abandon = Bool.random(using: &rng)
+                    let (status, code) = model.remove(target, from: d.id, abandon: abandon)
+                    let r = try await api.remove(session.accessToken, account: target, abandon: abandon)
+                    #expect(Int(r.status.code) == status, "remove \(context): \(r.text)")
+                    #expect(Self.code(r) == code, "remove code \(context)")
+                    seen["remove \(status)", default: 0] += 1
+                    if status == 204 { refresh["\(d.id)|\(target)"] = nil }
+                case 48..<80:  // claim, right or wrong password, new or known device, add or replace
                     // Mostly an email with a pending transfer, so claims get past the first check.
                     let pending = model.transfers.values.filter { model.now < $0.expiresAt }.map(\.email)
                     let email = !pending.isEmpty && Int.random(in: 0..<4, using: &rng) > 0
@@ -165,30 +273,33 @@ struct PropertyTests {
                     let password = Int.random(in: 0..<2, using: &rng) == 0 ? "wrong-guess-1" : Self.passwords.randomElement(using: &rng)!
                     let d = Int.random(in: 0..<2, using: &rng) == 0 ? Device() : pick()
                     if !devices.contains(where: { $0.id == d.id }) { devices.append(d) }
-                    let replace = Bool.random(using: &rng)
-                    let (status, code) = model.claim(email: email, password: password, device: d.id, replace: replace)
-                    let r = try await api.claim(email: email, password: password, device: d, replace: replace)
+                    let replace = Int.random(in: 0..<3, using: &rng) == 0
+                    let add = Int.random(in: 0..<3, using: &rng) == 0
+                    var left: [String] = []
+                    let (status, code) = model.claim(email: email, password: password, device: d.id, replace: replace, add: add, left: &left)
+                    let r = try await api.claim(email: email, password: password, device: d, replace: replace, add: add)
                     #expect(Int(r.status.code) == status, "claim \(context): \(r.text.prefix(120))")
-                    #expect(r.error == code, "claim code \(context)")
+                    #expect(Self.code(r) == code, "claim code \(context)")
                     seen["claim \(status) \(code ?? "")", default: 0] += 1
+                    for pair in left { refresh[pair] = nil }
                     if status == 200 {
-                        #expect(r["accountId"] as? String == model.deviceAccount[d.id], "claim account \(context)")
-                        refresh[d.id] = (try r.refreshToken, nil)
+                        let account = try r.accountID
+                        #expect(model.phones[d.id]?.current == account, "claim account \(context)")
+                        #expect(try r.accountIDs.sorted() == model.phones[d.id]!.active.sorted(), "claim accounts \(context)")
+                        refresh["\(d.id)|\(account)"] = try r.refreshToken
                     }
-                case 80..<88:  // refresh with the latest token
-                    let d = pick()
-                    guard let tokens = refresh[d.id] else { continue }
-                    let r = try await api.call(.post, "/v1/tokens/refresh", json: ["refreshToken": tokens.current])
-                    let alive = model.deviceState[d.id] == .active
-                    if alive { #expect(r.status == .ok, "refresh \(context)") } else { #expect(r.status == .unauthorized, "refresh retired \(context)") }
-                    refresh[d.id] = r.status == .ok ? (try r.refreshToken, tokens.current) : nil
-                case 88..<92:  // logout
-                    let d = pick()
-                    guard model.deviceState[d.id] == .active else { continue }
-                    let session = try await api.login(d)
+                case 80..<88:  // refresh with a pair's latest token
+                    guard let (pair, token) = refresh.randomElement(using: &rng) else { continue }
+                    let parts = pair.split(separator: "|").map(String.init)
+                    let r = try await api.call(.post, "/v1/tokens/refresh", json: ["refreshToken": token])
+                    let alive = model.phones[parts[0]]?.state(parts[1]) == .active
+                    #expect(Int(r.status.code) == (alive ? 200 : 401), "refresh \(context)")
+                    refresh[pair] = r.status == .ok ? try r.refreshToken : nil
+                case 88..<92:  // logout of one pair
+                    guard let (d, account, session) = try await session() else { continue }
                     #expect(try await api.call(.post, "/v1/logout", token: session.accessToken).status == .noContent, "logout \(context)")
                     #expect(try await api.call(.post, "/v1/tokens/refresh", json: ["refreshToken": session.refreshToken]).status == .unauthorized, "after logout \(context)")
-                    refresh[d.id] = nil
+                    refresh["\(d.id)|\(account)"] = nil
                 default:  // time passes
                     advance([60, 60, 600, 900, 900, 3600, 25 * 3600].randomElement(using: &rng)!)
                 }
@@ -196,7 +307,8 @@ struct PropertyTests {
             _ = start
             // The run must reach the interesting states, or it proves little.
             #expect(seen["claim 200 "] ?? 0 > 0, "no successful claim with seed \(seed)")
-            #expect(seen.keys.count >= 3, "few claim outcomes with seed \(seed): \(seen)")
+            #expect(seen.keys.filter { $0.hasPrefix("claim") }.count >= 3, "few claim outcomes with seed \(seed): \(seen)")
+            #expect(seen["remove 204"] ?? 0 > 0, "no removal with seed \(seed)")
             print("state machine seed \(seed): \(seen.sorted { $0.key < $1.key })")
         }
     }
