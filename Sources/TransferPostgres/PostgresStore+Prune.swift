@@ -60,7 +60,7 @@ extension PostgresStore {
                           WHERE p.device_id = r.device_id AND p.account_id = r.account_id AND p.session_id = r.session_id))
                     RETURNING 1
                 )
-                SELECT (SELECT count(*) FROM d) AS n, (SELECT max(token_hash) FROM w) AS last
+                SELECT (SELECT count(*) FROM d) AS n, (SELECT token_hash FROM w ORDER BY token_hash DESC LIMIT 1) AS last
                 """), let last = try row["last"].decode(Data?.self) else { break }
             counts.rotatedTokens += Int(try row["n"].decode(Int64.self))
             afterToken = last

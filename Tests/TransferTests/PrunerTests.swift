@@ -1,0 +1,70 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+import TransferCore
+@testable import TransferPostgres
+import TransferStorage
+
+/// Storage grows with devices and accounts, not with launches: what the pruner removes, and
+/// that nothing a user still needs goes with it.
+@Suite("Pruner")
+struct PrunerTests {
+    let t0 = Timestamp(milliseconds: 1_795_000_000_000)
+
+    @Test("expired sessions lose their secrets, rotated tokens and old events go, live ones stay", arguments: StoreKind.available)
+    func prunes(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let calls = StoreCalls(store: store)
+            let old = DeviceID(UUID().uuidString)!, live = DeviceID(UUID().uuidString)!
+            let first = try #require(try await calls.login(old, at: t0).grant)
+            let second = try #require(try await calls.refresh(first.refreshToken, at: t0 + .seconds(1)).grant)
+            _ = try #require(try await calls.refresh(second.refreshToken, at: t0 + .seconds(2)).grant)
+            _ = try await calls.setUp(account: first.account.accountID, email: "old@example.com", at: t0)
+            let later = t0 + .seconds(7200)
+            let liveSession = try #require(try await calls.login(live, at: later).grant)
+
+            // Two hours on: the old session (3600 s) and its rotated tokens have expired, and so has the transfer.
+            let counts = try #require(try await store.prune(PruneCutoffs(now: later, retainedSince: t0 - .seconds(1)), batchSize: 1))
+            #expect(counts.expiredSessions == 1)
+            #expect(counts.rotatedTokens == 2)
+            #expect(counts.expiredTransfers == 1)
+            #expect(counts.endedTransfers == 0 && counts.auditEvents == 0, "nothing is older than the retention yet: \(counts)")
+            #expect(try await store.pendingTransfer(emailKey: "old@example.com") == nil)
+            #expect(try await calls.refresh(first.refreshToken, at: later) == .rejected)
+            #expect(try await store.isSessionValid(sessionID: liveSession.sessionID, accountID: liveSession.account.accountID, deviceID: live.value))
+            // The old device logs in again: a new session, on the same account.
+            let back = try #require(try await calls.login(old, at: later).grant)
+            #expect(back.account.accountID == first.account.accountID)
+            #expect(back.sessionID != first.sessionID)
+
+            // Past the retention: the ended transfer and the events before it go; the accounts stay.
+            let retained = try #require(try await store.prune(PruneCutoffs(now: later, retainedSince: later), batchSize: 2))
+            #expect(retained.endedTransfers == 1)
+            #expect(retained.auditEvents >= 2, "account.created ×2 and transfer.set_up: \(retained)")
+            #expect(try await store.history(accountID: first.account.accountID).isEmpty)
+            #expect(try await calls.login(live, at: later).grant?.refreshToken == liveSession.refreshToken)
+            let again = try #require(try await store.prune(PruneCutoffs(now: later, retainedSince: later), batchSize: 2))
+            #expect(again.total == 0, "a second round finds nothing: \(again)")
+        }
+    }
+
+    @Test("on PostgreSQL one node prunes at a time: a round finds the lock taken and skips")
+    func oneNodeAtATime() async throws {
+        guard StoreKind.available.contains(.postgres) else { return }
+        try await StoreKind.postgres.withDatabaseLocation { location, _ in
+            guard case .postgres(let url) = location else { return }
+            try await Storage.withStore(location, logger: .init(label: "test")) { store in
+                try await TestPostgres.withClient(url) { client in
+                    try await client.withConnection { conn in
+                        _ = try await conn.query("SELECT pg_advisory_lock(\(PostgresStore.advisoryLockKey + 2))", logger: .init(label: "test"))
+                        let skipped = try await store.prune(PruneCutoffs(now: t0, retainedSince: t0), batchSize: 10)
+                        #expect(skipped == nil, "another node holds the pruning lock")
+                        _ = try await conn.query("SELECT pg_advisory_unlock(\(PostgresStore.advisoryLockKey + 2))", logger: .init(label: "test"))
+                    }
+                }
+                #expect(try await store.prune(PruneCutoffs(now: t0, retainedSince: t0), batchSize: 10) != nil)
+            }
+        }
+    }
+}
