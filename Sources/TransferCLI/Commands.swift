@@ -52,7 +52,10 @@ struct Account: AsyncParsableCommand {
             for (device, _) in devices {
                 let others = device.summaries.filter { $0.accountID != report.accountID }
                 guard !others.isEmpty else { continue }
-                print("  other accounts on \(device.id): " + others.map { "\($0.accountID) (\($0.userName))\($0.current ? ", current" : "")" }.joined(separator: "; "))
+                print("  other accounts on \(device.id): " + others.map { other in
+                    let name = other.userName == other.accountID ? "" : " user \(other.userName)"
+                    return other.accountID + name + (other.current ? " (current)" : "")
+                }.joined(separator: "; "))
             }
             print("")
             print(transferSection(report.transfer, now: now))

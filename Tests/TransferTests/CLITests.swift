@@ -51,6 +51,33 @@ struct CLITests {
         }
     }
 
+    @Test("account shows, for each device, the other accounts it holds and which is current", arguments: StoreKind.available)
+    func otherAccounts(store: StoreKind) async throws {
+        try await withHarness(store) { harness in
+            try await harness.run { api, _ in
+                let phone = Device()
+                let personal = try await api.login(phone)
+                let work = try await api.login(phone, newAccount: true)
+                let personalID = try personal.accountID, workID = try work.accountID
+                let db = harness.databaseArgument
+                let json = try Self.transfer(["account", personalID, "--json"], database: db).json
+                let device = try #require((json["devices"] as? [[String: Any]])?.first)
+                #expect(device["deviceId"] as? String == phone.id)
+                #expect(device["current"] as? Bool == false)
+                let others = try #require(device["otherAccounts"] as? [[String: Any]])
+                #expect(others.map { $0["accountId"] as? String } == [workID])
+                #expect(others.first?["current"] as? Bool == true)
+                let text = try Self.transfer(["account", personalID], database: db)
+                #expect(text.out.contains("other accounts on \(phone.id): \(workID) (current)"), "\(text.out)")
+                #expect(!text.out.contains(phone.secret))
+                // The device id names both accounts: ambiguous, with both listed.
+                let byDevice = try Self.transfer(["account", phone.id], database: db)
+                #expect(byDevice.code == 3)
+                #expect(byDevice.err.contains(personalID) && byDevice.err.contains(workID), "\(byDevice)")
+            }
+        }
+    }
+
     @Test("a device that moved between accounts is ambiguous: exit 3 with the candidates", arguments: StoreKind.available)
     func ambiguous(store: StoreKind) async throws {
         try await withHarness(store) { harness in

@@ -54,6 +54,20 @@ struct TwoNodeTests {
             #expect(statuses.filter { $0 == "401" }.count == 15, "\(statuses)")
             #expect(try one.post("/v1/devices/login", Self.body(c)).0 == 410)
             #expect(try two.post("/v1/devices/login", Self.body(c)).0 == 410)
+
+            // Several accounts on one phone, across nodes: add on node 1, pick and log in on node 2.
+            let phone = Device()
+            let (_, first) = try one.post("/v1/devices/login", Self.body(phone))
+            let added = #"{"deviceId":"\#(phone.id)","deviceSecret":"\#(phone.secret)","newAccount":true}"#
+            let (addedStatus, second) = try two.post("/v1/devices/login", added)
+            #expect(addedStatus == 201)
+            let firstID = try #require(first["accountId"] as? String), secondID = try #require(second["accountId"] as? String)
+            let (_, current) = try one.post("/v1/devices/login", Self.body(phone))
+            #expect(current["accountId"] as? String == secondID, "the account added on node 2 is current on node 1")
+            let (byID, picked) = try two.post("/v1/devices/login", #"{"deviceId":"\#(phone.id)","deviceSecret":"\#(phone.secret)","accountId":"\#(firstID)"}"#)
+            #expect(byID == 200)
+            #expect(picked["accountId"] as? String == firstID)
+            #expect((picked["accounts"] as? [[String: Any]])?.count == 2)
         }
     }
 }
