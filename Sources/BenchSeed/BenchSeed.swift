@@ -23,6 +23,14 @@ import TransferStorage
 /// through the store alone (no HTTP, no JSON, no JWT): TASKS concurrent tasks log seeded
 /// devices in for SECONDS and it prints the rate. It tells the store's share of the HTTP
 /// figure apart from the rest.
+///
+/// `bench-seed --storage PATH DEVICES LAUNCHES` measures storage growth: DEVICES first
+/// launches (each creates its account), then launches of random devices up to LAUNCHES in
+/// all, through the store; it prints, as JSON, the file size and row counts after the first
+/// launches and after all of them.
+///
+/// `bench-seed --prune PATH SESSIONS` seeds SESSIONS devices whose sessions expired a day
+/// ago, each with one rotated refresh token, and times one pruner round over them (JSON).
 @main
 struct BenchSeed {
     static let secret = "benchSecretBenchSecretBenchSecret01"
@@ -35,6 +43,8 @@ struct BenchSeed {
     static func main() async throws {
         let args = Array(CommandLine.arguments.dropFirst())
         if args.first == "--store-logins" { return try await storeLogins(Array(args.dropFirst())) }
+        if args.first == "--storage" { return try await storage(Array(args.dropFirst())) }
+        if args.first == "--prune" { return try await prune(Array(args.dropFirst())) }
         guard args.count == 6, let accounts = Int(args[1]), let transfers = Int(args[2]), let sessions = Int(args[3]),
             let memory = UInt32(args[4]), let iterations = UInt32(args[5])
         else {
@@ -162,5 +172,109 @@ struct BenchSeed {
         }
         try store.close()
         print(String(format: "%.1f", Double(count) / Double(seconds)))
+    }
+
+    /// The database file's size (after a checkpoint folds the WAL in) and every table's rows.
+    struct Footprint: Sendable {
+        var bytes: Int
+        var freePages: Int
+        var rows: [String: Int]
+        var json: [String: Any] { ["bytes": bytes, "free_pages": freePages, "rows": rows, "rows_total": rows.values.reduce(0, +)] }
+    }
+
+    static func footprint(_ store: SQLiteStore) async throws -> Footprint {
+        try await store.pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+        return try await store.pool.read { db in
+            let pages = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0
+            let size = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 0
+            let free = try Int.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0
+            var rows: [String: Int] = [:]
+            for table in ["accounts", "devices", "device_accounts", "rotated_refresh_tokens", "transfers", "audit_events", "signing_keys"] {
+                rows[table] = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(table)") ?? 0
+            }
+            return Footprint(bytes: pages * size, freePages: free, rows: rows)
+        }
+    }
+
+    static func storage(_ args: [String]) async throws {
+        guard args.count == 3, let devices = Int(args[1]), let launches = Int(args[2]), launches >= devices else {
+            FileHandle.standardError.write(Data("usage: bench-seed --storage PATH DEVICES LAUNCHES\n".utf8))
+            exit(2)
+        }
+        let store = try SQLiteStore(path: args[0])
+        @Sendable func launch(_ i: Int) async throws {
+            let now = Timestamp(Date())
+            let result = try await store.login(
+                LoginCommand(
+                    deviceID: DeviceID(id("00000000-0000-4000-8000-", i))!, deviceSecret: secret, now: now, newAccountID: Identifier.make(),
+                    fresh: FreshSession(sessionID: Identifier.make(), key: .random(), expiresAt: now + .seconds(30 * 86_400)),
+                    clientAddress: "203.0.113.\(i % 250)"))
+            guard case .loggedIn = result else { fatalError("launch refused: \(result)") }
+        }
+        @Sendable func run(_ count: Int, tasks: Int, _ device: @escaping @Sendable (Int) -> Int) async throws {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for t in 0..<tasks {
+                    group.addTask { for n in stride(from: t, to: count, by: tasks) { try await launch(device(n)) } }
+                }
+                try await group.waitForAll()
+            }
+        }
+        try await run(devices, tasks: 16) { $0 }
+        let first = try await footprint(store)
+        let start = ContinuousClock.now
+        try await run(launches - devices, tasks: 16) { _ in Int.random(in: 0..<devices) }
+        let elapsed = ContinuousClock.now - start
+        let all = try await footprint(store)
+        try store.close()
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let ratio = Double(all.bytes) / Double(first.bytes)
+        let out: [String: Any] = [
+            "devices": devices, "launches": launches, "after_first_launches": first.json, "after_all_launches": all.json, "size_ratio": ratio,
+            "launches_per_second": Double(launches - devices) / seconds,
+        ]
+        print(String(decoding: try JSONSerialization.data(withJSONObject: out, options: [.sortedKeys]), as: UTF8.self))
+    }
+
+    static func prune(_ args: [String]) async throws {
+        guard args.count == 2, let sessions = Int(args[1]) else {
+            FileHandle.standardError.write(Data("usage: bench-seed --prune PATH SESSIONS\n".utf8))
+            exit(2)
+        }
+        let store = try SQLiteStore(path: args[0])
+        let now = Timestamp(Date())
+        let expired = (now - .seconds(86_400)).milliseconds, then = (now - .seconds(31 * 86_400)).milliseconds
+        let secretHash = Data(SecretHash(of: secret).bytes)
+        try await store.pool.write { db in
+            let account = try db.makeStatement(sql: "INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)")
+            let device = try db.makeStatement(sql: "INSERT INTO devices (id, secret_hash, created_at, current_account_id) VALUES (?, ?, ?, ?)")
+            let pair = try db.makeStatement(sql: """
+                INSERT INTO device_accounts (device_id, account_id, state, added_at, last_login_at, session_id, session_started_at,
+                    refresh_hash, refresh_generation, refresh_expires_at, key_by_device, key_by_token)
+                VALUES (?, ?, 'active', ?, ?, ?, ?, ?, 1, ?, ?, ?)
+                """)
+            let rotated = try db.makeStatement(sql: """
+                INSERT INTO rotated_refresh_tokens (token_hash, device_id, account_id, session_id, expires_at) VALUES (?, ?, ?, ?, ?)
+                """)
+            let key = Data(RandomToken.randomBytes(32))
+            for i in 0..<sessions {
+                let a = id("a0000000-0000-4000-8000-", i), d = id("00000000-0000-4000-8000-", i), s = id("d0000000-0000-4000-8000-", i)
+                try account.execute(arguments: [a, d, then])
+                try device.execute(arguments: [d, secretHash, then, a])
+                try pair.execute(arguments: [d, a, then, then, s, then, Data(SecretHash(of: "current-\(i)").bytes), expired, key, key])
+                try rotated.execute(arguments: [Data(SecretHash(of: "rotated-\(i)").bytes), d, a, s, expired])
+            }
+        }
+        let before = try await footprint(store)
+        let start = ContinuousClock.now
+        let counts = try await store.prune(PruneCutoffs(now: now, retainedSince: now - .seconds(400 * 86_400)), batchSize: 5_000)
+        let elapsed = ContinuousClock.now - start
+        let after = try await footprint(store)
+        try store.close()
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let out: [String: Any] = [
+            "sessions": sessions, "seconds": seconds, "expired_sessions": counts?.expiredSessions ?? -1,
+            "rotated_tokens": counts?.rotatedTokens ?? -1, "before": before.json, "after": after.json,
+        ]
+        print(String(decoding: try JSONSerialization.data(withJSONObject: out, options: [.sortedKeys]), as: UTF8.self))
     }
 }

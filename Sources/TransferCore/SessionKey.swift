@@ -36,8 +36,12 @@ public struct SessionKey: Sendable, Equatable {
         return SessionKey(bytes: zip(wrapped, pad(secret, sessionID: sessionID)).map { $0 ^ $1 })
     }
 
+    /// The pad is keyed by a fixed label with the secret in the message, not keyed by the
+    /// secret: HMAC shortens a key longer than 64 bytes to its SHA-256, and a device secret of
+    /// up to 128 characters would then be keyed by exactly the hash the database stores.
     private static func pad(_ secret: String, sessionID: String) -> [UInt8] {
-        Array(HMAC<SHA256>.authenticationCode(for: Array("session-key:\(sessionID)".utf8), using: SymmetricKey(data: Array(secret.utf8))))
+        Array(HMAC<SHA256>.authenticationCode(
+            for: Array("\(sessionID)\u{0}\(secret)".utf8), using: SymmetricKey(data: Array("transfer session key wrap".utf8))))
     }
 }
 

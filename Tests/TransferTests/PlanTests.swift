@@ -1,3 +1,4 @@
+import Crypto
 import Testing
 import TransferCore
 
@@ -262,5 +263,39 @@ extension Effect {
     var auditKind: AuditEvent.Kind? {
         if case .audit(let e) = self { return e.kind }
         return nil
+    }
+}
+
+/// The refresh token a login hands back, derived and never stored.
+@Suite("Session keys")
+struct SessionKeyTests {
+    let now = Timestamp(milliseconds: 1_795_000_000_000)
+
+    @Test("the device secret recovers the current token; a wrong one recovers nothing; a refresh moves it on")
+    func roundTrip() throws {
+        let secret = RandomToken.make(byteCount: 32)
+        let (session, token) = PairSession.open(sessionID: "s1", key: .random(), deviceSecret: secret, at: now, expiresAt: now + .seconds(60))
+        #expect(session.currentToken(deviceSecret: secret) == token)
+        #expect(session.currentToken(deviceSecret: RandomToken.make(byteCount: 32)) == nil)
+        let (next, nextToken) = session.rotated(by: token, fallbackKey: .random(), expiresAt: now + .seconds(120))
+        #expect(nextToken != token)
+        #expect(next.generation == 1)
+        #expect(next.currentToken(deviceSecret: secret) == nextToken, "a login after a refresh hands out the refreshed token")
+        #expect(next.keyByDevice == session.keyByDevice)
+    }
+
+    @Test("what the database stores does not unwrap the key, also for a 128-character device secret")
+    func dumpRecoversNothing() throws {
+        let secret = String(repeating: "a1B2c3D4", count: 16)  // 128 characters: longer than an HMAC-SHA256 block
+        let key = SessionKey.random()
+        let wrapped = key.wrapped(by: secret, sessionID: "s1")
+        let stored = SecretHash(of: secret).bytes  // devices.secret_hash
+        // HMAC keyed by a secret over 64 bytes is HMAC keyed by its SHA-256: a pad keyed by
+        // the secret would be computable from the stored hash. Ours is not.
+        for message in ["session-key:s1", "s1\u{0}\(secret)"] {
+            let guess = HMAC<SHA256>.authenticationCode(for: Array(message.utf8), using: SymmetricKey(data: stored))
+            #expect(zip(wrapped, guess).map { $0 ^ $1 } != key.bytes)
+        }
+        #expect(SessionKey.unwrap(wrapped, by: secret, sessionID: "s1") == key)
     }
 }
