@@ -46,7 +46,7 @@ CREATE UNIQUE INDEX device_accounts_one_active_per_account ON device_accounts(ac
 CREATE INDEX device_accounts_by_account ON device_accounts(account_id);
 CREATE UNIQUE INDEX device_accounts_by_refresh_token ON device_accounts(refresh_hash);
 
-ALTER TABLE devices ADD FOREIGN KEY (id, current_account_id) REFERENCES device_accounts(device_id, account_id) DEFERRABLE INITIALLY DEFERRED;
+ALTER TABLE devices ADD FOREIGN KEY (id, current_account_id) REFERENCES device_accounts(device_id, account_id);
 
 CREATE FUNCTION devices_stay_retired() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF OLD.retired_at IS NOT NULL AND NEW.retired_at IS DISTINCT FROM OLD.retired_at THEN RAISE EXCEPTION 'a retired device is never bound again'; END IF; IF NEW.retired_at IS NOT NULL AND EXISTS (SELECT 1 FROM device_accounts WHERE device_id = NEW.id AND state = 'active') THEN RAISE EXCEPTION 'a device that holds accounts is not retired'; END IF; RETURN NEW; END $$;
 CREATE TRIGGER devices_stay_retired BEFORE UPDATE OF retired_at ON devices FOR EACH ROW EXECUTE FUNCTION devices_stay_retired();

@@ -19,7 +19,7 @@ CREATE TABLE devices (
     created_at         INTEGER NOT NULL,
     current_account_id TEXT,                       -- may name an account moved away, until the app picks another
     retired_at         INTEGER,
-    FOREIGN KEY (id, current_account_id) REFERENCES device_accounts(device_id, account_id) DEFERRABLE INITIALLY DEFERRED
+    FOREIGN KEY (id, current_account_id) REFERENCES device_accounts(device_id, account_id)
 );
 
 -- One row per account a device holds or held ('active', or how it left: 'moved' by a claim,

@@ -11,9 +11,11 @@ import TransferStorage
 /// Seeds a SQLite database for the benchmark in bulk, in one transaction, through the
 /// store's own pool and schema: ACCOUNTS accounts each on its own device, TRANSFERS
 /// pending transfers (password `bench-password-1`, hashed once with the given argon2
-/// parameters) and SESSIONS refresh tokens `bench-refresh-<i>`, the current tokens of the
-/// sessions of devices 0…SESSIONS-1 (as sessions carried over from schema v2, which have
-/// no session key yet); there are max(ACCOUNTS, SESSIONS) devices.
+/// parameters), and sessions: devices 0…ACCOUNTS-1 have an open session as a login leaves
+/// it (so the benchmark's logins renew it, as every launch after a device's first does);
+/// devices ACCOUNTS…SESSIONS-1 have one whose current refresh token is `bench-refresh-<i>`
+/// (as sessions carried over from schema v2), for the refresh row. There are
+/// max(ACCOUNTS, SESSIONS) devices.
 /// Device i is `00000000-0000-4000-8000-<i as 12 digits>`, its secret `BenchSeed.secret`.
 /// Usage: bench-seed PATH ACCOUNTS TRANSFERS SESSIONS MEMORY_KIB ITERATIONS
 /// PATH may be a `postgres://` URL: the store migrates the database, then one transaction
@@ -63,26 +65,25 @@ struct BenchSeed {
         }
         let store = try SQLiteStore(path: args[0])
         try await store.pool.write { db in
+            // Devices name their current account before its row exists: checked at commit.
+            try db.execute(sql: "PRAGMA defer_foreign_keys = ON")
             let account = try db.makeStatement(sql: "INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)")
             let device = try db.makeStatement(sql: "INSERT INTO devices (id, secret_hash, created_at, current_account_id) VALUES (?, ?, ?, ?)")
             let pair = try db.makeStatement(sql: """
                 INSERT INTO device_accounts (device_id, account_id, state, added_at, last_login_at, session_id, session_started_at,
-                    refresh_hash, refresh_generation, refresh_expires_at)
-                VALUES (?, ?, 'active', ?, ?, ?, ?, ?, ?, ?)
+                    refresh_hash, refresh_generation, refresh_expires_at, key_by_device, key_by_token)
+                VALUES (?, ?, 'active', ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             let transfer = try db.makeStatement(sql: "INSERT INTO transfers (id, account_id, email, email_key, password_hash, state, created_at, expires_at) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)")
             for i in 0..<max(accounts, sessions) {
                 let a = id("a0000000-0000-4000-8000-", i), d = id("00000000-0000-4000-8000-", i)
                 try account.execute(arguments: [a, d, now])
                 try device.execute(arguments: [d, secretHash, now, a])
-                if i < sessions {
-                    try pair.execute(arguments: [
-                        d, a, now, now, id("d0000000-0000-4000-8000-", i), now, Data(SecretHash(of: "bench-refresh-\(i)").bytes), 0,
-                        now + 86_400_000,
-                    ])
-                } else {
-                    try pair.execute(arguments: [d, a, now, now, nil, nil, nil, nil, nil])
-                }
+                let p = session(i, accounts: accounts, now: now)
+                try pair.execute(arguments: [
+                    d, a, now, now, p.sessionID, now, Data(p.refreshHash.bytes), p.generation, p.expiresAt.milliseconds,
+                    p.keyByDevice.map { Data($0) }, p.keyByToken.map { Data($0) },
+                ])
                 if i < transfers {
                     let email = "bench\(i)@example.com"
                     try transfer.execute(arguments: [id("c0000000-0000-4000-8000-", i), a, email, email, phc, now, now + 86_400_000])
@@ -114,22 +115,26 @@ struct BenchSeed {
                     """, logger: logger)
                 try await conn.query(
                     """
-                    INSERT INTO devices (id, secret_hash, created_at, current_account_id)
-                    SELECT \(unescaped: pad("00000000-0000-4000-8000-", "i")), \(secretHash), \(now), \(unescaped: pad("a0000000-0000-4000-8000-", "i"))
+                    INSERT INTO devices (id, secret_hash, created_at)
+                    SELECT \(unescaped: pad("00000000-0000-4000-8000-", "i")), \(secretHash), \(now)
                     FROM generate_series(0, \(rows - 1)) AS i
                     """, logger: logger)
+                // Sessions need their keys wrapped by the device secret: built here, 1 000 rows a statement.
+                let hex = { (bytes: [UInt8]?) in bytes.map { "'\\x" + $0.map { String(format: "%02x", $0) }.joined() + "'::bytea" } ?? "NULL" }
+                for low in stride(from: 0, to: rows, by: 1_000) {
+                    let values = (low..<min(low + 1_000, rows)).map { i -> String in
+                        let p = session(i, accounts: accounts, now: now)
+                        return "('\(id("00000000-0000-4000-8000-", i))', '\(id("a0000000-0000-4000-8000-", i))', 'active', \(now), \(now), "
+                            + "'\(p.sessionID)', \(now), \(hex(p.refreshHash.bytes)), 0, \(p.expiresAt.milliseconds), \(hex(p.keyByDevice)), \(hex(p.keyByToken)))"
+                    }
+                    try await conn.query(PostgresQuery(unsafeSQL: """
+                        INSERT INTO device_accounts (device_id, account_id, state, added_at, last_login_at, session_id, session_started_at,
+                            refresh_hash, refresh_generation, refresh_expires_at, key_by_device, key_by_token)
+                        VALUES \(values.joined(separator: ",\n"))
+                        """), logger: logger)
+                }
                 try await conn.query(
-                    """
-                    INSERT INTO device_accounts (device_id, account_id, state, added_at, last_login_at, session_id, session_started_at,
-                        refresh_hash, refresh_generation, refresh_expires_at)
-                    SELECT \(unescaped: pad("00000000-0000-4000-8000-", "i")), \(unescaped: pad("a0000000-0000-4000-8000-", "i")), 'active', \(now), \(now),
-                           CASE WHEN i < \(sessions) THEN \(unescaped: pad("d0000000-0000-4000-8000-", "i")) END,
-                           CASE WHEN i < \(sessions) THEN \(now) END,
-                           CASE WHEN i < \(sessions) THEN sha256(convert_to('bench-refresh-' || i, 'UTF8')) END,
-                           CASE WHEN i < \(sessions) THEN 0 END,
-                           CASE WHEN i < \(sessions) THEN \(now + 86_400_000) END
-                    FROM generate_series(0, \(rows - 1)) AS i
-                    """, logger: logger)
+                    "UPDATE devices SET current_account_id = 'a0000000-0000-4000-8000-' || substr(id, 25)", logger: logger)
                 try await conn.query(
                     """
                     INSERT INTO transfers (id, account_id, email, email_key, password_hash, state, created_at, expires_at)
@@ -175,6 +180,19 @@ struct BenchSeed {
     }
 
     /// The database file's size (after a checkpoint folds the WAL in) and every table's rows.
+    /// Device i's session: opened by a login with the bench secret (i < accounts), or one
+    /// from schema v2 whose refresh token is `bench-refresh-<i>`.
+    static func session(_ i: Int, accounts: Int, now: Int64) -> PairSession {
+        let sid = id("d0000000-0000-4000-8000-", i)
+        let started = Timestamp(milliseconds: now), expires = Timestamp(milliseconds: now + 30 * 86_400_000)
+        if i < accounts {
+            return PairSession.open(sessionID: sid, key: .random(), deviceSecret: secret, at: started, expiresAt: expires).0
+        }
+        return PairSession(
+            sessionID: sid, startedAt: started, generation: 0, refreshHash: SecretHash(of: "bench-refresh-\(i)"), expiresAt: expires,
+            keyByDevice: nil, keyByToken: nil)
+    }
+
     struct Footprint: Sendable {
         var bytes: Int
         var freePages: Int
@@ -245,6 +263,8 @@ struct BenchSeed {
         let expired = (now - .seconds(86_400)).milliseconds, then = (now - .seconds(31 * 86_400)).milliseconds
         let secretHash = Data(SecretHash(of: secret).bytes)
         try await store.pool.write { db in
+            // Devices name their current account before its row exists: checked at commit.
+            try db.execute(sql: "PRAGMA defer_foreign_keys = ON")
             let account = try db.makeStatement(sql: "INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)")
             let device = try db.makeStatement(sql: "INSERT INTO devices (id, secret_hash, created_at, current_account_id) VALUES (?, ?, ?, ?)")
             let pair = try db.makeStatement(sql: """

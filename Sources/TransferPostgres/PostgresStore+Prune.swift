@@ -13,12 +13,17 @@ extension PostgresStore {
             guard try await one(conn, "SELECT pg_try_advisory_lock(\(key)) AS taken")?["taken"].decode(Bool.self) == true else {
                 return nil
             }
+            // The lock belongs to this pooled connection: if it cannot be released, the
+            // connection is closed (which releases it) rather than returned holding it.
+            func release() async {
+                do { try await run(conn, "SELECT pg_advisory_unlock(\(key))") } catch { try? await conn.close() }
+            }
             do {
                 let counts = try await prune(conn, cutoffs, batchSize: batchSize)
-                try await run(conn, "SELECT pg_advisory_unlock(\(key))")
+                await release()
                 return counts
             } catch {
-                _ = try? await run(conn, "SELECT pg_advisory_unlock(\(key))")
+                await release()
                 throw error
             }
         }
@@ -34,10 +39,14 @@ extension PostgresStore {
                 WITH w AS (
                     SELECT device_id, account_id FROM device_accounts WHERE (device_id, account_id) > (\(after.0), \(after.1))
                     ORDER BY device_id, account_id LIMIT \(limit)
+                ), x AS (
+                    -- Rows a login or claim holds are skipped (next round), never waited for.
+                    SELECT p.device_id, p.account_id FROM device_accounts p JOIN w USING (device_id, account_id)
+                    WHERE p.session_id IS NOT NULL AND p.refresh_expires_at <= \(now)
+                    FOR UPDATE OF p SKIP LOCKED
                 ), u AS (
-                    UPDATE device_accounts p SET \(unescaped: Self.noSession) FROM w
-                    WHERE p.device_id = w.device_id AND p.account_id = w.account_id
-                      AND p.session_id IS NOT NULL AND p.refresh_expires_at <= \(now)
+                    UPDATE device_accounts p SET \(unescaped: Self.noSession) FROM x
+                    WHERE p.device_id = x.device_id AND p.account_id = x.account_id
                     RETURNING 1
                 )
                 SELECT (SELECT count(*) FROM u) AS n, last.device_id, last.account_id

@@ -44,13 +44,17 @@ extension SQLiteStore {
         return counts
     }
 
-    /// Runs `body` on rowid windows of `batchSize` up to the table's largest rowid; returns the rows changed.
+    /// Runs `body` on rowid windows of `batchSize` over the table's rowids; returns the rows changed.
     private func windows(
         table: String, batchSize: Int, _ body: @escaping @Sendable (Database, Int64, Int64) throws -> Void
     ) async throws -> Int {
-        let last = try await pool.read { db in try Int64.fetchOne(db, sql: "SELECT MAX(rowid) FROM \(table)") } ?? 0
+        // From the smallest rowid: pruned rows leave the low end, and rowids only grow.
+        let (first, last) = try await pool.read { db in
+            let row = try Row.fetchOne(db, sql: "SELECT MIN(rowid) AS first, MAX(rowid) AS last FROM \(table)")
+            return ((row?["first"] as Int64?) ?? 0, (row?["last"] as Int64?) ?? 0)
+        }
         var changed = 0
-        var low: Int64 = 0
+        var low: Int64 = first - 1
         while low < last {
             let (from, to) = (low, low + Int64(batchSize))
             changed += try await commits.write { db in

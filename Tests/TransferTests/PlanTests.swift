@@ -228,9 +228,10 @@ struct PlanTests {
 
     @Test("removing an account: refused when it would strand the account; the most recent other becomes current; the last retires the device")
     func removal() {
-        func remove(_ d: DeviceRecord, _ account: String, abandon: Bool = false) -> Plan<TransferError?> {
+        func remove(_ d: DeviceRecord, _ account: String, abandon: Bool = false, pending: [TransferRecord] = []) -> Plan<TransferError?> {
             var f = Facts()
             f.device = d
+            f.pendingTransfers = pending
             return RemoveAccountCommand(deviceID: device.value, accountID: account, abandon: abandon, now: t0).plan(f)
         }
         var three = record([("a", .active), ("b", .active), ("c", .active)])
@@ -242,11 +243,14 @@ struct PlanTests {
         #expect(removed.result == nil)
         #expect(removed.effects.contains(.setCurrentAccount(deviceID: device.value, accountID: "b")), "b was used most recently")
         #expect(!remove(three, "c", abandon: true).effects.contains { if case .setCurrentAccount = $0 { true } else { false } })
-        var flagged = record([("a", .active)])
-        flagged.accounts[0].account.migrationFlag = true
-        let last = remove(flagged, "a")
+        var pending = transfer()
+        pending.accountID = "a"
+        #expect(remove(record([("a", .active)]), "a", pending: [transfer(expiresIn: .seconds(0))].map { var t = $0; t.accountID = "a"; return t }).result
+                == .accountWouldBeLost, "an expired transfer is no way back")
+        let last = remove(record([("a", .active)]), "a", pending: [pending])
         #expect(last.result == nil, "a pending transfer can still bring the account to a device")
         #expect(last.effects.contains(.retireDevice(id: device.value, at: t0)))
+        #expect(last.effects.contains(.endPair(deviceID: device.value, accountID: "a", state: .removed, reason: "removed by the app", at: t0)))
     }
 
     @Test("who acted is stored as device, system or operator:NAME, and an unknown value is refused")

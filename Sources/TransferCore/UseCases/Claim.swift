@@ -164,7 +164,8 @@ public struct ClaimCommand: StoreOperation {
             effects.append(.createDevice(id: newDevice, secretHash: SecretHash(of: deviceSecret), at: now))
         }
         let moved = "moved to device \(newDevice)"
-        for old in facts.accountDevices {
+        // Read before its row was locked: skip a device the account left meanwhile.
+        for old in facts.accountDevices where old.account(accountID)?.state == .active {
             effects += [
                 .endPair(deviceID: old.id, accountID: accountID, state: .moved, reason: moved, at: now),
                 .audit(AuditEvent(

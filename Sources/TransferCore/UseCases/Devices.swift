@@ -69,13 +69,16 @@ public struct RemoveAccountCommand: StoreOperation {
         self.now = now
     }
 
-    public var reads: Reads { Reads(device: deviceID) }
+    /// The account's pending transfer is read (and locked) too: a cancel racing this removal
+    /// must not leave the account on no device with no way back.
+    public var reads: Reads { Reads(pendingTransfers: PendingTransferQuery(emailKey: nil, accountID: accountID), device: deviceID) }
 
     public func plan(_ facts: Facts) -> Plan<TransferError?> {
-        guard let device = facts.device, let pair = device.account(accountID), pair.state == .active else {
+        guard let device = facts.device, device.account(accountID)?.state == .active else {
             return Plan(.accountNotOnDevice)
         }
-        guard abandon || pair.account.migrationFlag else { return Plan(.accountWouldBeLost) }
+        let wayBack = facts.pendingTransfers.contains { $0.accountID == accountID && $0.isOpen(at: now) }
+        guard abandon || wayBack else { return Plan(.accountWouldBeLost) }
         var effects: [Effect] = [
             .endPair(deviceID: deviceID, accountID: accountID, state: .removed, reason: abandon ? "removed by the app (abandoned)" : "removed by the app", at: now)
         ]

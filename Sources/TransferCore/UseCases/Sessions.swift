@@ -71,7 +71,8 @@ public struct RefreshCommand: StoreOperation {
             account: pair.account, deviceID: device.id, sessionID: session.sessionID, refreshToken: nextToken, created: false,
             accounts: device.summaries)
         return Plan(.rotated(grant), [
-            .rotateSession(deviceID: device.id, accountID: lookup.accountID, next: next, used: hash, usedExpiresAt: session.expiresAt)
+            // A rotated token is remembered for a whole refresh lifetime after its rotation.
+            .rotateSession(deviceID: device.id, accountID: lookup.accountID, next: next, used: hash, usedExpiresAt: expiresAt)
         ])
     }
 }

@@ -46,7 +46,7 @@ CREATE UNIQUE INDEX device_accounts_one_active_per_account ON device_accounts(ac
 CREATE INDEX device_accounts_by_account ON device_accounts(account_id);
 CREATE UNIQUE INDEX device_accounts_by_refresh_token ON device_accounts(refresh_hash);
 
-ALTER TABLE devices ADD FOREIGN KEY (id, current_account_id) REFERENCES device_accounts(device_id, account_id) DEFERRABLE INITIALLY DEFERRED;
+ALTER TABLE devices ADD FOREIGN KEY (id, current_account_id) REFERENCES device_accounts(device_id, account_id);
 
 CREATE FUNCTION devices_stay_retired() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF OLD.retired_at IS NOT NULL AND NEW.retired_at IS DISTINCT FROM OLD.retired_at THEN RAISE EXCEPTION 'a retired device is never bound again'; END IF; IF NEW.retired_at IS NOT NULL AND EXISTS (SELECT 1 FROM device_accounts WHERE device_id = NEW.id AND state = 'active') THEN RAISE EXCEPTION 'a device that holds accounts is not retired'; END IF; RETURN NEW; END $$;
 CREATE TRIGGER devices_stay_retired BEFORE UPDATE OF retired_at ON devices FOR EACH ROW EXECUTE FUNCTION devices_stay_retired();
@@ -63,10 +63,10 @@ CREATE TABLE rotated_refresh_tokens (
 );
 
 -- The device's current binding (never a replaced one) gives its secret, current account and retirement.
-INSERT INTO devices (id, secret_hash, created_at, current_account_id, retired_at)
+INSERT INTO devices (id, secret_hash, created_at, retired_at)
 SELECT b.device_id, b.secret_hash,
        (SELECT MIN(o.bound_at) FROM device_bindings o WHERE o.device_id = b.device_id),
-       b.account_id, b.ended_at
+       b.ended_at
 FROM device_bindings b WHERE b.state IN ('active', 'moved', 'revoked');
 
 -- The newest binding of each (device, account).
@@ -75,6 +75,9 @@ SELECT b.device_id, b.account_id, b.state, b.bound_at, b.last_login_at, b.ended_
 FROM device_bindings b
 WHERE b.id = (SELECT o.id FROM device_bindings o WHERE o.device_id = b.device_id AND o.account_id = b.account_id
               ORDER BY o.bound_at DESC, (o.state IN ('active', 'moved', 'revoked')) DESC LIMIT 1);
+
+UPDATE devices SET current_account_id = (
+    SELECT b.account_id FROM device_bindings b WHERE b.device_id = devices.id AND b.state IN ('active', 'moved', 'revoked'));
 
 -- The newest open session of each active pair, with its current refresh token.
 UPDATE device_accounts SET (session_id, session_started_at, refresh_hash, refresh_generation, refresh_expires_at) = (

@@ -17,7 +17,7 @@ CREATE TABLE devices (
     created_at         INTEGER NOT NULL,
     current_account_id TEXT,
     retired_at         INTEGER,
-    FOREIGN KEY (id, current_account_id) REFERENCES device_accounts(device_id, account_id) DEFERRABLE INITIALLY DEFERRED
+    FOREIGN KEY (id, current_account_id) REFERENCES device_accounts(device_id, account_id)
 );
 
 CREATE TABLE device_accounts (
@@ -73,10 +73,10 @@ CREATE TABLE rotated_refresh_tokens (
 );
 
 -- The device's current binding (never a replaced one) gives its secret, current account and retirement.
-INSERT INTO devices (id, secret_hash, created_at, current_account_id, retired_at)
+INSERT INTO devices (id, secret_hash, created_at, retired_at)
 SELECT b.device_id, b.secret_hash,
        (SELECT MIN(o.bound_at) FROM device_bindings o WHERE o.device_id = b.device_id),
-       b.account_id, b.ended_at
+       b.ended_at
 FROM device_bindings b WHERE b.state IN ('active', 'moved', 'revoked');
 
 -- The newest binding of each (device, account).
@@ -85,6 +85,9 @@ SELECT b.device_id, b.account_id, b.state, b.bound_at, b.last_login_at, b.ended_
 FROM device_bindings b
 WHERE b.id = (SELECT o.id FROM device_bindings o WHERE o.device_id = b.device_id AND o.account_id = b.account_id
               ORDER BY o.bound_at DESC, (o.state IN ('active', 'moved', 'revoked')) DESC LIMIT 1);
+
+UPDATE devices SET current_account_id = (
+    SELECT b.account_id FROM device_bindings b WHERE b.device_id = devices.id AND b.state IN ('active', 'moved', 'revoked'));
 
 -- The newest open session of each active pair, with its current refresh token.
 UPDATE device_accounts SET (session_id, session_started_at, refresh_hash, refresh_generation, refresh_expires_at) = (
