@@ -74,34 +74,6 @@ public final class SQLiteStore: TransferStore {
         }
     }
 
-    /// Auto-login, optimistically: the common case (an open session renewed) is decided by
-    /// `LoginCommand`'s own plan on a reader connection, off the one writer, and the writer
-    /// applies only its single UPDATE, guarded by what the decision read (the pair is still
-    /// active with the same session and token). Anything else, or a guard that no longer
-    /// holds, runs the command through `execute` as usual.
-    public func login(_ c: LoginCommand) async throws -> LoginResult {
-        if c.target == .newAccount { return try await execute(c) }
-        let now = c.now.milliseconds
-        let device = try await pool.read { db in try Self.device(db, c.deviceID.value, at: now) }
-        var facts = Facts()
-        facts.device = device
-        let plan = c.plan(facts)
-        guard case .loggedIn(let grant) = plan.result, plan.effects.count == 1,
-            case .renewSession(let deviceID, let accountID, let expiresAt, let at, let address) = plan.effects[0],
-            let session = device?.account(accountID)?.session
-        else { return try await execute(c) }
-        let renewed = try await commits.write { db in
-            try db.run(
-                """
-                UPDATE device_accounts SET refresh_expires_at = ?, last_login_at = ?, last_address = ?
-                WHERE device_id = ? AND account_id = ? AND state = 'active' AND session_id = ? AND refresh_hash = ?
-                """,
-                [expiresAt.milliseconds, at.milliseconds, address, deviceID, accountID, session.sessionID, Data(session.refreshHash.bytes)])
-            return db.changesCount == 1
-        }
-        return renewed ? .loggedIn(grant) : try await execute(c)
-    }
-
     /// Reads what an operation depends on. The writer holds the only write lock, so nothing
     /// read here changes before the effects are applied.
     static func read(_ db: Database, _ reads: Reads, at now: Timestamp) throws -> Facts {
