@@ -273,14 +273,14 @@ public final class PostgresStore: TransferStore {
         }
         if let hash = reads.refreshToken {
             facts.refreshToken = try await one(conn, """
-                SELECT device_id, account_id, session_id, true AS current FROM device_accounts WHERE refresh_hash = \(Data(hash.bytes))
+                SELECT device_id, account_id, session_id FROM device_accounts WHERE refresh_hash = \(Data(hash.bytes))
                 UNION ALL
-                SELECT device_id, account_id, session_id, false FROM rotated_refresh_tokens WHERE token_hash = \(Data(hash.bytes))
+                SELECT device_id, account_id, session_id FROM rotated_refresh_tokens WHERE token_hash = \(Data(hash.bytes))
                 LIMIT 1
                 """).map {
                 RefreshTokenLookup(
                     deviceID: try $0["device_id"].decode(String.self), accountID: try $0["account_id"].decode(String.self),
-                    sessionID: try $0["session_id"].decode(String.self), current: try $0["current"].decode(Bool.self))
+                    sessionID: try $0["session_id"].decode(String.self))
             }
             if let lookup = facts.refreshToken { facts.device = try await device(conn, lookup.deviceID, at: now, lock: true) }
         }

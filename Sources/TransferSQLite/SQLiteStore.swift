@@ -91,13 +91,13 @@ public final class SQLiteStore: TransferStore {
         if let hash = reads.refreshToken {
             facts.refreshToken = try db.one(
                 """
-                SELECT device_id, account_id, session_id, 1 AS current FROM device_accounts WHERE refresh_hash = ?1
+                SELECT device_id, account_id, session_id FROM device_accounts WHERE refresh_hash = ?1
                 UNION ALL
-                SELECT device_id, account_id, session_id, 0 FROM rotated_refresh_tokens WHERE token_hash = ?1
+                SELECT device_id, account_id, session_id FROM rotated_refresh_tokens WHERE token_hash = ?1
                 LIMIT 1
                 """, [Data(hash.bytes)]
             ).map {
-                RefreshTokenLookup(deviceID: $0["device_id"], accountID: $0["account_id"], sessionID: $0["session_id"], current: $0["current"])
+                RefreshTokenLookup(deviceID: $0["device_id"], accountID: $0["account_id"], sessionID: $0["session_id"])
             }
             if let lookup = facts.refreshToken { facts.device = try device(db, lookup.deviceID, at: t) }
         }

@@ -92,8 +92,10 @@ struct MigrationTests {
         }
     }
 
-    @Test("a v1 database with moved, active and revoked devices, a pending transfer and sessions upgrades and keeps working", arguments: StoreKind.available)
-    func upgradeFromV1(kind: StoreKind) async throws {
+    @Test(
+        "a database of schema v1 or v2 with moved, active and revoked devices, a pending transfer and sessions upgrades and keeps working",
+        arguments: StoreKind.available, [1, 2])
+    func upgrade(kind: StoreKind, from version: Int) async throws {
         try await kind.withDatabaseLocation { location, file in
             let a = Device(), b = Device(), c = Device(), d = Device(), stolen = Device()
             let now = Timestamp(Date()).milliseconds
@@ -101,23 +103,29 @@ struct MigrationTests {
             let password = "plum-harbor-71-sail"
             let phc = try Argon2Hasher.hashNow(password, parameters: Argon2Parameters(memoryKiB: 256, iterations: 1, parallelism: 1))
             let raw = RawDatabase(location: location)
-            try await raw.migrate(through: 1)
+            try await raw.migrate(through: version)
+            // v2 renamed the column that names the device an account moved to.
+            let movedTo = version == 1 ? "transfer_id" : "moved_to_device_id"
             let binding = "INSERT INTO device_bindings (id, device_id, account_id, secret_hash, state, bound_at, last_login_at, ended_at, ended_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
             func hash(_ s: String) -> Value { .blob(SecretHash(of: s).bytes) }
             try await raw.run([
                 // Mia moved from A to B; B has a session.
-                ("INSERT INTO accounts (id, user_name, created_at, transfer_id) VALUES (?, ?, ?, ?)", [.text("acct-mia"), .text(a.id), .int(now - 3 * day), .text(b.id)]),
+                ("INSERT INTO accounts (id, user_name, created_at, \(movedTo)) VALUES (?, ?, ?, ?)", [.text("acct-mia"), .text(a.id), .int(now - 3 * day), .text(b.id)]),
                 (binding, [.text("b1"), .text(a.id), .text("acct-mia"), hash(a.secret), .text("moved"), .int(now - 3 * day), .int(now - 2 * day), .int(now - day), .text("moved to device \(b.id)")]),
                 (binding, [.text("b2"), .text(b.id), .text("acct-mia"), hash(b.secret), .text("active"), .int(now - day), .int(now - day), .null, .null]),
                 ("INSERT INTO sessions (id, account_id, device_id, created_at) VALUES (?, ?, ?, ?)", [.text("s1"), .text("acct-mia"), .text(b.id), .int(now - day)]),
                 ("INSERT INTO refresh_tokens (token_hash, session_id, created_at, expires_at) VALUES (?, ?, ?, ?)", [hash("refresh-b"), .text("s1"), .int(now - day), .int(now + day)]),
+                ("INSERT INTO refresh_tokens (token_hash, session_id, created_at, expires_at, used_at) VALUES (?, ?, ?, ?, ?)", [hash("refresh-b-used"), .text("s1"), .int(now - day - 60_000), .int(now + day), .int(now - day)]),
+                // An older session of the same pair, whose token the app replaced with the newer one.
+                ("INSERT INTO sessions (id, account_id, device_id, created_at) VALUES (?, ?, ?, ?)", [.text("s0"), .text("acct-mia"), .text(b.id), .int(now - day - 120_000)]),
+                ("INSERT INTO refresh_tokens (token_hash, session_id, created_at, expires_at) VALUES (?, ?, ?, ?)", [hash("refresh-old"), .text("s0"), .int(now - day - 120_000), .int(now + day)]),
                 // Yara on C has a pending transfer.
-                ("INSERT INTO accounts (id, user_name, created_at, transfer_id) VALUES (?, ?, ?, ?)", [.text("acct-yara"), .text(c.id), .int(now - day), .null]),
+                ("INSERT INTO accounts (id, user_name, created_at, \(movedTo)) VALUES (?, ?, ?, ?)", [.text("acct-yara"), .text(c.id), .int(now - day), .null]),
                 (binding, [.text("b3"), .text(c.id), .text("acct-yara"), hash(c.secret), .text("active"), .int(now - day), .null, .null, .null]),
                 ("INSERT INTO transfers (id, account_id, email, email_key, password_hash, state, created_at, expires_at, failed_consecutive, failed_total, issued_by) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)",
                  [.text("t1"), .text("acct-yara"), .text("Yara@example.com"), .text("yara@example.com"), .text(phc), .int(now - 60_000), .int(now + day), .int(2), .int(3), .text("operator:sam")]),
                 // Support revoked a stolen phone.
-                ("INSERT INTO accounts (id, user_name, created_at, transfer_id) VALUES (?, ?, ?, ?)", [.text("acct-zoe"), .text(stolen.id), .int(now - day), .null]),
+                ("INSERT INTO accounts (id, user_name, created_at, \(movedTo)) VALUES (?, ?, ?, ?)", [.text("acct-zoe"), .text(stolen.id), .int(now - day), .null]),
                 (binding, [.text("b4"), .text(stolen.id), .text("acct-zoe"), hash(stolen.secret), .text("revoked"), .int(now - day), .null, .int(now - 60_000), .text("ticket 3")]),
                 ("INSERT INTO audit_events (at, kind, account_id, device_id, transfer_id, actor, reason, client_address) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                  [.int(now - 60_000), .text("transfer.issued"), .text("acct-yara"), .null, .text("t1"), .text("operator:sam"), .text("ticket 2"), .null]),
@@ -131,6 +139,11 @@ struct MigrationTests {
                 let refreshed = try await api.call(.post, "/v1/tokens/refresh", json: ["refreshToken": "refresh-b"])
                 #expect(refreshed.status == .ok, "a v1 refresh token after the upgrade: \(refreshed.text)")
                 #expect(try await api.me(try refreshed.accessToken).status == .ok)
+                func refresh(_ token: String) async throws -> Reply { try await api.call(.post, "/v1/tokens/refresh", json: ["refreshToken": token]) }
+                #expect(try await refresh("refresh-old").error == "invalid_refresh_token", "the pair's older session ended with the upgrade")
+                // A token rotated before the upgrade still counts as reuse: it ends the session.
+                #expect(try await refresh("refresh-b-used").error == "invalid_refresh_token")
+                #expect(try await refresh(try refreshed.refreshToken).error == "invalid_refresh_token")
                 let mia = try await api.login(b)
                 #expect(mia.status == .ok, "B's login after the upgrade: \(mia.text)")
                 #expect(mia["accountId"] as? String == "acct-mia")

@@ -76,7 +76,7 @@ public struct Facts: Sendable {
     public var pendingTransfers: [TransferRecord] = []
     public var refreshToken: RefreshTokenLookup?
     public var device: DeviceRecord?
-    /// Oldest binding first.
+    /// At most one: an account is active on one device.
     public var accountDevices: [DeviceRecord] = []
     public var account: SessionAccount?
     /// Oldest first.

@@ -67,18 +67,16 @@ public struct SessionAccount: Sendable, Equatable {
     }
 }
 
-/// Which session a presented refresh token belongs to: `current` when it is the session's
-/// current token, false when it was rotated. The plan checks it against the locked session.
+/// Which session a presented refresh token is or was a token of: its current one, or one a
+/// refresh rotated away. The plan tells which by comparing it with the locked session.
 public struct RefreshTokenLookup: Sendable, Equatable {
     public var deviceID: String
     public var accountID: String
     public var sessionID: String
-    public var current: Bool
-    public init(deviceID: String, accountID: String, sessionID: String, current: Bool) {
+    public init(deviceID: String, accountID: String, sessionID: String) {
         self.deviceID = deviceID
         self.accountID = accountID
         self.sessionID = sessionID
-        self.current = current
     }
 }
 
