@@ -97,7 +97,8 @@ struct MigrationTests {
         arguments: StoreKind.available, [1, 2])
     func upgrade(kind: StoreKind, from version: Int) async throws {
         try await kind.withDatabaseLocation { location, file in
-            let a = Device(), b = Device(), c = Device(), d = Device(), stolen = Device()
+            let a = Device(), b = Device(), c = Device(), d = Device(), stolen = Device(), e = Device()
+            let eliID = "e1100000-0000-4000-8000-000000000001", foxID = "f0000000-0000-4000-8000-000000000002"
             let now = Timestamp(Date()).milliseconds
             let day: Int64 = 86_400_000
             let password = "plum-harbor-71-sail"
@@ -119,6 +120,13 @@ struct MigrationTests {
                 // An older session of the same pair, whose token the app replaced with the newer one.
                 ("INSERT INTO sessions (id, account_id, device_id, created_at) VALUES (?, ?, ?, ?)", [.text("s0"), .text("acct-mia"), .text(b.id), .int(now - day - 120_000)]),
                 ("INSERT INTO refresh_tokens (token_hash, session_id, created_at, expires_at) VALUES (?, ?, ?, ?)", [hash("refresh-old"), .text("s0"), .int(now - day - 120_000), .int(now + day)]),
+                // Phone E went back and forth: Eli, taken over by Fox (replaceExistingAccount), then Eli
+                // claimed back with the same flag: two bindings of (E, Eli), the newer active.
+                ("INSERT INTO accounts (id, user_name, created_at, \(movedTo)) VALUES (?, ?, ?, ?)", [.text(eliID), .text(e.id), .int(now - 3 * day), .text(e.id)]),
+                ("INSERT INTO accounts (id, user_name, created_at, \(movedTo)) VALUES (?, ?, ?, ?)", [.text(foxID), .text(Device().id), .int(now - 3 * day), .text(e.id)]),
+                (binding, [.text("b5"), .text(e.id), .text(eliID), hash(e.secret), .text("replaced"), .int(now - 3 * day), .null, .int(now - 2 * day), .text("taken over by account \(foxID)")]),
+                (binding, [.text("b6"), .text(e.id), .text(foxID), hash(e.secret), .text("replaced"), .int(now - 2 * day), .null, .int(now - day), .text("taken over by account \(eliID)")]),
+                (binding, [.text("b7"), .text(e.id), .text(eliID), hash(e.secret), .text("active"), .int(now - day), .null, .null, .null]),
                 // Yara on C has a pending transfer.
                 ("INSERT INTO accounts (id, user_name, created_at, \(movedTo)) VALUES (?, ?, ?, ?)", [.text("acct-yara"), .text(c.id), .int(now - day), .null]),
                 (binding, [.text("b3"), .text(c.id), .text("acct-yara"), hash(c.secret), .text("active"), .int(now - day), .null, .null, .null]),
@@ -153,6 +161,10 @@ struct MigrationTests {
                 let again = try await api.login(b)
                 #expect(try again.refreshToken == mia.refreshToken, "from then on a login renews the session in place")
                 #expect(try await api.login(stolen).error == "device_revoked")
+                let eli = try await api.login(e)
+                #expect(eli["accountId"] as? String == eliID, "the newer of two bindings of one pair survives: \(eli.text)")
+                #expect(try eli.accountIDs == [eliID])
+                #expect(try await api.login(e, account: foxID).error == "account_not_on_device", "Fox was taken off E")
 
                 let claimed = try await api.claim(email: "yara@example.com", password: password, device: d)
                 #expect(claimed.status == .ok, "the pending v1 transfer is claimable: \(claimed.text)")
