@@ -193,6 +193,15 @@ struct BenchSeed {
             keyByDevice: nil, keyByToken: nil)
     }
 
+    static func seconds(_ d: Duration) -> Double {
+        Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+    }
+
+    /// One line of JSON on standard output, for `bench/run` to read.
+    static func printJSON(_ object: [String: Any]) throws {
+        print(String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self))
+    }
+
     struct Footprint: Sendable {
         var bytes: Int
         var freePages: Int
@@ -244,13 +253,13 @@ struct BenchSeed {
         let elapsed = ContinuousClock.now - start
         let all = try await footprint(store)
         try store.close()
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = Self.seconds(elapsed)
         let ratio = Double(all.bytes) / Double(first.bytes)
         let out: [String: Any] = [
             "devices": devices, "launches": launches, "after_first_launches": first.json, "after_all_launches": all.json, "size_ratio": ratio,
             "launches_per_second": Double(launches - devices) / seconds,
         ]
-        print(String(decoding: try JSONSerialization.data(withJSONObject: out, options: [.sortedKeys]), as: UTF8.self))
+        try printJSON(out)
     }
 
     static func prune(_ args: [String]) async throws {
@@ -290,11 +299,11 @@ struct BenchSeed {
         let elapsed = ContinuousClock.now - start
         let after = try await footprint(store)
         try store.close()
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = Self.seconds(elapsed)
         let out: [String: Any] = [
             "sessions": sessions, "seconds": seconds, "expired_sessions": counts?.expiredSessions ?? -1,
             "rotated_tokens": counts?.rotatedTokens ?? -1, "before": before.json, "after": after.json,
         ]
-        print(String(decoding: try JSONSerialization.data(withJSONObject: out, options: [.sortedKeys]), as: UTF8.self))
+        try printJSON(out)
     }
 }

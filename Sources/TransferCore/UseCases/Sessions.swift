@@ -37,7 +37,9 @@ extension TransferService {
 /// Rotates a session's refresh token in place; a rotated token presented again ends the
 /// session, whichever earlier token of it it is.
 public struct RefreshCommand: StoreOperation {
-    public var token: String
+    public let token: String
+    /// SHA-256 of `token`, computed once: the read looks it up, the plan compares it.
+    public let tokenHash: SecretHash
     public var now: Timestamp
     /// The lifetime of the next token.
     public var expiresAt: Timestamp
@@ -45,18 +47,19 @@ public struct RefreshCommand: StoreOperation {
     public var fallbackKey: SessionKey
     public init(token: String, now: Timestamp, expiresAt: Timestamp, fallbackKey: SessionKey) {
         self.token = token
+        self.tokenHash = SecretHash(of: token)
         self.now = now
         self.expiresAt = expiresAt
         self.fallbackKey = fallbackKey
     }
 
-    public var reads: Reads { Reads(refreshToken: SecretHash(of: token)) }
+    public var reads: Reads { Reads(refreshToken: tokenHash) }
 
     public func plan(_ facts: Facts) -> Plan<RefreshResult> {
         guard let lookup = facts.refreshToken, let device = facts.device, let pair = device.account(lookup.accountID),
             pair.state == .active, let session = pair.session, session.sessionID == lookup.sessionID
         else { return Plan(.rejected) }
-        let hash = SecretHash(of: token)
+        let hash = tokenHash
         guard session.refreshHash.matches(hash) else {
             // A rotated token came back (perhaps rotated a moment ago by a concurrent refresh):
             // someone else may hold the session. End it.
