@@ -19,6 +19,7 @@ CREATE TABLE devices (
     created_at         INTEGER NOT NULL,
     current_account_id TEXT,                       -- may name an account moved away, until the app picks another
     retired_at         INTEGER,
+    push_mode          TEXT NOT NULL DEFAULT 'all' CHECK (push_mode IN ('all', 'current')),  -- which accounts its push tokens reach
     FOREIGN KEY (id, current_account_id) REFERENCES device_accounts(device_id, account_id)
 );
 
@@ -44,6 +45,7 @@ CREATE TABLE device_accounts (
     refresh_expires_at INTEGER,
     key_by_device      BLOB,
     key_by_token       BLOB,
+    push_enabled       INTEGER NOT NULL DEFAULT 1 CHECK (push_enabled IN (0, 1)),
     PRIMARY KEY (device_id, account_id),
     CHECK ((state = 'active') = (ended_at IS NULL)),
     CHECK (state = 'active' OR session_id IS NULL),
@@ -128,3 +130,30 @@ CREATE TABLE signing_keys (
     created_at  INTEGER NOT NULL,
     retired_at  INTEGER
 );
+
+-- A device's push token per provider (a token is on one device at most; the SHA-256 makes it
+-- indexable at any length). An account reaches it while it is active on the device, its pushes
+-- are on there, and the device's push_mode is 'all' or it is the current account.
+CREATE TABLE push_tokens (
+    device_id     TEXT NOT NULL REFERENCES devices(id),
+    provider      TEXT NOT NULL CHECK (provider IN ('apns', 'fcm')),
+    token         TEXT NOT NULL,
+    token_hash    BLOB NOT NULL,
+    environment   TEXT CHECK (environment IN ('production', 'sandbox')),
+    registered_at INTEGER NOT NULL,
+    PRIMARY KEY (device_id, provider),
+    CHECK ((provider = 'apns') = (environment IS NOT NULL))
+);
+CREATE UNIQUE INDEX push_tokens_by_token ON push_tokens(provider, token_hash);
+
+-- Keys of app backends for the service API: only their SHA-256 is stored.
+CREATE TABLE service_keys (
+    name         TEXT PRIMARY KEY NOT NULL,
+    key_hash     BLOB NOT NULL,
+    created_at   INTEGER NOT NULL,
+    created_by   TEXT NOT NULL,
+    last_used_at INTEGER,
+    revoked_at   INTEGER,
+    revoked_by   TEXT
+);
+CREATE UNIQUE INDEX service_keys_by_hash ON service_keys(key_hash);

@@ -28,6 +28,10 @@ public enum TransferError: Error, Equatable, Sendable {
     case deviceAccountLimit(Int)
     case accountWouldBeLost
 
+    // Push routing and the service API.
+    case invalidPushToken(String)
+    case invalidServiceKey
+
     // Capacity.
     case overloaded(retryAfterSeconds: Int)
     case rateLimited(retryAfterSeconds: Int)
@@ -55,6 +59,8 @@ extension TransferError {
         case .accountNotOnDevice: "account_not_on_device"
         case .deviceAccountLimit: "device_account_limit"
         case .accountWouldBeLost: "account_would_be_lost"
+        case .invalidPushToken: "invalid_push_token"
+        case .invalidServiceKey: "invalid_service_key"
         case .overloaded: "overloaded"
         case .rateLimited: "rate_limited"
         }

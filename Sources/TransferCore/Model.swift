@@ -25,10 +25,12 @@ public struct DeviceRecord: Sendable, Equatable {
     public var retiredAt: Timestamp?
     /// Oldest first, whatever their state.
     public var accounts: [DeviceAccount]
+    /// Which of its accounts the device's push tokens reach.
+    public var pushMode: PushMode
 
     public init(
         id: String, secretHash: SecretHash, createdAt: Timestamp, currentAccountID: String?, retiredAt: Timestamp? = nil,
-        accounts: [DeviceAccount]
+        accounts: [DeviceAccount], pushMode: PushMode = .all
     ) {
         self.id = id
         self.secretHash = secretHash
@@ -36,7 +38,11 @@ public struct DeviceRecord: Sendable, Equatable {
         self.currentAccountID = currentAccountID
         self.retiredAt = retiredAt
         self.accounts = accounts
+        self.pushMode = pushMode
     }
+
+    /// True while `accountID` is on the device: the check of every call a device makes for one of its accounts.
+    public func holds(_ accountID: String) -> Bool { account(accountID)?.state == .active }
 
     /// The accounts on the device now, oldest first.
     public var active: [DeviceAccount] { accounts.filter { $0.state == .active } }
@@ -68,11 +74,14 @@ public struct DeviceAccount: Sendable, Equatable {
     public var endedReason: String?
     /// The pair's app session, if one is open (it may have expired).
     public var session: PairSession?
+    /// The account's pushes on this device (`PUT /v1/me/push`).
+    public var pushEnabled: Bool
 
     public init(
         account: SessionAccount, state: PairState, addedAt: Timestamp, lastLoginAt: Timestamp? = nil, endedAt: Timestamp? = nil,
-        endedReason: String? = nil, session: PairSession? = nil
+        endedReason: String? = nil, session: PairSession? = nil, pushEnabled: Bool = true
     ) {
+        self.pushEnabled = pushEnabled
         self.account = account
         self.state = state
         self.addedAt = addedAt
@@ -203,6 +212,8 @@ public struct AuditEvent: Sendable, Equatable {
         case transferVoided = "transfer.voided"
         case transferUnlocked = "transfer.unlocked"
         case transferIssued = "transfer.issued"
+        case serviceKeyCreated = "service_key.created"
+        case serviceKeyRevoked = "service_key.revoked"
     }
 
     public var at: Timestamp

@@ -32,6 +32,61 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
     }
 
     public var description: String { rfc3339 }
+
+    /// Parses RFC 3339 date-time (`2026-11-22T10:00:00Z`, `…T19:00:00.250+09:00`; `T`/`Z` in
+    /// either case); nil for anything else. Fractions beyond milliseconds are cut off.
+    public init?(rfc3339 text: String) {
+        let b = Array(text.utf8)
+        func number(_ range: Range<Int>) -> Int? {
+            guard range.upperBound <= b.count else { return nil }
+            var n = 0
+            for i in range {
+                guard b[i] >= 48, b[i] <= 57 else { return nil }
+                n = n * 10 + Int(b[i] - 48)
+            }
+            return n
+        }
+        guard b.count >= 20, b[4] == UInt8(ascii: "-"), b[7] == UInt8(ascii: "-"), b[10] | 0x20 == UInt8(ascii: "t"),
+            b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":"),
+            let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+            let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
+            (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second <= 60
+        else { return nil }
+        var i = 19
+        var millis = 0
+        if b[i] == UInt8(ascii: ".") {
+            i += 1
+            let start = i
+            while i < b.count, b[i] >= 48, b[i] <= 57 {
+                if i - start < 3 { millis = millis * 10 + Int(b[i] - 48) }
+                i += 1
+            }
+            guard i > start else { return nil }
+            for _ in 0..<max(0, 3 - (i - start)) { millis *= 10 }
+        }
+        guard i < b.count else { return nil }
+        var offset = 0
+        if b[i] | 0x20 == UInt8(ascii: "z"), i + 1 == b.count {
+            offset = 0
+        } else if b[i] == UInt8(ascii: "+") || b[i] == UInt8(ascii: "-"), i + 6 == b.count, b[i + 3] == UInt8(ascii: ":"),
+            let h = number(i + 1..<i + 3), let m = number(i + 4..<i + 6), h < 24, m < 60
+        {
+            offset = (h * 60 + m) * 60 * (b[i] == UInt8(ascii: "-") ? -1 : 1)
+        } else {
+            return nil
+        }
+        var parts = tm()
+        parts.tm_year = Int32(year - 1900)
+        parts.tm_mon = Int32(month - 1)
+        parts.tm_mday = Int32(day)
+        parts.tm_hour = Int32(hour)
+        parts.tm_min = Int32(minute)
+        parts.tm_sec = Int32(min(second, 59))
+        let seconds = timegm(&parts)
+        // timegm normalises 31 February to 3 March; such a date is not a date.
+        guard parts.tm_mday == Int32(day) else { return nil }
+        self.init(milliseconds: (Int64(seconds) - Int64(offset)) * 1000 + Int64(millis))
+    }
 }
 
 extension Duration {

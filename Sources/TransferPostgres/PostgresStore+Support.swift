@@ -39,10 +39,21 @@ extension PostgresStore: SupportStore {
             let events = try await all(conn, """
                 SELECT * FROM (SELECT * FROM audit_events WHERE account_id = \(accountID) ORDER BY id DESC LIMIT \(recentEvents)) e ORDER BY id
                 """).map(Self.event)
+            let tokens = try await all(conn, """
+                SELECT t.* FROM push_tokens t JOIN device_accounts p ON p.device_id = t.device_id
+                WHERE p.account_id = \(accountID) AND p.state = 'active' ORDER BY t.device_id, t.provider
+                """).map(Self.pushToken)
             return AccountReport(
                 accountID: accountID, userName: try account["user_name"].decode(String.self),
                 createdAt: Timestamp(milliseconds: try account["created_at"].decode(Int64.self)),
-                movedToDeviceID: try account["moved_to_device_id"].decode(String?.self), devices: devices, transfer: transfer, recentEvents: events)
+                movedToDeviceID: try account["moved_to_device_id"].decode(String?.self), devices: devices, transfer: transfer, recentEvents: events,
+                pushTokens: tokens)
+        }
+    }
+
+    public func serviceKeys() async throws -> [ServiceKeyRecord] {
+        try await client.withConnection { conn in
+            try await all(conn, "SELECT * FROM service_keys ORDER BY created_at, name").map(Self.serviceKey)
         }
     }
 

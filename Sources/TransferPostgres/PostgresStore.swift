@@ -80,7 +80,7 @@ public final class PostgresStore: TransferStore {
     /// Versioned migrations, `Resources/migrations/vN.sql`; a new schema change is a new file
     /// appended here. `schema.postgres.sql` at the repository's root is what they add up to.
     static func migrations() throws -> [(String, String)] {
-        try ["v1", "v2", "v3"].map { version in
+        try ["v1", "v2", "v3", "v4"].map { version in
             guard let url = Bundle.module.url(forResource: version, withExtension: "sql", subdirectory: "migrations") else {
                 throw MissingSchema()
             }
@@ -310,6 +310,9 @@ public final class PostgresStore: TransferStore {
                     privateKey: try $0["private_key"].decode(String.self), createdAt: Timestamp(milliseconds: try $0["created_at"].decode(Int64.self)))
             }
         }
+        if let name = reads.serviceKey {
+            facts.serviceKey = try await one(conn, "SELECT * FROM service_keys WHERE name = \(name) FOR UPDATE").map(Self.serviceKey)
+        }
         return facts
     }
 
@@ -327,7 +330,8 @@ public final class PostgresStore: TransferStore {
             id: id, secretHash: SecretHash(bytes: [UInt8](try row["secret_hash"].decode(Data.self))),
             createdAt: Timestamp(milliseconds: try row["created_at"].decode(Int64.self)),
             currentAccountID: try row["current_account_id"].decode(String?.self),
-            retiredAt: try row["retired_at"].decode(Int64?.self).map(Timestamp.init(milliseconds:)), accounts: accounts)
+            retiredAt: try row["retired_at"].decode(Int64?.self).map(Timestamp.init(milliseconds:)), accounts: accounts,
+            pushMode: try UnknownStoredValue.decode(try row["push_mode"].decode(String.self), column: "devices.push_mode"))
     }
 
     /// `a`'s migration flag at `now`: a pending transfer that has not expired. `now` is an
@@ -352,7 +356,8 @@ public final class PostgresStore: TransferStore {
         case .addAccount(let device, let account, let at):
             try await run(conn, """
                 INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES (\(device), \(account), 'active', \(at.milliseconds))
-                ON CONFLICT (device_id, account_id) DO UPDATE SET state = 'active', added_at = excluded.added_at, ended_at = NULL, ended_reason = NULL
+                ON CONFLICT (device_id, account_id) DO UPDATE
+                SET state = 'active', added_at = excluded.added_at, ended_at = NULL, ended_reason = NULL, push_enabled = 1
                 """)
         case .setCurrentAccount(let device, let account):
             try await run(conn, "UPDATE devices SET current_account_id = \(account) WHERE id = \(device)")
@@ -363,6 +368,7 @@ public final class PostgresStore: TransferStore {
                 """)
         case .retireDevice(let id, let at):
             try await run(conn, "UPDATE devices SET retired_at = \(at.milliseconds) WHERE id = \(id) AND retired_at IS NULL")
+            try await run(conn, "DELETE FROM push_tokens WHERE device_id = \(id)")
         case .setMovedTo(let account, let device):
             try await run(conn, "UPDATE accounts SET moved_to_device_id = \(device) WHERE id = \(account)")
         case .openSession(let device, let account, let s, let at, let address):
@@ -420,6 +426,40 @@ public final class PostgresStore: TransferStore {
                 VALUES (\(e.at.milliseconds), \(e.kind.rawValue), \(e.accountID), \(e.deviceID), \(e.transferID), \(e.actor.description),
                         \(e.reason), \(e.clientAddress))
                 """)
+        case .setPushToken(let t):
+            // A token another device holds moves here. Two devices registering one token at once
+            // meet the unique index; the loser's transaction is retried and then moves it.
+            try await run(conn, """
+                DELETE FROM push_tokens WHERE provider = \(t.provider.rawValue) AND token_hash = \(Data(t.tokenHash.bytes)) AND device_id <> \(t.deviceID)
+                """)
+            try await run(conn, """
+                INSERT INTO push_tokens (device_id, provider, token, token_hash, environment, registered_at)
+                VALUES (\(t.deviceID), \(t.provider.rawValue), \(t.token), \(Data(t.tokenHash.bytes)), \(t.environment?.rawValue), \(t.registeredAt.milliseconds))
+                ON CONFLICT (device_id, provider) DO UPDATE
+                SET token = excluded.token, token_hash = excluded.token_hash, environment = excluded.environment, registered_at = excluded.registered_at
+                """)
+        case .removePushToken(let device, let provider):
+            try await run(conn, "DELETE FROM push_tokens WHERE device_id = \(device) AND provider = \(provider.rawValue)")
+        case .dropPushToken(let provider, let hash, let reportedAt):
+            try await run(conn, """
+                DELETE FROM push_tokens WHERE provider = \(provider.rawValue) AND token_hash = \(Data(hash.bytes)) AND registered_at <= \(reportedAt.milliseconds)
+                """)
+        case .setPushMode(let device, let mode):
+            try await run(conn, "UPDATE devices SET push_mode = \(mode.rawValue) WHERE id = \(device)")
+        case .setAccountPush(let device, let account, let enabled):
+            try await run(conn, "UPDATE device_accounts SET push_enabled = \(enabled ? 1 : 0) WHERE device_id = \(device) AND account_id = \(account)")
+        case .createServiceKey(let name, let hash, let at, let by):
+            try await run(conn, """
+                INSERT INTO service_keys (name, key_hash, created_at, created_by) VALUES (\(name), \(Data(hash.bytes)), \(at.milliseconds), \(by.description))
+                """)
+        case .revokeServiceKey(let name, let at, let by):
+            try await run(conn, """
+                UPDATE service_keys SET revoked_at = \(at.milliseconds), revoked_by = \(by.description) WHERE name = \(name) AND revoked_at IS NULL
+                """)
+        case .touchServiceKey(let name, let at):
+            try await run(conn, """
+                UPDATE service_keys SET last_used_at = \(at.milliseconds) WHERE name = \(name) AND (last_used_at IS NULL OR last_used_at < \(at.milliseconds))
+                """)
         }
     }
 
@@ -466,6 +506,27 @@ public final class PostgresStore: TransferStore {
         }
     }
 
+    /// `DeviceRecord.routesPushes(to:)` in SQL: active pair, pushes on, mode `all` or the current account.
+    public func pushRoutes(accountIDs: [String]) async throws -> [PushRoute] {
+        try await client.withConnection { conn in
+            try await all(conn, """
+                SELECT t.provider, t.token, t.environment, t.device_id, p.account_id
+                FROM unnest(\(accountIDs)::text[]) AS j(id)
+                JOIN device_accounts p ON p.account_id = j.id AND p.state = 'active' AND p.push_enabled = 1
+                JOIN devices d ON d.id = p.device_id
+                JOIN push_tokens t ON t.device_id = p.device_id
+                WHERE d.push_mode = 'all' OR d.current_account_id = p.account_id
+                ORDER BY t.device_id, t.provider, p.account_id
+                """).map(Self.pushRoute)
+        }
+    }
+
+    public func serviceKey(hash: SecretHash) async throws -> ServiceKeyRecord? {
+        try await client.withConnection { conn in
+            try await one(conn, "SELECT * FROM service_keys WHERE key_hash = \(Data(hash.bytes))").map(Self.serviceKey)
+        }
+    }
+
     public func pendingTransfer(emailKey: String) async throws -> TransferRecord? {
         try await client.withConnection { conn in
             try await one(conn, "SELECT * FROM transfers WHERE email_key = \(emailKey) AND state = 'pending'").map(Self.transfer)
@@ -491,7 +552,34 @@ public final class PostgresStore: TransferStore {
             addedAt: Timestamp(milliseconds: try row["added_at"].decode(Int64.self)),
             lastLoginAt: try row["last_login_at"].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
             endedAt: try row["ended_at"].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
-            endedReason: try row["ended_reason"].decode(String?.self), session: session)
+            endedReason: try row["ended_reason"].decode(String?.self), session: session,
+            pushEnabled: try row["push_enabled"].decode(Int32.self) != 0)
+    }
+
+    static func pushRoute(_ row: PostgresRandomAccessRow) throws -> PushRoute {
+        PushRoute(
+            provider: try UnknownStoredValue.decode(try row["provider"].decode(String.self), column: "push_tokens.provider"),
+            token: try row["token"].decode(String.self),
+            environment: try row["environment"].decode(String?.self).map { try UnknownStoredValue.decode($0, column: "push_tokens.environment") },
+            deviceID: try row["device_id"].decode(String.self), accountID: try row["account_id"].decode(String.self))
+    }
+
+    static func pushToken(_ row: PostgresRandomAccessRow) throws -> PushToken {
+        PushToken(
+            deviceID: try row["device_id"].decode(String.self),
+            provider: try UnknownStoredValue.decode(try row["provider"].decode(String.self), column: "push_tokens.provider"),
+            token: try row["token"].decode(String.self),
+            environment: try row["environment"].decode(String?.self).map { try UnknownStoredValue.decode($0, column: "push_tokens.environment") },
+            registeredAt: Timestamp(milliseconds: try row["registered_at"].decode(Int64.self)))
+    }
+
+    static func serviceKey(_ row: PostgresRandomAccessRow) throws -> ServiceKeyRecord {
+        ServiceKeyRecord(
+            name: try row["name"].decode(String.self), createdAt: Timestamp(milliseconds: try row["created_at"].decode(Int64.self)),
+            createdBy: try row["created_by"].decode(String.self),
+            lastUsedAt: try row["last_used_at"].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
+            revokedAt: try row["revoked_at"].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
+            revokedBy: try row["revoked_by"].decode(String?.self))
     }
 
     static func transfer(_ row: PostgresRandomAccessRow) throws -> TransferRecord {

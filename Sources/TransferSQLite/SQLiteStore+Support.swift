@@ -40,9 +40,16 @@ extension SQLiteStore: SupportStore {
                 "SELECT * FROM (SELECT * FROM audit_events WHERE account_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id",
                 [accountID, recentEvents]
             ).map(Self.event)
+            let tokens = try db.all(
+                """
+                SELECT t.* FROM push_tokens t JOIN device_accounts p ON p.device_id = t.device_id
+                WHERE p.account_id = ? AND p.state = 'active' ORDER BY t.device_id, t.provider
+                """, [accountID]
+            ).map(Self.pushToken)
             return AccountReport(
                 accountID: accountID, userName: account["user_name"], createdAt: Timestamp(milliseconds: account["created_at"]),
-                movedToDeviceID: account["moved_to_device_id"], devices: devices, transfer: transfer, recentEvents: events)
+                movedToDeviceID: account["moved_to_device_id"], devices: devices, transfer: transfer, recentEvents: events,
+                pushTokens: tokens)
         }
     }
 
@@ -76,6 +83,10 @@ extension SQLiteStore: SupportStore {
                 transfersVoided: row["voided"], lockedNow: row["locked"], claimsWonLast24h: row["won"],
                 claimsFailedLast24h: row["failed"])
         }
+    }
+
+    public func serviceKeys() async throws -> [ServiceKeyRecord] {
+        try await pool.read { db in try db.all("SELECT * FROM service_keys ORDER BY created_at, name", []).map(Self.serviceKey) }
     }
 
     static func event(_ row: Row) throws -> AuditEvent {

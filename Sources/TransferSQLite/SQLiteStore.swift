@@ -49,7 +49,7 @@ public final class SQLiteStore: TransferStore {
     /// appended here. `schema.sql` at the repository's root is the schema they add up to.
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
-        for version in ["v1", "v2", "v3"] {
+        for version in ["v1", "v2", "v3", "v4"] {
             migrator.registerMigration(version) { db in try db.execute(sql: try SQLiteStore.migrationSQL(version)) }
         }
         return migrator
@@ -120,6 +120,9 @@ public final class SQLiteStore: TransferStore {
                 SigningKeyRecord(kid: $0["kid"], algorithm: $0["algorithm"], privateKey: $0["private_key"], createdAt: Timestamp(milliseconds: $0["created_at"]))
             }
         }
+        if let name = reads.serviceKey {
+            facts.serviceKey = try db.one("SELECT * FROM service_keys WHERE name = ?", [name]).map(serviceKey)
+        }
         return facts
     }
 
@@ -136,7 +139,7 @@ public final class SQLiteStore: TransferStore {
         return DeviceRecord(
             id: id, secretHash: SecretHash(bytes: [UInt8](row["secret_hash"] as Data)), createdAt: Timestamp(milliseconds: row["created_at"]),
             currentAccountID: row["current_account_id"], retiredAt: (row["retired_at"] as Int64?).map(Timestamp.init(milliseconds:)),
-            accounts: accounts)
+            accounts: accounts, pushMode: try UnknownStoredValue.decode(row["push_mode"], column: "devices.push_mode"))
     }
 
     /// `a`'s migration flag at the first argument's time: a pending transfer that has not expired.
@@ -159,7 +162,8 @@ public final class SQLiteStore: TransferStore {
             try db.run(
                 """
                 INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES (?, ?, 'active', ?)
-                ON CONFLICT (device_id, account_id) DO UPDATE SET state = 'active', added_at = excluded.added_at, ended_at = NULL, ended_reason = NULL
+                ON CONFLICT (device_id, account_id) DO UPDATE
+                SET state = 'active', added_at = excluded.added_at, ended_at = NULL, ended_reason = NULL, push_enabled = 1
                 """, [device, account, at.milliseconds])
         case .setCurrentAccount(let device, let account):
             try db.run("UPDATE devices SET current_account_id = ? WHERE id = ?", [account, device])
@@ -169,6 +173,7 @@ public final class SQLiteStore: TransferStore {
                 [state.rawValue, at.milliseconds, reason, device, account])
         case .retireDevice(let id, let at):
             try db.run("UPDATE devices SET retired_at = ? WHERE id = ? AND retired_at IS NULL", [at.milliseconds, id])
+            try db.run("DELETE FROM push_tokens WHERE device_id = ?", [id])
         case .setMovedTo(let account, let device):
             try db.run("UPDATE accounts SET moved_to_device_id = ? WHERE id = ?", [device, account])
         case .openSession(let device, let account, let s, let at, let address):
@@ -226,6 +231,36 @@ public final class SQLiteStore: TransferStore {
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [e.at.milliseconds, e.kind.rawValue, e.accountID, e.deviceID, e.transferID, e.actor.description, e.reason, e.clientAddress])
+        case .setPushToken(let t):
+            try db.run("DELETE FROM push_tokens WHERE provider = ? AND token_hash = ? AND device_id <> ?", [t.provider.rawValue, Data(t.tokenHash.bytes), t.deviceID])
+            try db.run(
+                """
+                INSERT INTO push_tokens (device_id, provider, token, token_hash, environment, registered_at) VALUES (?, ?, ?, ?, ?, ?)
+                ON CONFLICT (device_id, provider) DO UPDATE
+                SET token = excluded.token, token_hash = excluded.token_hash, environment = excluded.environment, registered_at = excluded.registered_at
+                """, [t.deviceID, t.provider.rawValue, t.token, Data(t.tokenHash.bytes), t.environment?.rawValue, t.registeredAt.milliseconds])
+        case .removePushToken(let device, let provider):
+            try db.run("DELETE FROM push_tokens WHERE device_id = ? AND provider = ?", [device, provider.rawValue])
+        case .dropPushToken(let provider, let hash, let reportedAt):
+            try db.run(
+                "DELETE FROM push_tokens WHERE provider = ? AND token_hash = ? AND registered_at <= ?",
+                [provider.rawValue, Data(hash.bytes), reportedAt.milliseconds])
+        case .setPushMode(let device, let mode):
+            try db.run("UPDATE devices SET push_mode = ? WHERE id = ?", [mode.rawValue, device])
+        case .setAccountPush(let device, let account, let enabled):
+            try db.run("UPDATE device_accounts SET push_enabled = ? WHERE device_id = ? AND account_id = ?", [enabled ? 1 : 0, device, account])
+        case .createServiceKey(let name, let hash, let at, let by):
+            try db.run(
+                "INSERT INTO service_keys (name, key_hash, created_at, created_by) VALUES (?, ?, ?, ?)",
+                [name, Data(hash.bytes), at.milliseconds, by.description])
+        case .revokeServiceKey(let name, let at, let by):
+            try db.run(
+                "UPDATE service_keys SET revoked_at = ?, revoked_by = ? WHERE name = ? AND revoked_at IS NULL",
+                [at.milliseconds, by.description, name])
+        case .touchServiceKey(let name, let at):
+            try db.run(
+                "UPDATE service_keys SET last_used_at = ? WHERE name = ? AND (last_used_at IS NULL OR last_used_at < ?)",
+                [at.milliseconds, name, at.milliseconds])
         }
     }
 
@@ -274,6 +309,29 @@ public final class SQLiteStore: TransferStore {
         }
     }
 
+    public func pushRoutes(accountIDs: [String]) async throws -> [PushRoute] {
+        // The ids travel as one JSON array: one cached statement, whatever their number.
+        let ids = String(decoding: try JSONEncoder().encode(accountIDs), as: UTF8.self)
+        return try await pool.read { db in
+            try db.all(Self.pushRoutesSQL, [ids]).map(Self.pushRoute)
+        }
+    }
+
+    /// `DeviceRecord.routesPushes(to:)` in SQL: active pair, pushes on, mode `all` or the current account.
+    static let pushRoutesSQL = """
+        SELECT t.provider, t.token, t.environment, t.device_id, p.account_id
+        FROM json_each(?) j
+        JOIN device_accounts p ON p.account_id = j.value AND p.state = 'active' AND p.push_enabled = 1
+        JOIN devices d ON d.id = p.device_id
+        JOIN push_tokens t ON t.device_id = p.device_id
+        WHERE d.push_mode = 'all' OR d.current_account_id = p.account_id
+        ORDER BY t.device_id, t.provider, p.account_id
+        """
+
+    public func serviceKey(hash: SecretHash) async throws -> ServiceKeyRecord? {
+        try await pool.read { db in try db.one("SELECT * FROM service_keys WHERE key_hash = ?", [Data(hash.bytes)]).map(Self.serviceKey) }
+    }
+
     public func pendingTransfer(emailKey: String) async throws -> TransferRecord? {
         try await pool.read { db in
             try db.one("SELECT * FROM transfers WHERE email_key = ? AND state = 'pending'", [emailKey]).map(Self.transfer)
@@ -295,7 +353,30 @@ public final class SQLiteStore: TransferStore {
             state: try UnknownStoredValue.decode(row["state"], column: "device_accounts.state"),
             addedAt: Timestamp(milliseconds: row["added_at"]),
             lastLoginAt: (row["last_login_at"] as Int64?).map(Timestamp.init(milliseconds:)),
-            endedAt: (row["ended_at"] as Int64?).map(Timestamp.init(milliseconds:)), endedReason: row["ended_reason"], session: session)
+            endedAt: (row["ended_at"] as Int64?).map(Timestamp.init(milliseconds:)), endedReason: row["ended_reason"], session: session,
+            pushEnabled: row["push_enabled"] as Int64 != 0)
+    }
+
+    static func pushRoute(_ row: Row) throws -> PushRoute {
+        PushRoute(
+            provider: try UnknownStoredValue.decode(row["provider"], column: "push_tokens.provider"), token: row["token"],
+            environment: try (row["environment"] as String?).map { try UnknownStoredValue.decode($0, column: "push_tokens.environment") },
+            deviceID: row["device_id"], accountID: row["account_id"])
+    }
+
+    static func pushToken(_ row: Row) throws -> PushToken {
+        PushToken(
+            deviceID: row["device_id"], provider: try UnknownStoredValue.decode(row["provider"], column: "push_tokens.provider"),
+            token: row["token"],
+            environment: try (row["environment"] as String?).map { try UnknownStoredValue.decode($0, column: "push_tokens.environment") },
+            registeredAt: Timestamp(milliseconds: row["registered_at"]))
+    }
+
+    static func serviceKey(_ row: Row) -> ServiceKeyRecord {
+        ServiceKeyRecord(
+            name: row["name"], createdAt: Timestamp(milliseconds: row["created_at"]), createdBy: row["created_by"],
+            lastUsedAt: (row["last_used_at"] as Int64?).map(Timestamp.init(milliseconds:)),
+            revokedAt: (row["revoked_at"] as Int64?).map(Timestamp.init(milliseconds:)), revokedBy: row["revoked_by"])
     }
 
     static func transfer(_ row: Row) throws -> TransferRecord {

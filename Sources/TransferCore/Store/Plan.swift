@@ -27,8 +27,8 @@ public struct Plan<Result: Sendable>: Sendable {
 }
 
 /// What an operation reads before it decides. Stores read in a fixed order (transfer, pending
-/// transfers, refresh token, device, account devices, account, signing keys), so concurrent
-/// operations lock rows in the same order.
+/// transfers, refresh token, device, account devices, account, signing keys, service key), so
+/// concurrent operations lock rows in the same order.
 public struct Reads: Sendable, Equatable {
     /// A transfer by id, locked.
     public var transfer: String?
@@ -45,11 +45,15 @@ public struct Reads: Sendable, Equatable {
     public var account: String?
     /// The current signing keys; serialised among writers (and nodes).
     public var signingKeys = false
+    /// A service key by name, locked.
+    public var serviceKey: String?
 
     public init(
         transfer: String? = nil, pendingTransfers: PendingTransferQuery? = nil, refreshToken: SecretHash? = nil,
-        device: String? = nil, accountDevices: String? = nil, account: String? = nil, signingKeys: Bool = false
+        device: String? = nil, accountDevices: String? = nil, account: String? = nil, signingKeys: Bool = false,
+        serviceKey: String? = nil
     ) {
+        self.serviceKey = serviceKey
         self.transfer = transfer
         self.pendingTransfers = pendingTransfers
         self.refreshToken = refreshToken
@@ -81,6 +85,7 @@ public struct Facts: Sendable {
     public var account: SessionAccount?
     /// Oldest first.
     public var signingKeys: [SigningKeyRecord] = []
+    public var serviceKey: ServiceKeyRecord?
 
     public init() {}
 }
@@ -114,6 +119,23 @@ public enum Effect: Sendable, Equatable {
     case unlockTransfer(id: String)
     case addSigningKey(SigningKeyRecord)
     case audit(AuditEvent)
+
+    // Push routing. Which accounts reach a token follows from the pairs, so an account that
+    // leaves a device (`endPair`) stops reaching its tokens in the same transaction; a device
+    // that retires (`retireDevice`) loses its tokens.
+    /// Registers the device's token for its provider, replacing its earlier one; taken off any other device that held it.
+    case setPushToken(PushToken)
+    case removePushToken(deviceID: String, provider: PushProvider)
+    /// The provider said the token is dead: dropped unless registered again after `reportedAt`.
+    case dropPushToken(provider: PushProvider, tokenHash: SecretHash, reportedAt: Timestamp)
+    case setPushMode(deviceID: String, PushMode)
+    case setAccountPush(deviceID: String, accountID: String, enabled: Bool)
+
+    // Service keys of app backends.
+    case createServiceKey(name: String, keyHash: SecretHash, at: Timestamp, by: Initiator)
+    case revokeServiceKey(name: String, at: Timestamp, by: Initiator)
+    /// Records a use (at most once a minute per key: a write on every call would cost more than the call).
+    case touchServiceKey(name: String, at: Timestamp)
 }
 
 /// A transfer to create, pending.

@@ -21,6 +21,12 @@ public protocol TransferStore: Sendable {
     /// The pending transfer for an email key, if any (it may be expired or locked: the caller decides).
     func pendingTransfer(emailKey: String) async throws -> TransferRecord?
 
+    /// Who reaches which token, for the asked accounts (lower-case ids): one row per (token,
+    /// account), ordered by device, provider and account. One query, whatever the number of ids.
+    func pushRoutes(accountIDs: [String]) async throws -> [PushRoute]
+    /// The service key with this SHA-256, revoked or not.
+    func serviceKey(hash: SecretHash) async throws -> ServiceKeyRecord?
+
     /// One round of housekeeping, in batches of `batchSize` rows, so that storage grows with
     /// devices and accounts, not with launches. On PostgreSQL, nil when another node is pruning.
     func prune(_ cutoffs: PruneCutoffs, batchSize: Int) async throws -> PruneCounts?

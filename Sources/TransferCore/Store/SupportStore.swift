@@ -9,6 +9,8 @@ public protocol SupportStore: TransferStore {
     /// The account's audit trail, oldest first.
     func history(accountID: String) async throws -> [AuditEvent]
     func stats(at: Timestamp) async throws -> SupportStats
+    /// Every service key, oldest first.
+    func serviceKeys() async throws -> [ServiceKeyRecord]
 }
 
 public struct AccountMatch: Sendable, Equatable, Codable {
@@ -36,11 +38,14 @@ public struct AccountReport: Sendable {
     public var transfer: TransferRecord?
     /// The most recent events, oldest first.
     public var recentEvents: [AuditEvent]
+    /// The push tokens of the devices the account is on; `DeviceRecord.routesPushes(to:)` tells which reach it.
+    public var pushTokens: [PushToken]
 
     public init(
         accountID: String, userName: String, createdAt: Timestamp, movedToDeviceID: String?, devices: [DeviceRecord],
-        transfer: TransferRecord?, recentEvents: [AuditEvent]
+        transfer: TransferRecord?, recentEvents: [AuditEvent], pushTokens: [PushToken] = []
     ) {
+        self.pushTokens = pushTokens
         self.accountID = accountID
         self.userName = userName
         self.createdAt = createdAt

@@ -1,0 +1,93 @@
+// Push routing: the device registers its token and says which of its accounts it wants
+// pushes for (`/v1/devices/push-token`, `/v1/devices/push-preferences`, `/v1/me/push`); app
+// backends ask whom to send to and report dead tokens (`/v1/service/push-*`).
+
+extension TransferService {
+    /// `PUT /v1/devices/push-token`: `token` is already validated for its provider.
+    public func registerPushToken(
+        _ caller: Caller, provider: PushProvider, token: String, environment: PushEnvironment?
+    ) async throws {
+        let now = clock.now()
+        let push = PushToken(
+            deviceID: caller.deviceID, provider: provider, token: token,
+            environment: provider == .apns ? environment ?? .production : nil, registeredAt: now)
+        try await change(caller, now: now, [.setPushToken(push)])
+    }
+
+    /// `DELETE /v1/devices/push-token`.
+    public func removePushToken(_ caller: Caller, provider: PushProvider) async throws {
+        try await change(caller, now: clock.now(), [.removePushToken(deviceID: caller.deviceID, provider: provider)])
+    }
+
+    /// `PUT /v1/devices/push-preferences`.
+    public func setPushMode(_ caller: Caller, _ mode: PushMode) async throws {
+        try await change(caller, now: clock.now(), [.setPushMode(deviceID: caller.deviceID, mode)])
+    }
+
+    /// `PUT /v1/me/push`: the caller's account's pushes on the caller's device.
+    public func setAccountPush(_ caller: Caller, enabled: Bool) async throws {
+        try await change(
+            caller, now: clock.now(), [.setAccountPush(deviceID: caller.deviceID, accountID: caller.accountID, enabled: enabled)])
+    }
+
+    private func change(_ caller: Caller, now: Timestamp, _ effects: [Effect]) async throws {
+        if let error = try await store.execute(DevicePushCommand(caller: caller, effects: effects, now: now)) { throw error }
+    }
+
+    /// `POST /v1/service/push-targets`: `accountIDs` lower-case, without repeats, at most
+    /// `FieldRules.maxPushTargetAccounts`. Unknown accounts and accounts no token reaches are left out.
+    public func pushTargets(accountIDs: [String]) async throws -> [PushTarget] {
+        guard !accountIDs.isEmpty else { return [] }
+        return PushTarget.grouping(try await store.pushRoutes(accountIDs: accountIDs))
+    }
+
+    /// `POST /v1/service/push-feedback`: the provider called the token dead at `reportedAt`. A
+    /// time in the future counts as now: feedback cannot be about a registration yet to come.
+    public func pushFeedback(provider: PushProvider, token: String, reportedAt: Timestamp) async throws {
+        let now = clock.now()
+        let token = provider == .apns ? token.lowercased() : token
+        try await store.execute(PushFeedbackCommand(
+            provider: provider, tokenHash: SecretHash(of: token), reportedAt: min(reportedAt, now), now: now))
+    }
+}
+
+/// A change a device makes to its push routing, for one of its accounts. The device is read
+/// (and locked) so the change cannot land after the account left the device, and two
+/// registrations of one device do not interleave.
+public struct DevicePushCommand: StoreOperation {
+    public var caller: Caller
+    public var effects: [Effect]
+    public var now: Timestamp
+    public init(caller: Caller, effects: [Effect], now: Timestamp) {
+        self.caller = caller
+        self.effects = effects
+        self.now = now
+    }
+
+    public var reads: Reads { Reads(device: caller.deviceID) }
+
+    public func plan(_ facts: Facts) -> Plan<TransferError?> {
+        guard let device = facts.device, device.holds(caller.accountID) else { return Plan(.invalidToken) }
+        return Plan(nil, effects)
+    }
+}
+
+public struct PushFeedbackCommand: StoreOperation {
+    public var provider: PushProvider
+    public var tokenHash: SecretHash
+    public var reportedAt: Timestamp
+    public var now: Timestamp
+    public init(provider: PushProvider, tokenHash: SecretHash, reportedAt: Timestamp, now: Timestamp) {
+        self.provider = provider
+        self.tokenHash = tokenHash
+        self.reportedAt = reportedAt
+        self.now = now
+    }
+
+    /// The condition (registered again after the report?) is the statement's own, so nothing is read first.
+    public var reads: Reads { Reads() }
+
+    public func plan(_ facts: Facts) -> Plan<Void> {
+        Plan((), [.dropPushToken(provider: provider, tokenHash: tokenHash, reportedAt: reportedAt)])
+    }
+}
