@@ -31,6 +31,12 @@ struct API<Context: AppRequestContext>: Sendable {
             (.get, "/v1/devices/accounts", { $0.deviceAccounts }),
             (.put, "/v1/devices/current-account", { $0.setCurrentAccount }),
             (.delete, "/v1/devices/accounts/:accountId", { $0.removeAccount }),
+            (.put, "/v1/devices/push-token", { $0.registerPushToken }),
+            (.delete, "/v1/devices/push-token", { $0.removePushToken }),
+            (.put, "/v1/devices/push-preferences", { $0.setPushPreferences }),
+            (.put, "/v1/me/push", { $0.setAccountPush }),
+            (.post, "/v1/service/push-targets", { $0.pushTargets }),
+            (.post, "/v1/service/push-feedback", { $0.pushFeedback }),
             (.get, "/.well-known/jwks.json", { $0.jwks }),
             (.get, "/healthz", { _ in { _, _ in raw(Array(#"{"status":"ok"}"#.utf8), type: "application/json") } }),
             (.get, "/readyz", { api in { _, _ in try await api.ready() } }),
@@ -161,6 +167,70 @@ struct API<Context: AppRequestContext>: Sendable {
         return Response(status: .noContent)
     }
 
+    // MARK: Push routing
+
+    func registerPushToken(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await authenticate(request, context)
+        let body = try await JSONBody.read(request, context: context)
+        let provider: PushProvider = try body.choice("provider")
+        let token = try FieldRules.pushToken(try body.string("token"), provider: provider)
+        let environment: PushEnvironment? = try body.optionalString("environment").map { try JSONBody.choice($0, name: "environment") }
+        if provider == .fcm, environment != nil { throw APIError.invalidRequest("environment is for apns tokens only.") }
+        try await service.registerPushToken(caller, provider: provider, token: token, environment: environment)
+        return Response(status: .noContent)
+    }
+
+    func removePushToken(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await authenticate(request, context)
+        guard let name = request.uri.queryParameters.get("provider") else { throw APIError.invalidRequest("provider is required.") }
+        let provider: PushProvider = try JSONBody.choice(name, name: "provider")
+        try await service.removePushToken(caller, provider: provider)
+        return Response(status: .noContent)
+    }
+
+    func setPushPreferences(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await authenticate(request, context)
+        let body = try await JSONBody.read(request, context: context)
+        try await service.setPushMode(caller, try body.choice("mode"))
+        return Response(status: .noContent)
+    }
+
+    func setAccountPush(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await authenticate(request, context)
+        let body = try await JSONBody.read(request, context: context)
+        try await service.setAccountPush(caller, enabled: try body.bool("enabled"))
+        return Response(status: .noContent)
+    }
+
+    func pushTargets(_ request: Request, _ context: Context) async throws -> Response {
+        _ = try await authenticateService(request)
+        let body = try await JSONBody.read(request, context: context, limit: JSONBody.serviceMaxBytes)
+        let texts = try body.strings("accountIds")
+        guard (1...FieldRules.maxPushTargetAccounts).contains(texts.count) else {
+            throw APIError.invalidRequest("accountIds must hold 1 to \(FieldRules.maxPushTargetAccounts) ids.")
+        }
+        var seen = Set<String>()
+        let ids = try texts.enumerated().compactMap { i, text in
+            let id = try Self.accountID(text, field: "accountIds[\(i)]")
+            return seen.insert(id).inserted ? id : nil
+        }
+        let targets = try await service.pushTargets(accountIDs: ids)
+        return try Self.json(PushTargetsBody(targets: targets.map(PushTargetsBody.Target.init)), status: .ok)
+    }
+
+    func pushFeedback(_ request: Request, _ context: Context) async throws -> Response {
+        _ = try await authenticateService(request)
+        let body = try await JSONBody.read(request, context: context, limit: JSONBody.serviceMaxBytes)
+        let provider: PushProvider = try body.choice("provider")
+        let token = try FieldRules.pushToken(try body.string("token"), provider: provider)
+        let _: PushFeedbackReason = try body.choice("reason")
+        guard let at = Timestamp(rfc3339: try body.string("at")) else {
+            throw APIError.invalidRequest("at must be an RFC 3339 date-time, such as 2026-11-22T10:00:00Z.")
+        }
+        try await service.pushFeedback(provider: provider, token: token, reportedAt: at)
+        return Response(status: .noContent)
+    }
+
     func jwks(_ request: Request, _ context: Context) async throws -> Response {
         Self.raw(try tokenBox.tokens.jwksJSON, type: "application/json", cache: "public, max-age=300")
     }
@@ -192,6 +262,14 @@ struct API<Context: AppRequestContext>: Sendable {
             accountID: claims.sub.value, deviceID: claims.did, sessionID: claims.sid)
         context.log.accountID = caller.accountID
         return caller
+    }
+
+    /// The app backend calling a service endpoint: `Authorization: Bearer <service key>`.
+    func authenticateService(_ request: Request) async throws -> ServiceCaller {
+        guard let header = request.headers[.authorization], header.count < 4096, header.lowercased().hasPrefix("bearer ") else {
+            throw TransferError.invalidServiceKey
+        }
+        return try await service.authenticateService(key: header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces))
     }
 
     /// The socket peer, or with `--trusted-proxy` the last `X-Forwarded-For` hop.
@@ -293,9 +371,34 @@ struct DeviceAccountsBody: Encodable {
         accounts = device.active.map {
             Account(
                 accountId: $0.account.accountID, userName: $0.account.userName, current: $0.account.accountID == device.currentAccountID,
-                addedAt: $0.addedAt.rfc3339, lastLoginAt: $0.lastLoginAt?.rfc3339, pushEnabled: true)
+                addedAt: $0.addedAt.rfc3339, lastLoginAt: $0.lastLoginAt?.rfc3339, pushEnabled: $0.pushEnabled)
         }
     }
+}
+
+/// Why an app backend reports a token: either way it is dead.
+enum PushFeedbackReason: String, CaseIterable {
+    case unregistered
+    case badToken = "bad_token"
+}
+
+/// `POST /v1/service/push-targets`; `environment` only for apns.
+struct PushTargetsBody: Encodable {
+    struct Target: Encodable {
+        var provider: String
+        var token: String
+        var environment: String?
+        var deviceId: String
+        var accountIds: [String]
+        init(_ t: PushTarget) {
+            provider = t.provider.rawValue
+            token = t.token
+            environment = t.environment?.rawValue
+            deviceId = t.deviceID
+            accountIds = t.accountIDs
+        }
+    }
+    var targets: [Target]
 }
 
 struct TransferBody: Encodable {

@@ -94,6 +94,11 @@ extension APIError {
             self.init(
                 .conflict, error.code,
                 "This is the account's only device and no transfer is set up; set one up first, or pass abandon=true.")
+        case .invalidPushToken(let why):
+            self.init(.badRequest, error.code, why.prefix(1).uppercased() + why.dropFirst() + ".")
+        case .invalidServiceKey:
+            self.init(.unauthorized, error.code, "The service key is missing, unknown or revoked.",
+                      headers: [.wwwAuthenticate: "Bearer"])
         case .rateLimited(let retryAfter):
             self = .rateLimited(retryAfter: retryAfter)
         case .overloaded(let retryAfter):

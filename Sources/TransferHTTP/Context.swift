@@ -31,8 +31,8 @@ public struct TransferRequestContext: AppRequestContext, RequestContext {
         peerAddress = source.channel.remoteAddress?.ipAddress
     }
 
-    /// Bodies are read with their own 16 KiB limit (`JSONBody`).
-    public var maxUploadSize: Int { JSONBody.maxBytes }
+    /// Bodies are read with their route's own limit (`JSONBody`); this is the largest.
+    public var maxUploadSize: Int { JSONBody.serviceMaxBytes }
 }
 
 extension Duration {

@@ -19,21 +19,24 @@ enum JSONValue: Decodable {
 
 /// A JSON request body read as an object, with field access that names the field in errors.
 struct JSONBody {
+    /// What an app's request may carry.
     static let maxBytes = 16 * 1024
+    /// What an app backend's request to the service API may carry (1 000 account ids).
+    static let serviceMaxBytes = 64 * 1024
 
     let fields: [String: JSONValue]
 
-    /// Reads at most 16 KiB and parses one JSON object.
-    static func read(_ request: Request, context: some RequestContext) async throws -> JSONBody {
+    /// Reads at most `limit` bytes and parses one JSON object.
+    static func read(_ request: Request, context: some RequestContext, limit: Int = maxBytes) async throws -> JSONBody {
         if let type = request.headers[.contentType], !type.lowercased().hasPrefix("application/json") {
             throw APIError(.unsupportedMediaType, "unsupported_media_type", "Content-Type must be application/json.")
         }
         var request = request
         let buffer: ByteBuffer
         do {
-            buffer = try await request.collectBody(upTo: maxBytes)
+            buffer = try await request.collectBody(upTo: limit)
         } catch is NIOTooManyBytesError {
-            throw APIError(.contentTooLarge, "payload_too_large", "The request body is larger than 16 KiB.")
+            throw APIError(.contentTooLarge, "payload_too_large", "The request body is larger than \(limit / 1024) KiB.")
         }
         guard buffer.readableBytes > 0 else { throw APIError.invalidRequest("The request body must be a JSON object.") }
         let value: JSONValue
@@ -105,6 +108,39 @@ struct JSONBody {
         case .none, .null: return nil
         case .string(let s): return s
         default: throw APIError.invalidRequest("\(name) must be a string.")
+        }
+    }
+
+    func bool(_ name: String) throws -> Bool {
+        switch fields[name] {
+        case .none, .null: throw APIError.invalidRequest("\(name) is required.")
+        case .bool(let b): return b
+        default: throw APIError.invalidRequest("\(name) must be true or false.")
+        }
+    }
+
+    /// A required string field whose value is one of `T`'s raw values.
+    func choice<T: RawRepresentable & CaseIterable>(_ name: String, of: T.Type = T.self) throws -> T where T.RawValue == String {
+        try Self.choice(try string(name), name: name)
+    }
+
+    static func choice<T: RawRepresentable & CaseIterable>(_ text: String, name: String) throws -> T where T.RawValue == String {
+        guard let value = T(rawValue: text) else {
+            throw APIError.invalidRequest("\(name) must be " + T.allCases.map { "'\($0.rawValue)'" }.joined(separator: " or ") + ".")
+        }
+        return value
+    }
+
+    /// A required array of strings.
+    func strings(_ name: String) throws -> [String] {
+        switch fields[name] {
+        case .none, .null: throw APIError.invalidRequest("\(name) is required.")
+        case .array(let items):
+            return try items.enumerated().map { i, item in
+                guard case .string(let s) = item else { throw APIError.invalidRequest("\(name)[\(i)] must be a string.") }
+                return s
+            }
+        default: throw APIError.invalidRequest("\(name) must be an array of strings.")
         }
     }
 

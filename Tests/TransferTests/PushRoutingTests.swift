@@ -1,0 +1,301 @@
+import Foundation
+import HTTPTypes
+import Testing
+import TransferCore
+import TransferHTTP
+
+/// Contract v1.1, "Push routing": the phone registers its token, the app backend asks whom to
+/// send to. Told as stories through the HTTP API, on every store.
+@Suite("Push routing")
+struct PushRoutingTests {
+    let password = "plum-harbor-71-sail"
+
+    /// A server on a fresh database and a service key for the app backend.
+    func withBackend(_ kind: StoreKind, _ body: @Sendable (Client, Backend, Harness) async throws -> Void) async throws {
+        try await withHarness(kind) { harness in
+            try await harness.run { api, parts in
+                let made = try #require(try await parts.service.createServiceKey(name: "app-backend", by: .support(operator: "test"), reason: "test"))
+                try await body(api, Backend(api: api, key: made.key, service: parts.service), harness)
+            }
+        }
+    }
+
+    /// The app backend's calls.
+    struct Backend {
+        let api: Client
+        let key: String
+        let service: TransferService
+
+        func targets(_ ids: [String], key: String? = nil) async throws -> Reply {
+            try await api.call(.post, "/v1/service/push-targets", json: ["accountIds": ids], token: key ?? self.key)
+        }
+
+        /// The targets of a 200 answer, as (token, deviceId, accountIds sorted).
+        func reach(_ ids: [String], sourceLocation: SourceLocation = #_sourceLocation) async throws -> [Target] {
+            let reply = try await targets(ids)
+            try #require(reply.status == .ok, "push-targets: \(reply.text)", sourceLocation: sourceLocation)
+            let list = try #require(try reply.json["targets"] as? [[String: Any]], "no targets list: \(reply.text)", sourceLocation: sourceLocation)
+            return list.map {
+                Target(provider: $0["provider"] as? String ?? "?", token: $0["token"] as? String ?? "?", environment: $0["environment"] as? String,
+                       deviceID: $0["deviceId"] as? String ?? "?", accountIDs: (($0["accountIds"] as? [String]) ?? []).sorted())
+            }
+        }
+
+        func feedback(provider: String = "apns", token: String, at: Timestamp, reason: String = "unregistered") async throws -> Reply {
+            try await api.call(
+                .post, "/v1/service/push-feedback", json: ["provider": provider, "token": token, "reason": reason, "at": at.rfc3339], token: key)
+        }
+    }
+
+    struct Target: Equatable, CustomStringConvertible {
+        var provider: String
+        var token: String
+        var environment: String?
+        var deviceID: String
+        var accountIDs: [String]
+        var description: String { "\(provider) …\(token.suffix(8)) on \(deviceID) → \(accountIDs)" }
+    }
+
+    static func apnsToken() -> String { RandomToken.randomBytes(32).map { String(format: "%02x", $0) }.joined() }
+
+    /// A phone with a personal account and a work account (current), both logged in.
+    func twoAccounts(_ api: Client) async throws -> (phone: Device, personal: Reply, work: Reply) {
+        let phone = Device()
+        let personal = try await api.login(phone)
+        try #require(personal.status == .created, "\(personal.text)")
+        let work = try await api.login(phone, newAccount: true)
+        try #require(work.status == .created, "\(work.text)")
+        return (phone, personal, work)
+    }
+
+    @Test("a token registered on phone A reaches both of A's accounts, once per token", arguments: StoreKind.available)
+    func oneTokenBothAccounts(kind: StoreKind) async throws {
+        try await withBackend(kind) { api, backend, _ in
+            let a = try await twoAccounts(api)
+            let personal = try a.personal.accountID, work = try a.work.accountID
+            let token = Self.apnsToken()
+            #expect(try await backend.reach([personal, work]) == [], "no token registered yet")
+            let put = try await api.registerPush(try a.personal.accessToken, token: token.uppercased())
+            #expect(put.status == .noContent, "\(put.text)")
+            let unknown = UUID().uuidString
+            #expect(try await backend.reach([work, unknown, personal.uppercased(), personal]) == [
+                Target(provider: "apns", token: token, environment: "production", deviceID: a.phone.id, accountIDs: [personal, work].sorted())
+            ], "one target for the token, naming both asked accounts; unknown ids left out; the token kept lower-case")
+            #expect(try await backend.reach([work]).map(\.accountIDs) == [[work]], "only the asked accounts are named")
+
+            // An Android build of the same app on the same install is not a thing, but a device may
+            // hold one token per provider: each is its own target.
+            let fcm = "fcm-token_1:APA91b" + String(repeating: "x", count: 140)
+            #expect(try await api.registerPush(try a.work.accessToken, provider: "fcm", token: fcm).status == .noContent)
+            let both = try await backend.reach([personal])
+            #expect(both.count == 2, "\(both)")
+            #expect(both.first { $0.provider == "fcm" } == Target(provider: "fcm", token: fcm, environment: nil, deviceID: a.phone.id, accountIDs: [personal]))
+            // A new token for a provider replaces the device's old one.
+            let newer = Self.apnsToken()
+            #expect(try await api.registerPush(try a.work.accessToken, token: newer, environment: "sandbox").status == .noContent)
+            #expect(try await backend.reach([personal]).first { $0.provider == "apns" }.map { [$0.token, $0.environment] } == [newer, "sandbox"])
+            #expect(try await api.call(.delete, "/v1/devices/push-token?provider=fcm", token: try a.work.accessToken).status == .noContent)
+            #expect(try await backend.reach([personal]).map(\.provider) == ["apns"], "the fcm token was unregistered")
+            let listed = try await api.accounts(try a.personal.accessToken)
+            #expect((try listed.json["accounts"] as? [[String: Any]])?.map { $0["pushEnabled"] as? Bool } == [true, true])
+        }
+    }
+
+    @Test("mode current reaches only the current account, and follows it when the app switches", arguments: StoreKind.available)
+    func modeCurrent(kind: StoreKind) async throws {
+        try await withBackend(kind) { api, backend, _ in
+            let a = try await twoAccounts(api)
+            let personal = try a.personal.accountID, work = try a.work.accountID
+            _ = try await api.registerPush(try a.work.accessToken, token: Self.apnsToken())
+            let mode = try await api.call(.put, "/v1/devices/push-preferences", json: ["mode": "current"], token: try a.work.accessToken)
+            #expect(mode.status == .noContent, "\(mode.text)")
+            #expect(try await backend.reach([personal, work]).map(\.accountIDs) == [[work]], "work is current")
+            #expect(try await api.setCurrent(try a.work.accessToken, account: personal).status == .noContent)
+            #expect(try await backend.reach([personal, work]).map(\.accountIDs) == [[personal]], "the app switched to personal")
+            _ = try await api.call(.put, "/v1/devices/push-preferences", json: ["mode": "all"], token: try a.work.accessToken)
+            #expect(try await backend.reach([personal, work]).map(\.accountIDs) == [[personal, work].sorted()])
+            let bad = try await api.call(.put, "/v1/devices/push-preferences", json: ["mode": "some"], token: try a.work.accessToken)
+            #expect(bad.status == .badRequest && bad.error == "invalid_request", "\(bad.text)")
+        }
+    }
+
+    @Test("an account that mutes its pushes on the phone is no longer reached; the other still is", arguments: StoreKind.available)
+    func muting(kind: StoreKind) async throws {
+        try await withBackend(kind) { api, backend, _ in
+            let a = try await twoAccounts(api)
+            let personal = try a.personal.accountID, work = try a.work.accountID
+            _ = try await api.registerPush(try a.personal.accessToken, token: Self.apnsToken())
+            let mute = try await api.call(.put, "/v1/me/push", json: ["enabled": false], token: try a.work.accessToken)
+            #expect(mute.status == .noContent, "\(mute.text)")
+            #expect(try await backend.reach([personal, work]).map(\.accountIDs) == [[personal]])
+            let listed = try await api.accounts(try a.personal.accessToken)
+            let flags = (try listed.json["accounts"] as? [[String: Any]])?.map { [$0["accountId"] as? String: $0["pushEnabled"] as? Bool] }
+            #expect(flags == [[personal: true], [work: false]], "\(listed.text)")
+            #expect(try await api.call(.put, "/v1/me/push", json: ["enabled": "no"], token: try a.work.accessToken).error == "invalid_request")
+            #expect(try await api.call(.put, "/v1/me/push", json: ["enabled": true], token: try a.work.accessToken).status == .noContent)
+            #expect(try await backend.reach([personal, work]).map(\.accountIDs) == [[personal, work].sorted()])
+        }
+    }
+
+    @Test("the moved account stops reaching phone A at the claim, and reaches phone B once B registers", arguments: StoreKind.available)
+    func claimMovesRouting(kind: StoreKind) async throws {
+        try await withBackend(kind) { api, backend, _ in
+            let a = try await twoAccounts(api)
+            let personal = try a.personal.accountID, work = try a.work.accountID
+            let tokenA = Self.apnsToken(), tokenB = Self.apnsToken()
+            _ = try await api.registerPush(try a.personal.accessToken, token: tokenA)
+            #expect(try await api.setUp(token: try a.personal.accessToken, email: "mia@example.com", password: password).status == .created)
+            let b = Device()
+            let claimed = try await api.claim(email: "mia@example.com", password: password, device: b)
+            try #require(claimed.status == .ok, "\(claimed.text)")
+            #expect(try await backend.reach([personal, work]) == [
+                Target(provider: "apns", token: tokenA, environment: "production", deviceID: a.phone.id, accountIDs: [work])
+            ], "at the claim A stops receiving the moved account; it keeps the one that stayed")
+            #expect(try await api.registerPush(try claimed.accessToken, token: tokenB).status == .noContent)
+            #expect(try await backend.reach([personal]) == [
+                Target(provider: "apns", token: tokenB, environment: "production", deviceID: b.id, accountIDs: [personal])
+            ])
+            // A's old session of the moved account cannot register anything any more.
+            #expect(try await api.registerPush(try a.personal.accessToken, token: Self.apnsToken()).error == "invalid_token")
+        }
+    }
+
+    @Test("a token registered again by another phone moves to it", arguments: StoreKind.available)
+    func tokenMoves(kind: StoreKind) async throws {
+        try await withBackend(kind) { api, backend, _ in
+            // The app was deleted and installed again: a new deviceId, and APNs hands out the same token.
+            let old = try await api.login(Device()), new = try await api.login(Device())
+            let token = Self.apnsToken()
+            _ = try await api.registerPush(try old.accessToken, token: token)
+            _ = try await api.registerPush(try new.accessToken, token: token)
+            #expect(try await backend.reach([try old.accountID, try new.accountID]) == [
+                Target(provider: "apns", token: token, environment: "production", deviceID: try new.string("deviceId"), accountIDs: [try new.accountID])
+            ], "a token is on one device at most")
+        }
+    }
+
+    @Test("feedback drops a token, but not one registered again after the feedback's time", arguments: StoreKind.available)
+    func feedback(kind: StoreKind) async throws {
+        try await withBackend(kind) { api, backend, harness in
+            let session = try await api.login(Device())
+            let account = try session.accountID
+            let token = Self.apnsToken()
+            let registered = harness.clock.now()
+            _ = try await api.registerPush(try session.accessToken, token: token)
+            harness.clock.advance(.seconds(60))
+            // APNs said "unregistered" for a time before the app registered it again: ignored.
+            _ = try await api.registerPush(try session.accessToken, token: token)
+            let stale = try await backend.feedback(token: token, at: registered + .seconds(30))
+            #expect(stale.status == .noContent, "\(stale.text)")
+            #expect(try await backend.reach([account]).count == 1, "registered again after the feedback's time: kept")
+            harness.clock.advance(.seconds(60))
+            #expect(try await backend.feedback(token: token.uppercased(), at: harness.clock.now(), reason: "bad_token").status == .noContent)
+            #expect(try await backend.reach([account]) == [], "dropped")
+            #expect(try await backend.feedback(token: token, at: harness.clock.now()).status == .noContent, "an unknown token: 204 too")
+            #expect(try await backend.feedback(token: token, at: harness.clock.now(), reason: "gone").error == "invalid_request")
+            let badTime = try await api.call(
+                .post, "/v1/service/push-feedback", json: ["provider": "apns", "token": token, "reason": "unregistered", "at": "yesterday"], token: backend.key)
+            #expect(badTime.error == "invalid_request", "\(badTime.text)")
+        }
+    }
+
+    @Test("a removed account, and the accounts of a revoked phone, are no longer targets", arguments: StoreKind.available)
+    func removedAndRevoked(kind: StoreKind) async throws {
+        try await withBackend(kind) { api, backend, _ in
+            let a = try await twoAccounts(api)
+            let personal = try a.personal.accountID, work = try a.work.accountID
+            _ = try await api.registerPush(try a.work.accessToken, token: Self.apnsToken())
+            #expect(try await api.remove(try a.work.accessToken, account: personal, abandon: true).status == .noContent)
+            #expect(try await backend.reach([personal, work]).map(\.accountIDs) == [[work]])
+            let revoked = try await backend.service.revokeDevice(DeviceID(a.phone.id)!, by: .support(operator: "test"), reason: "stolen")
+            #expect(revoked == [work])
+            #expect(try await backend.reach([personal, work]) == [], "a revoked phone gets no pushes")
+        }
+    }
+
+    @Test("service keys: only they open the service API, only access tokens the device API; a revoked key fails at once", arguments: StoreKind.available)
+    func serviceKeys(kind: StoreKind) async throws {
+        try await withBackend(kind) { api, backend, _ in
+            let session = try await api.login(Device())
+            let ids = [try session.accountID]
+            let none = try await api.call(.post, "/v1/service/push-targets", json: ["accountIds": ids])
+            #expect(none.status == .unauthorized && none.error == "invalid_service_key", "\(none.text)")
+            #expect(none.headers[.wwwAuthenticate] == "Bearer")
+            let deviceToken = try await backend.targets(ids, key: try session.accessToken)
+            #expect(deviceToken.status == .unauthorized && deviceToken.error == "invalid_service_key", "a device's access token: \(deviceToken.text)")
+            #expect(try await backend.targets(ids, key: "tsk_" + RandomToken.make()).error == "invalid_service_key", "an unknown key")
+            let keyOnDevice = try await api.registerPush(backend.key, token: Self.apnsToken())
+            #expect(keyOnDevice.status == .unauthorized && keyOnDevice.error == "invalid_token", "a service key on a device endpoint: \(keyOnDevice.text)")
+            #expect(try await backend.targets(ids).status == .ok)
+
+            let second = try #require(try await backend.service.createServiceKey(name: "analytics", by: .support(operator: "test"), reason: "t"))
+            #expect(try await backend.service.createServiceKey(name: "analytics", by: .support(operator: "test"), reason: "t") == nil, "names are unique")
+            #expect(try await backend.targets(ids, key: second.key).status == .ok)
+            let before = try #require(try await backend.service.revokeServiceKey(name: "analytics", by: .support(operator: "test"), reason: "leaked"))
+            #expect(before.revokedAt == nil && before.lastUsedAt != nil, "its use was recorded: \(before)")
+            let revoked = try await backend.targets(ids, key: second.key)
+            #expect(revoked.status == .unauthorized && revoked.error == "invalid_service_key", "revoked: \(revoked.text)")
+            #expect(try await backend.targets(ids).status == .ok, "the other key still works")
+        }
+    }
+
+    @Test("invalid push tokens are refused and change nothing", arguments: StoreKind.available)
+    func invalidTokens(kind: StoreKind) async throws {
+        try await withBackend(kind) { api, backend, _ in
+            let session = try await api.login(Device())
+            let access = try session.accessToken
+            let cases: [(provider: String, token: String, environment: String?, error: String)] = [
+                ("apns", String(repeating: "a", count: 63), nil, "invalid_push_token"),
+                ("apns", String(repeating: "a", count: 201), nil, "invalid_push_token"),
+                ("apns", String(repeating: "g", count: 64), nil, "invalid_push_token"),
+                ("apns", "", nil, "invalid_push_token"),
+                ("fcm", "has space", nil, "invalid_push_token"),
+                ("fcm", String(repeating: "x", count: 4097), nil, "invalid_push_token"),
+                ("fcm", "", nil, "invalid_push_token"),
+                ("fcm", "valid:token", "production", "invalid_request"),
+                ("apns", Self.apnsToken(), "staging", "invalid_request"),
+                ("webpush", Self.apnsToken(), nil, "invalid_request"),
+            ]
+            for c in cases {
+                let reply = try await api.registerPush(access, provider: c.provider, token: c.token, environment: c.environment)
+                #expect(reply.status == .badRequest && reply.error == c.error, "\(c.provider) \(c.token.prefix(20))… \(c.environment ?? "-"): \(reply.text)")
+            }
+            #expect(try await api.call(.put, "/v1/devices/push-token", json: ["provider": "apns"], token: access).error == "invalid_request")
+            #expect(try await api.call(.delete, "/v1/devices/push-token", token: access).error == "invalid_request")
+            #expect(try await api.call(.delete, "/v1/devices/push-token?provider=sms", token: access).error == "invalid_request")
+            #expect(try await backend.reach([try session.accountID]) == [], "nothing was registered")
+            #expect(try await api.registerPush(access, provider: "fcm", token: String(repeating: "x", count: 4096)).status == .noContent, "4 096 characters is the longest")
+        }
+    }
+
+    @Test("push-targets takes 1 to 1 000 ids: 1 000 answer, 1 001 are refused", arguments: StoreKind.available)
+    func thousandIDs(kind: StoreKind) async throws {
+        try await withBackend(kind) { api, backend, _ in
+            let session = try await api.login(Device())
+            let token = Self.apnsToken()
+            _ = try await api.registerPush(try session.accessToken, token: token)
+            let others = (0..<999).map { _ in UUID().uuidString.lowercased() }
+            let full = try await backend.reach(others + [try session.accountID])
+            #expect(full.map(\.token) == [token], "1 000 ids: \(full)")
+            let over = try await backend.targets(others + [try session.accountID, UUID().uuidString])
+            #expect(over.status == .badRequest && over.error == "invalid_request", "\(over.status)")
+            #expect(over.text.contains("1 to 1000"), "\(over.text)")
+            #expect(try await backend.targets([]).error == "invalid_request")
+            let notUUID = try await backend.targets(["acct-1"])
+            #expect(notUUID.error == "invalid_request" && notUUID.text.contains("accountIds[0]"), "\(notUUID.text)")
+            let notArray = try await api.call(.post, "/v1/service/push-targets", json: ["accountIds": "x"], token: backend.key)
+            #expect(notArray.error == "invalid_request")
+            let huge = try await api.call(
+                .post, "/v1/service/push-targets", raw: #"{"accountIds": [""# + String(repeating: "a", count: 70_000) + #""]}"#, token: backend.key)
+            #expect(huge.status == .contentTooLarge, "service bodies stop at 64 KiB: \(huge.status)")
+        }
+    }
+}
+
+extension Client {
+    func registerPush(_ token: String, provider: String = "apns", token push: String, environment: String? = nil) async throws -> Reply {
+        var body: [String: Any] = ["provider": provider, "token": push]
+        if let environment { body["environment"] = environment }
+        return try await call(.put, "/v1/devices/push-token", json: body, token: token)
+    }
+}
