@@ -26,13 +26,16 @@ struct Account: AsyncParsableCommand {
                     var migrationFlag: Bool
                     var transferId: String?
                     var devices: [DeviceJSON]
+                    var pushTokens: [PushTokenJSON]
                     var transfer: TransferJSON?
                     var recentEvents: [EventJSON]
                 }
                 try JSON.print(Out(
                     matchedBy: match.matchedBy.rawValue, accountId: report.accountID, userName: report.userName,
                     createdAt: report.createdAt.rfc3339, migrationFlag: report.migrationFlag(at: now), transferId: report.movedToDeviceID,
-                    devices: report.devices.compactMap { DeviceJSON($0, account: report.accountID) }, transfer: report.transfer.map { TransferJSON($0, now: now) },
+                    devices: report.devices.compactMap { DeviceJSON($0, account: report.accountID) },
+                    pushTokens: report.pushTokens.compactMap { PushTokenJSON($0, report: report) },
+                    transfer: report.transfer.map { TransferJSON($0, now: now) },
                     recentEvents: report.recentEvents.map(EventJSON.init)))
                 return
             }
@@ -56,6 +59,17 @@ struct Account: AsyncParsableCommand {
                     let name = other.userName == other.accountID ? "" : " user \(other.userName)"
                     return other.accountID + name + (other.current ? " (current)" : "")
                 }.joined(separator: "; "))
+            }
+            print("\nPush tokens on its device")
+            if report.pushTokens.isEmpty {
+                print("  none registered")
+            } else {
+                print(Text.table(["DEVICE", "PROVIDER", "ENVIRONMENT", "TOKEN", "REGISTERED", "REACHES THIS ACCOUNT"], report.pushTokens.map { token in
+                    let device = report.devices.first { $0.id == token.deviceID }
+                    return [token.deviceID, token.provider.rawValue, token.environment?.rawValue ?? "-", "…" + token.ending,
+                            Text.relative(token.registeredAt, now: now),
+                            device.map { PushTokenJSON.unreached($0, account: report.accountID).map { "no: " + $0 } ?? "yes" } ?? "no"]
+                }))
             }
             print("")
             print(transferSection(report.transfer, now: now))

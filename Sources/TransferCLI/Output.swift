@@ -76,6 +76,9 @@ struct DeviceJSON: Encodable {
     var endedReason: String?
     /// The other accounts the device holds now.
     var otherAccounts: [Other]
+    /// Which accounts the device's push tokens reach (`all` or `current`), and this account's pushes there.
+    var pushMode: String
+    var pushEnabled: Bool
 
     init?(_ device: DeviceRecord, account: String) {
         guard let pair = device.account(account) else { return nil }
@@ -86,9 +89,42 @@ struct DeviceJSON: Encodable {
         lastLoginAt = pair.lastLoginAt?.rfc3339
         endedAt = pair.endedAt?.rfc3339
         endedReason = pair.endedReason
+        pushMode = device.pushMode.rawValue
+        pushEnabled = pair.pushEnabled
         otherAccounts = device.summaries.filter { $0.accountID != account }.map {
             Other(accountId: $0.accountID, userName: $0.userName, current: $0.current)
         }
+    }
+}
+
+/// A push token on the account's device: only its last 8 characters, and whether it reaches the account.
+struct PushTokenJSON: Encodable {
+    var deviceId: String
+    var provider: String
+    var environment: String?
+    var tokenEnding: String
+    var registeredAt: String
+    var reachesAccount: Bool
+    /// Why it does not, when it does not.
+    var why: String?
+
+    init?(_ token: PushToken, report: AccountReport) {
+        guard let device = report.devices.first(where: { $0.id == token.deviceID }) else { return nil }
+        deviceId = token.deviceID
+        provider = token.provider.rawValue
+        environment = token.environment?.rawValue
+        tokenEnding = token.ending
+        registeredAt = token.registeredAt.rfc3339
+        why = Self.unreached(device, account: report.accountID)
+        reachesAccount = why == nil
+    }
+
+    /// Why the device's tokens do not reach the account; nil when they do.
+    static func unreached(_ device: DeviceRecord, account: String) -> String? {
+        if device.routesPushes(to: account) { return nil }
+        guard let pair = device.account(account), pair.state == .active else { return "the account is not on this device" }
+        if !pair.pushEnabled { return "the account turned its pushes off on this device" }
+        return "the device routes only its current account"
     }
 }
 

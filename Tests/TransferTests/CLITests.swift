@@ -196,4 +196,75 @@ struct CLITests {
         #expect(run.code == 4)
         #expect(lines(of: run.err).count == 1, "\(run)")
     }
+    @Test("service-key create prints the key once; list never shows it; revoke stops it at once", arguments: StoreKind.available)
+    func serviceKeys(store: StoreKind) async throws {
+        try await withHarness(store) { harness in
+            try await harness.run { api, _ in
+                let db = harness.databaseArgument
+                let session = try await api.login(Device())
+                let ids = [try session.accountID]
+                func targets(_ key: String) async throws -> Reply {
+                    try await api.call(.post, "/v1/service/push-targets", json: ["accountIds": ids], token: key)
+                }
+                let made = try Self.transfer(["service-key", "create", "shop-backend", "--reason", "ticket 9", "--json"], database: db)
+                #expect(made.code == 0, "\(made)")
+                let key = try #require(try made.json["key"] as? String)
+                #expect(key.hasPrefix("tsk_") && key.count == 47)
+                #expect(try await targets(key).status == .ok)
+                let text = try Self.transfer(["service-key", "create", "news-backend", "--reason", "ticket 10"], database: db)
+                #expect(text.code == 0 && text.out.contains("(shown once)"), "\(text)")
+                let again = try Self.transfer(["service-key", "create", "shop-backend", "--reason", "again"], database: db)
+                #expect(again.code == 3 && lines(of: again.err).count == 1, "a taken name: \(again)")
+                let badName = try Self.transfer(["service-key", "create", "shop backend", "--reason", "x"], database: db)
+                #expect(badName.code == 2, "\(badName)")
+
+                let list = try Self.transfer(["service-key", "list", "--json"], database: db)
+                #expect(list.code == 0)
+                let keys = try #require(try list.json["keys"] as? [[String: Any]])
+                #expect(keys.map { $0["name"] as? String } == ["shop-backend", "news-backend"])
+                #expect(keys.first?["createdBy"] as? String == "operator:agent-smith")
+                #expect(keys.first?["lastUsedAt"] as? String != nil, "the call above was recorded")
+                #expect(keys.last?["lastUsedAt"] == nil || keys.last?["lastUsedAt"] is NSNull)
+                let table = try Self.transfer(["service-key", "list"], database: db)
+                #expect(table.out.contains("shop-backend") && table.out.contains("never"), "\(table)")
+                #expect(!list.out.contains(key) && !table.out.contains(key), "the key is shown once only")
+
+                let revoke = try Self.transfer(["service-key", "revoke", "shop-backend", "--reason", "leaked in a log"], database: db)
+                #expect(revoke.code == 0, "\(revoke)")
+                let refused = try await targets(key)
+                #expect(refused.status == .unauthorized && refused.error == "invalid_service_key", "revoked at once: \(refused.text)")
+                #expect(try Self.transfer(["service-key", "revoke", "nobody", "--reason", "x"], database: db).code == 1)
+                let listed = try Self.transfer(["service-key", "list", "--json"], database: db).json["keys"] as? [[String: Any]]
+                #expect(listed?.first?["revokedBy"] as? String == "operator:agent-smith")
+            }
+        }
+    }
+
+    @Test("account shows the push tokens on the account's phone, their last 8 characters only, and whether they reach it", arguments: StoreKind.available)
+    func pushRouting(store: StoreKind) async throws {
+        try await withHarness(store) { harness in
+            try await harness.run { api, _ in
+                let db = harness.databaseArgument
+                let phone = Device()
+                let personal = try await api.login(phone)
+                let work = try await api.login(phone, newAccount: true)
+                let token = String(repeating: "0123456789abcdef", count: 4)
+                _ = try await api.call(.put, "/v1/devices/push-token", json: ["provider": "apns", "token": token, "environment": "sandbox"], token: try work.accessToken)
+                _ = try await api.call(.put, "/v1/me/push", json: ["enabled": false], token: try personal.accessToken)
+
+                let json = try Self.transfer(["account", try work.accountID, "--json"], database: db).json
+                let tokens = try #require(json["pushTokens"] as? [[String: Any]])
+                #expect(tokens.count == 1)
+                #expect(tokens.first?["tokenEnding"] as? String == "89abcdef")
+                #expect(tokens.first?["environment"] as? String == "sandbox")
+                #expect(tokens.first?["reachesAccount"] as? Bool == true)
+                let muted = try Self.transfer(["account", try personal.accountID], database: db)
+                #expect(muted.out.contains("…89abcdef"), "\(muted.out)")
+                #expect(muted.out.contains("no: the account turned its pushes off on this device"), "\(muted.out)")
+                #expect(!muted.out.contains(token), "never the whole token")
+                let device = try #require((try Self.transfer(["account", try personal.accountID, "--json"], database: db).json["devices"] as? [[String: Any]])?.first)
+                #expect(device["pushEnabled"] as? Bool == false && device["pushMode"] as? String == "all")
+            }
+        }
+    }
 }
