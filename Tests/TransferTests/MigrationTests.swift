@@ -178,6 +178,38 @@ struct MigrationTests {
         }
     }
 
+    @Test("a v3 database of a phone with two accounts upgrades to v4: every pair routes pushes, the device routes all", arguments: StoreKind.available)
+    func upgradeFromV3(kind: StoreKind) async throws {
+        try await kind.withDatabaseLocation { location, file in
+            let phone = Device()
+            let now = Timestamp(Date()).milliseconds
+            let raw = RawDatabase(location: location)
+            try await raw.migrate(through: 3)
+            let personal = "a1000000-0000-4000-8000-000000000001", work = "a1000000-0000-4000-8000-000000000002"
+            try await raw.run([
+                ("INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)", [.text(personal), .text(phone.id), .int(now - 60_000)]),
+                ("INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)", [.text(work), .text(work), .int(now - 30_000)]),
+                ("INSERT INTO devices (id, secret_hash, created_at) VALUES (?, ?, ?)", [.text(phone.id), .blob(SecretHash(of: phone.secret).bytes), .int(now - 60_000)]),
+                ("INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES (?, ?, 'active', ?)", [.text(phone.id), .text(personal), .int(now - 60_000)]),
+                ("INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES (?, ?, 'active', ?)", [.text(phone.id), .text(work), .int(now - 30_000)]),
+                ("UPDATE devices SET current_account_id = ? WHERE id = ?", [.text(work), .text(phone.id)]),
+            ])
+            try await Harness(location: location, file: file).run { api, parts in
+                let session = try await api.login(phone)
+                #expect(session.status == .ok, "the v3 phone logs in after the upgrade: \(session.text)")
+                #expect(try session.accountIDs == [personal, work])
+                let listed = try await api.accounts(try session.accessToken)
+                #expect((try listed.json["accounts"] as? [[String: Any]])?.map { $0["pushEnabled"] as? Bool } == [true, true], "\(listed.text)")
+                let token = String(repeating: "ab", count: 32)
+                #expect(try await api.registerPush(try session.accessToken, token: token).status == .noContent)
+                let key = try #require(try await parts.service.createServiceKey(name: "backend", by: .support(operator: "test"), reason: "t")).key
+                let targets = try await api.call(.post, "/v1/service/push-targets", json: ["accountIds": [personal, work]], token: key)
+                let list = try targets.json["targets"] as? [[String: Any]]
+                #expect(list?.first?["accountIds"] as? [String] == [personal, work], "mode all and pushes on for both: \(targets.text)")
+            }
+        }
+    }
+
     @Test("schema.sql is what the SQLite migrations build")
     func sqliteSchemaFile() async throws {
         let migrated = TempDatabase(), fromFile = TempDatabase()

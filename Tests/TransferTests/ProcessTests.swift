@@ -37,6 +37,9 @@ struct ProcessTests {
         #expect(chunkedStatus == 413)
         #expect(chunkedBody.contains("payload_too_large"))
 
+        // Push routing, with a service key made by the CLI on the file the server is running on.
+        try TwoNodeTests.pushStory(register: node, ask: node, database: "sqlite:\(db.path)")
+
         node.process.terminate()  // SIGTERM
         node.process.waitUntilExit()
         #expect(node.process.terminationStatus == 0)

@@ -292,6 +292,27 @@ struct PushRoutingTests {
     }
 }
 
+extension PushRoutingTests {
+    @Test("eight phones registering one token at once: it ends on exactly one of them, none fails", arguments: StoreKind.available)
+    func concurrentRegistrations(kind: StoreKind) async throws {
+        try await withBackend(kind) { api, backend, _ in
+            var sessions: [Reply] = []
+            for _ in 0..<8 { sessions.append(try await api.login(Device())) }
+            let token = Self.apnsToken()
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for session in sessions {
+                    let access = try session.accessToken
+                    group.addTask { try await api.registerPush(access, token: token).status.code }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(statuses == Array(repeating: 204, count: 8), "\(statuses)")
+            let reached = try await backend.reach(try sessions.map { try $0.accountID })
+            #expect(reached.count == 1, "a token is on one device at most: \(reached)")
+        }
+    }
+}
+
 extension Client {
     func registerPush(_ token: String, provider: String = "apns", token push: String, environment: String? = nil) async throws -> Reply {
         var body: [String: Any] = ["provider": provider, "token": push]

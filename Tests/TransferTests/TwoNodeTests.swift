@@ -70,4 +70,37 @@ struct TwoNodeTests {
             #expect((picked["accounts"] as? [[String: Any]])?.count == 2)
         }
     }
+    @Test("push routing through the real binaries: token on node 1, targets on node 2, a key revoked with the CLI fails on both at once",
+          .enabled(if: StoreKind.available.contains(.postgres)))
+    func pushAcrossNodes() async throws {
+        try await TestPostgres.withDatabase { url in
+            let one = try Node(database: url)
+            let two = try Node(database: url)
+            defer { one.stop(); two.stop() }
+            #expect(try await one.waitReady())
+            #expect(try await two.waitReady())
+            try Self.pushStory(register: one, ask: two, database: url)
+        }
+    }
+
+    /// The app registers its token on `register`; the backend, holding a key made with the
+    /// CLI, asks `ask`; support revokes the key and both nodes refuse it at once.
+    static func pushStory(register: Node, ask: Node, database: String) throws {
+        let made = try CLITests.transfer(["service-key", "create", "backend", "--reason", "test", "--json"], database: database)
+        let key = try #require(try made.json["key"] as? String, "\(made)")
+        let phone = Device()
+        let (_, session) = try register.post("/v1/devices/login", Self.body(phone))
+        let token = try #require(session["accessToken"] as? String), account = try #require(session["accountId"] as? String)
+        let push = String(repeating: "ab", count: 32)
+        #expect(try register.put("/v1/devices/push-token", #"{"provider":"apns","token":"\#(push)"}"#, token: token) == 204)
+        let ask1 = #"{"accountIds":["\#(account)"]}"#
+        let (status, answer) = try ask.post("/v1/service/push-targets", ask1, token: key)
+        #expect(status == 200)
+        let targets = answer["targets"] as? [[String: Any]]
+        #expect(targets?.map { $0["token"] as? String } == [push], "\(answer)")
+        #expect(targets?.first?["accountIds"] as? [String] == [account])
+        #expect(try CLITests.transfer(["service-key", "revoke", "backend", "--reason", "rotated"], database: database).code == 0)
+        #expect(try register.post("/v1/service/push-targets", ask1, token: key).1["error"] as? String == "invalid_service_key")
+        #expect(try ask.post("/v1/service/push-targets", ask1, token: key).1["error"] as? String == "invalid_service_key")
+    }
 }
