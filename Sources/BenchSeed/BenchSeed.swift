@@ -16,7 +16,11 @@ import TransferStorage
 /// devices ACCOUNTS…SESSIONS-1 have one whose current refresh token is `bench-refresh-<i>`
 /// (as sessions carried over from schema v2), for the refresh row. There are
 /// max(ACCOUNTS, SESSIONS) devices.
-/// Device i is `00000000-0000-4000-8000-<i as 12 digits>`, its secret `BenchSeed.secret`.
+/// Device i is `00000000-0000-4000-8000-<i as 12 digits>`, its secret `BenchSeed.secret`;
+/// account i is `a0000000-0000-4000-8000-<i as 12 digits>`, active on device i.
+/// For push routing (row 12), every device also has one apns token, `BenchSeed.pushToken(i)`
+/// (the hex SHA-256 of `bench-push-<i>`, environment production), and the database has one
+/// service key named `bench`, `BenchSeed.serviceKey`.
 /// Usage: bench-seed PATH ACCOUNTS TRANSFERS SESSIONS MEMORY_KIB ITERATIONS
 /// PATH may be a `postgres://` URL: the store migrates the database, then one transaction
 /// of `INSERT … SELECT … generate_series` writes the same rows server-side.
@@ -36,6 +40,22 @@ import TransferStorage
 @main
 struct BenchSeed {
     static let secret = "benchSecretBenchSecretBenchSecret01"
+    /// The service key `bench/run` calls `/v1/service/*` with: `tsk_` and 43 base64url characters, as made keys are.
+    static let serviceKey = "tsk_benchServiceKey0benchServiceKey0benchServic"
+
+    /// Device i's apns token: 64 lower-case hex digits that look random.
+    static func pushToken(_ i: Int) -> String { hex(SecretHash(of: "bench-push-\(i)").bytes) }
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(bytes.count * 2)
+        for b in bytes {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 15)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
 
     static func id(_ prefix: String, _ i: Int) -> String {
         let digits = String(i)
@@ -60,7 +80,7 @@ struct BenchSeed {
         if args[0].hasPrefix("postgres://") || args[0].hasPrefix("postgresql://") {
             try await seedPostgres(
                 url: args[0], accounts: accounts, transfers: transfers, sessions: sessions, phc: phc, secretHash: secretHash, now: now)
-            print("seeded \(accounts) accounts, \(min(transfers, accounts)) transfers, \(sessions) sessions in \(ContinuousClock.now - start)")
+            print("seeded \(accounts) accounts, \(min(transfers, accounts)) transfers, \(sessions) sessions, \(max(accounts, sessions)) push tokens in \(ContinuousClock.now - start)")
             return
         }
         let store = try SQLiteStore(path: args[0])
@@ -75,6 +95,13 @@ struct BenchSeed {
                 VALUES (?, ?, 'active', ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             let transfer = try db.makeStatement(sql: "INSERT INTO transfers (id, account_id, email, email_key, password_hash, state, created_at, expires_at) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)")
+            let push = try db.makeStatement(sql: """
+                INSERT INTO push_tokens (device_id, provider, token, token_hash, environment, registered_at)
+                VALUES (?, 'apns', ?, ?, 'production', ?)
+                """)
+            try db.execute(
+                sql: "INSERT INTO service_keys (name, key_hash, created_at, created_by) VALUES ('bench', ?, ?, 'operator:bench')",
+                arguments: [Data(SecretHash(of: serviceKey).bytes), now])
             for i in 0..<max(accounts, sessions) {
                 let a = id("a0000000-0000-4000-8000-", i), d = id("00000000-0000-4000-8000-", i)
                 try account.execute(arguments: [a, d, now])
@@ -84,6 +111,8 @@ struct BenchSeed {
                     d, a, now, now, p.sessionID, now, Data(p.refreshHash.bytes), p.generation, p.expiresAt.milliseconds,
                     p.keyByDevice.map { Data($0) }, p.keyByToken.map { Data($0) },
                 ])
+                let token = pushToken(i)
+                try push.execute(arguments: [d, token, Data(SecretHash(of: token).bytes), now])
                 if i < transfers {
                     let email = "bench\(i)@example.com"
                     try transfer.execute(arguments: [id("c0000000-0000-4000-8000-", i), a, email, email, phc, now, now + 86_400_000])
@@ -91,7 +120,7 @@ struct BenchSeed {
             }
         }
         try store.close()
-        print("seeded \(accounts) accounts, \(min(transfers, accounts)) transfers, \(sessions) sessions in \(ContinuousClock.now - start)")
+        print("seeded \(accounts) accounts, \(min(transfers, accounts)) transfers, \(sessions) sessions, \(max(accounts, sessions)) push tokens in \(ContinuousClock.now - start)")
     }
 
     /// The rows `main` writes for SQLite, generated inside PostgreSQL.
@@ -141,6 +170,20 @@ struct BenchSeed {
                     SELECT \(unescaped: pad("c0000000-0000-4000-8000-", "i")), \(unescaped: pad("a0000000-0000-4000-8000-", "i")),
                            'bench' || i || '@example.com', 'bench' || i || '@example.com', \(phc), 'pending', \(now), \(now + 86_400_000)
                     FROM generate_series(0, \(min(transfers, accounts) - 1)) AS i
+                    """, logger: logger)
+                // Tokens as `pushToken(i)` makes them; token_hash is SHA-256 of the token's UTF-8, as the store's.
+                try await conn.query(
+                    """
+                    INSERT INTO push_tokens (device_id, provider, token, token_hash, environment, registered_at)
+                    SELECT d, 'apns', t, sha256(convert_to(t, 'UTF8')), 'production', \(now)
+                    FROM (SELECT \(unescaped: pad("00000000-0000-4000-8000-", "i")) AS d,
+                                 encode(sha256(convert_to('bench-push-' || i, 'UTF8')), 'hex') AS t
+                          FROM generate_series(0, \(rows - 1)) AS i) AS s
+                    """, logger: logger)
+                try await conn.query(
+                    """
+                    INSERT INTO service_keys (name, key_hash, created_at, created_by)
+                    VALUES ('bench', \(Data(SecretHash(of: serviceKey).bytes)), \(now), 'operator:bench')
                     """, logger: logger)
             }
             _ = try await client.withConnection { conn in try await conn.query("ANALYZE", logger: logger) }
