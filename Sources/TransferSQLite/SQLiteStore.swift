@@ -357,11 +357,12 @@ public final class SQLiteStore: TransferStore {
             pushEnabled: row["push_enabled"] as Int64 != 0)
     }
 
+    /// A row of `pushRoutesSQL`, by position: a name lookup per column costs more than the row (1 000 rows a request).
     static func pushRoute(_ row: Row) throws -> PushRoute {
         PushRoute(
-            provider: try UnknownStoredValue.decode(row["provider"], column: "push_tokens.provider"), token: row["token"],
-            environment: try (row["environment"] as String?).map { try UnknownStoredValue.decode($0, column: "push_tokens.environment") },
-            deviceID: row["device_id"], accountID: row["account_id"])
+            provider: try UnknownStoredValue.decode(row[0], column: "push_tokens.provider"), token: row[1],
+            environment: try (row[2] as String?).map { try UnknownStoredValue.decode($0, column: "push_tokens.environment") },
+            deviceID: row[3], accountID: row[4])
     }
 
     static func pushToken(_ row: Row) throws -> PushToken {
