@@ -17,8 +17,8 @@ public enum PushMode: String, Sendable, Codable, CaseIterable {
     case current
 }
 
-/// A device's token for one provider. A device has at most one per provider, and a token is
-/// on one device at most.
+/// A device's token for one provider. A device has at most one per provider, and a token (of
+/// a provider) is on one device at most.
 public struct PushToken: Sendable, Equatable {
     public var deviceID: String
     public var provider: PushProvider
@@ -41,8 +41,9 @@ public struct PushToken: Sendable, Equatable {
     /// than an index entry may be.
     public var tokenHash: SecretHash { SecretHash(of: token) }
 
-    /// The token's last 8 characters: enough for support to match it with an app's log.
-    public var ending: String { String(token.suffix(8)) }
+    /// The token's last 8 characters, enough for support to match it with an app's log; of a
+    /// short token (FCM allows one character) a quarter at most, never the token.
+    public var ending: String { String(token.suffix(min(8, token.count / 4))) }
 }
 
 /// One row of the routing: `accountID` reaches the device's token for `provider`.
@@ -101,7 +102,8 @@ public struct PushTarget: Sendable, Equatable {
 extension DeviceRecord {
     /// The routing rule, which the stores' push-target queries state in SQL: the device's
     /// tokens reach the account while it is active here, has its pushes on here, and the
-    /// device routes all its accounts or this one is current.
+    /// device routes all its accounts or this one is current. (A retired device holds no
+    /// active account, which the schema's triggers enforce, so the queries need not ask.)
     public func routesPushes(to accountID: String) -> Bool {
         guard retiredAt == nil, let pair = account(accountID), pair.state == .active, pair.pushEnabled else { return false }
         return pushMode == .all || currentAccountID == accountID

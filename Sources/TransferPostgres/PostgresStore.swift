@@ -427,16 +427,17 @@ public final class PostgresStore: TransferStore {
                         \(e.reason), \(e.clientAddress))
                 """)
         case .setPushToken(let t):
-            // A token another device holds moves here. Two devices registering one token at once
-            // meet the unique index; the loser's transaction is retried and then moves it.
+            // Under the device's lock: its old token for the provider goes, then the token is
+            // upserted on its own key, so a token another device holds moves here. Two devices
+            // registering one token at once: the second waits for the first's row and moves it.
             try await run(conn, """
-                DELETE FROM push_tokens WHERE provider = \(t.provider.rawValue) AND token_hash = \(Data(t.tokenHash.bytes)) AND device_id <> \(t.deviceID)
+                DELETE FROM push_tokens WHERE device_id = \(t.deviceID) AND provider = \(t.provider.rawValue) AND token_hash <> \(Data(t.tokenHash.bytes))
                 """)
             try await run(conn, """
                 INSERT INTO push_tokens (device_id, provider, token, token_hash, environment, registered_at)
                 VALUES (\(t.deviceID), \(t.provider.rawValue), \(t.token), \(Data(t.tokenHash.bytes)), \(t.environment?.rawValue), \(t.registeredAt.milliseconds))
-                ON CONFLICT (device_id, provider) DO UPDATE
-                SET token = excluded.token, token_hash = excluded.token_hash, environment = excluded.environment, registered_at = excluded.registered_at
+                ON CONFLICT (provider, token_hash) DO UPDATE
+                SET device_id = excluded.device_id, token = excluded.token, environment = excluded.environment, registered_at = excluded.registered_at
                 """)
         case .removePushToken(let device, let provider):
             try await run(conn, "DELETE FROM push_tokens WHERE device_id = \(device) AND provider = \(provider.rawValue)")
@@ -456,9 +457,10 @@ public final class PostgresStore: TransferStore {
             try await run(conn, """
                 UPDATE service_keys SET revoked_at = \(at.milliseconds), revoked_by = \(by.description) WHERE name = \(name) AND revoked_at IS NULL
                 """)
-        case .touchServiceKey(let name, let at):
+        case .touchServiceKey(let name, let at, let olderThan):
             try await run(conn, """
-                UPDATE service_keys SET last_used_at = \(at.milliseconds) WHERE name = \(name) AND (last_used_at IS NULL OR last_used_at < \(at.milliseconds))
+                UPDATE service_keys SET last_used_at = \(at.milliseconds)
+                WHERE name = \(name) AND (last_used_at IS NULL OR last_used_at <= \(olderThan.milliseconds))
                 """)
         }
     }

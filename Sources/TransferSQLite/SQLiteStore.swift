@@ -232,12 +232,16 @@ public final class SQLiteStore: TransferStore {
                 """,
                 [e.at.milliseconds, e.kind.rawValue, e.accountID, e.deviceID, e.transferID, e.actor.description, e.reason, e.clientAddress])
         case .setPushToken(let t):
-            try db.run("DELETE FROM push_tokens WHERE provider = ? AND token_hash = ? AND device_id <> ?", [t.provider.rawValue, Data(t.tokenHash.bytes), t.deviceID])
+            // The device's old token for the provider goes; the token is upserted on its own key,
+            // so a token another device holds moves here.
+            try db.run(
+                "DELETE FROM push_tokens WHERE device_id = ? AND provider = ? AND token_hash <> ?",
+                [t.deviceID, t.provider.rawValue, Data(t.tokenHash.bytes)])
             try db.run(
                 """
                 INSERT INTO push_tokens (device_id, provider, token, token_hash, environment, registered_at) VALUES (?, ?, ?, ?, ?, ?)
-                ON CONFLICT (device_id, provider) DO UPDATE
-                SET token = excluded.token, token_hash = excluded.token_hash, environment = excluded.environment, registered_at = excluded.registered_at
+                ON CONFLICT (provider, token_hash) DO UPDATE
+                SET device_id = excluded.device_id, token = excluded.token, environment = excluded.environment, registered_at = excluded.registered_at
                 """, [t.deviceID, t.provider.rawValue, t.token, Data(t.tokenHash.bytes), t.environment?.rawValue, t.registeredAt.milliseconds])
         case .removePushToken(let device, let provider):
             try db.run("DELETE FROM push_tokens WHERE device_id = ? AND provider = ?", [device, provider.rawValue])
@@ -257,10 +261,10 @@ public final class SQLiteStore: TransferStore {
             try db.run(
                 "UPDATE service_keys SET revoked_at = ?, revoked_by = ? WHERE name = ? AND revoked_at IS NULL",
                 [at.milliseconds, by.description, name])
-        case .touchServiceKey(let name, let at):
+        case .touchServiceKey(let name, let at, let olderThan):
             try db.run(
-                "UPDATE service_keys SET last_used_at = ? WHERE name = ? AND (last_used_at IS NULL OR last_used_at < ?)",
-                [at.milliseconds, name, at.milliseconds])
+                "UPDATE service_keys SET last_used_at = ? WHERE name = ? AND (last_used_at IS NULL OR last_used_at <= ?)",
+                [at.milliseconds, name, olderThan.milliseconds])
         }
     }
 

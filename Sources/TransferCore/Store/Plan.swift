@@ -134,8 +134,9 @@ public enum Effect: Sendable, Equatable {
     // Service keys of app backends.
     case createServiceKey(name: String, keyHash: SecretHash, at: Timestamp, by: Initiator)
     case revokeServiceKey(name: String, at: Timestamp, by: Initiator)
-    /// Records a use (at most once a minute per key: a write on every call would cost more than the call).
-    case touchServiceKey(name: String, at: Timestamp)
+    /// Records a use at `at` unless one after `olderThan` is recorded: a write on every call
+    /// would cost more than the call, so uses are kept to the minute.
+    case touchServiceKey(name: String, at: Timestamp, olderThan: Timestamp)
 }
 
 /// A transfer to create, pending.

@@ -3,7 +3,7 @@
 // backends ask whom to send to and report dead tokens (`/v1/service/push-*`).
 
 extension TransferService {
-    /// `PUT /v1/devices/push-token`: `token` is already validated for its provider.
+    /// `PUT /v1/devices/push-token`: `token` as `FieldRules.pushToken` returns it.
     public func registerPushToken(
         _ caller: Caller, provider: PushProvider, token: String, environment: PushEnvironment?
     ) async throws {
@@ -43,9 +43,9 @@ extension TransferService {
 
     /// `POST /v1/service/push-feedback`: the provider called the token dead at `reportedAt`. A
     /// time in the future counts as now: feedback cannot be about a registration yet to come.
+    /// `token` as `FieldRules.pushToken` returns it (apns lower-case).
     public func pushFeedback(provider: PushProvider, token: String, reportedAt: Timestamp) async throws {
         let now = clock.now()
-        let token = provider == .apns ? token.lowercased() : token
         try await store.execute(PushFeedbackCommand(
             provider: provider, tokenHash: SecretHash(of: token), reportedAt: min(reportedAt, now), now: now))
     }

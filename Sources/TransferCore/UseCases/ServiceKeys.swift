@@ -41,6 +41,10 @@ public enum ServiceKeys {
             && name.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 45 || $0 == 46 || $0 == 95 }
     }
 
+    public struct InvalidName: Error, CustomStringConvertible {
+        public var description: String { "a service key's name is 1 to 64 of A-Z, a-z, 0-9, '.', '_' and '-'" }
+    }
+
     /// A use is recorded when the last one recorded is older than this.
     public static let usageResolution = Duration.seconds(60)
 }
@@ -55,13 +59,15 @@ extension TransferService {
             throw TransferError.invalidServiceKey
         }
         if record.lastUsedAt.map({ $0 + ServiceKeys.usageResolution <= now }) ?? true {
-            try await store.execute(TouchServiceKeyCommand(name: record.name, now: now))
+            // Bookkeeping: a busy or failing write must not fail the backend's call.
+            _ = try? await store.execute(TouchServiceKeyCommand(name: record.name, now: now))
         }
         return ServiceCaller(keyName: record.name)
     }
 
     /// Makes a key; nil when the name is taken (also by a revoked key: names stay unique in the trail).
     public func createServiceKey(name: String, by initiator: Initiator, reason: String) async throws -> (key: String, record: ServiceKeyRecord)? {
+        guard ServiceKeys.isValidName(name) else { throw ServiceKeys.InvalidName() }
         let key = ServiceKeys.make()
         let command = CreateServiceKeyCommand(name: name, keyHash: SecretHash(of: key), now: clock.now(), by: initiator, reason: reason)
         guard let record = try await store.execute(command) else { return nil }
@@ -133,5 +139,8 @@ public struct TouchServiceKeyCommand: StoreOperation {
 
     public var reads: Reads { Reads() }
 
-    public func plan(_ facts: Facts) -> Plan<Void> { Plan((), [.touchServiceKey(name: name, at: now)]) }
+    /// Concurrent calls of one key all get here; the statement's condition keeps it to one write a minute.
+    public func plan(_ facts: Facts) -> Plan<Void> {
+        Plan((), [.touchServiceKey(name: name, at: now, olderThan: now - ServiceKeys.usageResolution)])
+    }
 }
