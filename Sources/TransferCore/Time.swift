@@ -33,8 +33,9 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
 
     public var description: String { rfc3339 }
 
-    /// Parses RFC 3339 date-time (`2026-11-22T10:00:00Z`, `…T19:00:00.250+09:00`; `T`/`Z` in
-    /// either case); nil for anything else. Fractions beyond milliseconds are cut off.
+    /// Parses an RFC 3339 date-time (`2026-11-22T10:00:00Z`, `…T19:00:00.250+09:00`; `T` and
+    /// `Z` in either case); nil for anything else. Fractions beyond milliseconds are cut off;
+    /// a leap second (`:60`, only in a minute's last second) counts as the next second's start.
     public init?(rfc3339 text: String) {
         let b = Array(text.utf8)
         func number(_ range: Range<Int>) -> Int? {
@@ -50,7 +51,7 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
             b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":"),
             let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
             let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
-            (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second <= 60
+            (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 60 || (second == 60 && minute == 59)
         else { return nil }
         var i = 19
         var millis = 0
@@ -75,17 +76,15 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
         } else {
             return nil
         }
-        var parts = tm()
-        parts.tm_year = Int32(year - 1900)
-        parts.tm_mon = Int32(month - 1)
-        parts.tm_mday = Int32(day)
-        parts.tm_hour = Int32(hour)
-        parts.tm_min = Int32(minute)
-        parts.tm_sec = Int32(min(second, 59))
-        let seconds = timegm(&parts)
-        // timegm normalises 31 February to 3 March; such a date is not a date.
-        guard parts.tm_mday == Int32(day) else { return nil }
-        self.init(milliseconds: (Int64(seconds) - Int64(offset)) * 1000 + Int64(millis))
+        var midnight = tm()
+        midnight.tm_year = Int32(year - 1900)
+        midnight.tm_mon = Int32(month - 1)
+        midnight.tm_mday = Int32(day)
+        let dayStart = timegm(&midnight)
+        // timegm turns 31 April into 1 May; such a date is not a date.
+        guard midnight.tm_mday == Int32(day) else { return nil }
+        let seconds = Int64(dayStart) + Int64(hour * 3600 + minute * 60 + second) - Int64(offset)
+        self.init(milliseconds: seconds * 1000 + Int64(millis))
     }
 }
 

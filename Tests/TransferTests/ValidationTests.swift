@@ -232,3 +232,30 @@ struct DuplicateKeyTests {
         #expect(JSONBody.duplicateKey(in: Array(json.utf8)) == nil)
     }
 }
+
+@Suite("RFC 3339 times (push feedback's at)")
+struct RFC3339Tests {
+    @Test("offsets, fractions, case and leap seconds are read; anything else is refused")
+    func parse() {
+        let base = Timestamp(rfc3339: "2026-11-22T10:00:00Z")
+        #expect(base?.milliseconds == 1_795_341_600_000)
+        #expect(Timestamp(rfc3339: "2026-11-22t10:00:00z") == base)
+        #expect(Timestamp(rfc3339: "2026-11-22T19:00:00+09:00") == base)
+        #expect(Timestamp(rfc3339: "2026-11-22T05:30:00-04:30") == base)
+        #expect(Timestamp(rfc3339: "2026-11-22T10:00:00-00:00") == base)
+        #expect(Timestamp(rfc3339: "2026-11-22T10:00:00.25Z")?.milliseconds == 1_795_341_600_250)
+        #expect(Timestamp(rfc3339: "2026-11-22T10:00:00.123456789Z")?.milliseconds == 1_795_341_600_123)
+        #expect(Timestamp(rfc3339: "2016-12-31T23:59:60Z") == Timestamp(rfc3339: "2017-01-01T00:00:00Z"), "a leap second")
+        #expect(Timestamp(rfc3339: "2016-12-31T23:59:60.5Z")! > Timestamp(rfc3339: "2016-12-31T23:59:59.9Z")!, "keeps the order")
+        #expect(Timestamp(rfc3339: "2024-02-29T00:00:00Z") != nil)
+        #expect(Timestamp(rfc3339: "2026-11-22T10:00:00Z")?.rfc3339 == "2026-11-22T10:00:00Z")
+        for bad in [
+            "", "yesterday", "2026-11-22", "2026-11-22T10:00:00", "2026-11-22 10:00:00Z", "2026-11-22T10:00Z",
+            "2026-13-01T00:00:00Z", "2026-04-31T00:00:00Z", "2025-02-29T00:00:00Z", "2026-11-22T24:00:00Z",
+            "2026-11-22T10:17:60Z", "2026-11-22T10:00:00.Z", "2026-11-22T10:00:00+0900", "2026-11-22T10:00:00Z ",
+            "2026-11-22T10:00:00+09:00x", "+2026-11-22T10:00:00Z",
+        ] {
+            #expect(Timestamp(rfc3339: bad) == nil, "\(bad)")
+        }
+    }
+}
