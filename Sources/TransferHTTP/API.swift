@@ -223,7 +223,7 @@ struct API<Context: AppRequestContext>: Sendable {
         let body = try await JSONBody.read(request, context: context, limit: JSONBody.serviceMaxBytes)
         let provider: PushProvider = try body.choice("provider")
         let token = try FieldRules.pushToken(try body.string("token"), provider: provider)
-        let _: PushFeedbackReason = try body.choice("reason")
+        let _: PushFeedbackReason = try body.choice("reason")  // checked; either reason means the token is dead
         guard let at = Timestamp(rfc3339: try body.string("at")) else {
             throw APIError.invalidRequest("at must be an RFC 3339 date-time, such as 2026-11-22T10:00:00Z.")
         }
@@ -253,11 +253,9 @@ struct API<Context: AppRequestContext>: Sendable {
     }
 
     func authenticate(_ request: Request, _ context: Context) async throws -> Caller {
-        guard let header = request.headers[.authorization], header.count < 4096,
-            header.lowercased().hasPrefix("bearer ")
+        guard let token = Self.bearer(request),
+            let claims = await (try tokenBox.tokens).verify(token, now: service.clock.now())
         else { throw TransferError.invalidToken }
-        let token = header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
-        guard let claims = await (try tokenBox.tokens).verify(token, now: service.clock.now()) else { throw TransferError.invalidToken }
         let caller = try await service.authenticate(
             accountID: claims.sub.value, deviceID: claims.did, sessionID: claims.sid)
         context.log.accountID = caller.accountID
@@ -266,10 +264,16 @@ struct API<Context: AppRequestContext>: Sendable {
 
     /// The app backend calling a service endpoint: `Authorization: Bearer <service key>`.
     func authenticateService(_ request: Request) async throws -> ServiceCaller {
+        guard let key = Self.bearer(request) else { throw TransferError.invalidServiceKey }
+        return try await service.authenticateService(key: key)
+    }
+
+    /// The credential of `Authorization: Bearer …` (the scheme in any case), if the header is one.
+    static func bearer(_ request: Request) -> String? {
         guard let header = request.headers[.authorization], header.count < 4096, header.lowercased().hasPrefix("bearer ") else {
-            throw TransferError.invalidServiceKey
+            return nil
         }
-        return try await service.authenticateService(key: header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces))
+        return header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
     }
 
     /// The socket peer, or with `--trusted-proxy` the last `X-Forwarded-For` hop.
@@ -382,7 +386,7 @@ enum PushFeedbackReason: String, CaseIterable {
     case badToken = "bad_token"
 }
 
-/// `POST /v1/service/push-targets`; `environment` only for apns.
+/// `POST /v1/service/push-targets`.
 struct PushTargetsBody: Encodable {
     struct Target: Encodable {
         var provider: String
@@ -390,6 +394,19 @@ struct PushTargetsBody: Encodable {
         var environment: String?
         var deviceId: String
         var accountIds: [String]
+
+        enum Keys: String, CodingKey { case provider, token, environment, deviceId, accountIds }
+
+        /// `environment` is written as `null` for fcm: every target has the contract's five fields.
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: Keys.self)
+            try c.encode(provider, forKey: .provider)
+            try c.encode(token, forKey: .token)
+            try c.encode(environment, forKey: .environment)
+            try c.encode(deviceId, forKey: .deviceId)
+            try c.encode(accountIds, forKey: .accountIds)
+        }
+
         init(_ t: PushTarget) {
             provider = t.provider.rawValue
             token = t.token

@@ -31,8 +31,9 @@ public struct TransferRequestContext: AppRequestContext, RequestContext {
         peerAddress = source.channel.remoteAddress?.ipAddress
     }
 
-    /// Bodies are read with their route's own limit (`JSONBody`); this is the largest.
-    public var maxUploadSize: Int { JSONBody.serviceMaxBytes }
+    /// Bodies are read with their route's own limit (`JSONBody`): 16 KiB, or 64 KiB on the
+    /// service API, which passes its own. This default holds for anything else.
+    public var maxUploadSize: Int { JSONBody.maxBytes }
 }
 
 extension Duration {
