@@ -236,6 +236,8 @@ struct CLITests {
                 #expect(try Self.transfer(["service-key", "revoke", "nobody", "--reason", "x"], database: db).code == 1)
                 let listed = try Self.transfer(["service-key", "list", "--json"], database: db).json["keys"] as? [[String: Any]]
                 #expect(listed?.first?["revokedBy"] as? String == "operator:agent-smith")
+                let revokedTable = try Self.transfer(["service-key", "list"], database: db).out
+                #expect(revokedTable.contains("by operator:agent-smith"), "\(revokedTable)")
             }
         }
     }
@@ -262,6 +264,8 @@ struct CLITests {
                 #expect(muted.out.contains("…89abcdef"), "\(muted.out)")
                 #expect(muted.out.contains("no: the account turned its pushes off on this device"), "\(muted.out)")
                 #expect(!muted.out.contains(token), "never the whole token")
+                let jsonText = try Self.transfer(["account", try work.accountID, "--json"], database: db).out
+                #expect(!jsonText.contains(token), "never the whole token, also in --json")
                 let device = try #require((try Self.transfer(["account", try personal.accountID, "--json"], database: db).json["devices"] as? [[String: Any]])?.first)
                 #expect(device["pushEnabled"] as? Bool == false && device["pushMode"] as? String == "all")
             }

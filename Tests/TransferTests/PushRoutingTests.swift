@@ -43,7 +43,13 @@ struct PushRoutingTests {
 
         func feedback(provider: String = "apns", token: String, at: Timestamp, reason: String = "unregistered") async throws -> Reply {
             try await api.call(
-                .post, "/v1/service/push-feedback", json: ["provider": provider, "token": token, "reason": reason, "at": at.rfc3339], token: key)
+                .post, "/v1/service/push-feedback", json: ["provider": provider, "token": token, "reason": reason, "at": Self.withMilliseconds(at)],
+                token: key)
+        }
+
+        /// `at` to the millisecond, as a backend would send a provider's time (`rfc3339` has whole seconds).
+        static func withMilliseconds(_ at: Timestamp) -> String {
+            String(at.rfc3339.dropLast()) + String(format: ".%03dZ", Int(at.milliseconds % 1000))
         }
     }
 
@@ -309,6 +315,99 @@ extension PushRoutingTests {
             #expect(statuses == Array(repeating: 204, count: 8), "\(statuses)")
             let reached = try await backend.reach(try sessions.map { try $0.accountID })
             #expect(reached.count == 1, "a token is on one device at most: \(reached)")
+        }
+    }
+}
+
+extension PushRoutingTests {
+    @Test("every way an account leaves the phone stops its routing there: replaced, moved as the last account, removed and added back", arguments: StoreKind.available)
+    func leavingAndComingBack(kind: StoreKind) async throws {
+        try await withBackend(kind) { api, backend, _ in
+            // B holds its own account with a token; a claim with replaceExistingAccount takes it over.
+            let a = try await api.login(Device())
+            let b = Device()
+            let own = try await api.login(b)
+            let tokenB = Self.apnsToken()
+            _ = try await api.registerPush(try own.accessToken, token: tokenB)
+            #expect(try await api.setUp(token: try a.accessToken, email: "ann@example.com", password: password).status == .created)
+            let claimed = try await api.claim(email: "ann@example.com", password: password, device: b, replace: true)
+            try #require(claimed.status == .ok, "\(claimed.text)")
+            #expect(try await backend.reach([try own.accountID]) == [], "the replaced account no longer reaches B")
+            #expect(try await backend.reach([try a.accountID]).map(\.token) == [tokenB], "B's token now reaches the claimed account")
+
+            // A phone whose only account moves away retires (and its token row is deleted).
+            let c = try await api.login(Device())
+            let tokenC = Self.apnsToken()
+            _ = try await api.registerPush(try c.accessToken, token: tokenC)
+            _ = try await api.setUp(token: try c.accessToken, email: "cy@example.com", password: password)
+            let d = Device()
+            let moved = try await api.claim(email: "cy@example.com", password: password, device: d)
+            try #require(moved.status == .ok, "\(moved.text)")
+            #expect(try await backend.reach([try c.accountID]) == [], "nothing reaches the moved account before D registers")
+
+            // Removed, then claimed back onto the same phone with addAccount: its pushes are on again.
+            let phone = Device()
+            let first = try await api.login(phone)
+            let second = try await api.login(phone, newAccount: true)
+            let secondID = try second.accountID
+            _ = try await api.registerPush(try first.accessToken, token: Self.apnsToken())
+            _ = try await api.call(.put, "/v1/me/push", json: ["enabled": false], token: try second.accessToken)
+            #expect(try await api.setUp(token: try second.accessToken, email: "sam@example.com", password: password).status == .created)
+            #expect(try await api.remove(try first.accessToken, account: secondID).status == .noContent, "a pending transfer is the way back")
+            #expect(try await backend.reach([secondID]) == [])
+            let back = try await api.claim(email: "sam@example.com", password: password, device: phone, add: true)
+            try #require(back.status == .ok, "\(back.text)")
+            #expect(try await backend.reach([secondID]).map(\.accountIDs) == [[secondID]], "back on the phone, with its pushes on again")
+        }
+    }
+
+    @Test("mode current with the current account moved away reaches no one until the app picks another", arguments: StoreKind.available)
+    func currentMovedAway(kind: StoreKind) async throws {
+        try await withBackend(kind) { api, backend, _ in
+            let a = try await twoAccounts(api)
+            let personal = try a.personal.accountID, work = try a.work.accountID
+            _ = try await api.registerPush(try a.personal.accessToken, token: Self.apnsToken())
+            _ = try await api.call(.put, "/v1/devices/push-preferences", json: ["mode": "current"], token: try a.personal.accessToken)
+            _ = try await api.setUp(token: try a.work.accessToken, email: "wes@example.com", password: password)
+            #expect(try await api.claim(email: "wes@example.com", password: password, device: Device()).status == .ok)
+            #expect(try await backend.reach([personal, work]) == [], "the current account (work) moved away")
+            #expect(try await api.setCurrent(try a.personal.accessToken, account: personal).status == .noContent)
+            #expect(try await backend.reach([personal, work]).map(\.accountIDs) == [[personal]])
+        }
+    }
+
+    @Test("feedback at the registration's own time drops it, a future time counts as now, and it follows a moved token", arguments: StoreKind.available)
+    func feedbackEdges(kind: StoreKind) async throws {
+        try await withBackend(kind) { api, backend, harness in
+            let one = try await api.login(Device()), two = try await api.login(Device())
+            let token = Self.apnsToken()
+            _ = try await api.registerPush(try one.accessToken, token: token)
+            #expect(try await backend.feedback(token: token, at: harness.clock.now()).status == .noContent)
+            #expect(try await backend.reach([try one.accountID]) == [], "registered at the reported time: dropped")
+
+            _ = try await api.registerPush(try one.accessToken, token: token)
+            harness.clock.advance(.seconds(10))
+            _ = try await api.registerPush(try two.accessToken, token: token)  // the token moved to two
+            #expect(try await backend.feedback(token: token, at: harness.clock.now() - .seconds(5)).status == .noContent)
+            #expect(try await backend.reach([try two.accountID]).count == 1, "two registered it after the reported time")
+            #expect(try await backend.feedback(token: token, at: harness.clock.now() + .seconds(3600)).status == .noContent)
+            #expect(try await backend.reach([try two.accountID]) == [], "a future time counts as now")
+        }
+    }
+
+    @Test("a service key is read as a Bearer credential in any case of the scheme; malformed keys are refused", arguments: StoreKind.available)
+    func keyForms(kind: StoreKind) async throws {
+        try await withBackend(kind) { api, backend, _ in
+            let body = ["accountIds": [UUID().uuidString]]
+            #expect(try await api.call(.post, "/v1/service/push-targets", json: body, headers: [.authorization: "bearer \(backend.key)"]).status == .ok)
+            for bad in [String(backend.key.dropFirst(4)), backend.key + String(repeating: "x", count: 120), "tsk_", "Basic \(backend.key)"] {
+                let reply = try await api.call(.post, "/v1/service/push-targets", json: body, headers: [.authorization: bad.hasPrefix("Basic") ? bad : "Bearer \(bad)"])
+                #expect(reply.status == .unauthorized && reply.error == "invalid_service_key", "\(bad.prefix(12))…: \(reply.text)")
+            }
+            // Device routes keep their 16 KiB limit.
+            let session = try await api.login(Device())
+            let big = try await api.registerPush(try session.accessToken, provider: "fcm", token: String(repeating: "x", count: 4096) + String(repeating: "y", count: 14_000))
+            #expect(big.status == .contentTooLarge, "\(big.status)")
         }
     }
 }
