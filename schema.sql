@@ -145,11 +145,6 @@ CREATE TABLE push_tokens (
     CHECK ((provider = 'apns') = (environment IS NOT NULL))
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX push_tokens_by_token ON push_tokens(provider, token_hash);
--- push-targets answers 1 000 accounts from these alone (index-only lookups; the partial index
--- repeats state and push_enabled so SQLite counts it as covering): the pairs that route, and
--- each device's mode and current account.
-CREATE INDEX device_accounts_push_routes ON device_accounts(account_id, device_id, state, push_enabled) WHERE state = 'active' AND push_enabled = 1;
-CREATE INDEX devices_push ON devices(id, push_mode, current_account_id);
 
 -- Keys of app backends for the service API: only their SHA-256 is stored.
 CREATE TABLE service_keys (
