@@ -134,3 +134,27 @@ CREATE TABLE service_keys (
     revoked_by   TEXT
 );
 CREATE UNIQUE INDEX service_keys_by_hash ON service_keys(key_hash);
+
+-- Sign in with Apple: an account's Apple ID (by `sub` only, never by email), our single-use
+-- nonces (SHA-256, until they expire), and the notifications already handled.
+CREATE TABLE apple_links (
+    account_id       TEXT PRIMARY KEY NOT NULL REFERENCES accounts(id),
+    sub              TEXT NOT NULL,
+    email            TEXT,
+    is_private_email INTEGER CHECK (is_private_email IN (0, 1)),
+    linked_at        BIGINT NOT NULL,
+    refresh_token    TEXT
+);
+CREATE UNIQUE INDEX apple_links_by_sub ON apple_links(sub);
+
+CREATE TABLE apple_nonces (
+    nonce_hash BYTEA PRIMARY KEY NOT NULL,
+    expires_at BIGINT NOT NULL
+);
+CREATE INDEX apple_nonces_by_expiry ON apple_nonces(expires_at);
+
+-- Server-to-server notifications already handled, by `jti`: a repeated one is answered 200 and ignored.
+CREATE TABLE apple_notifications (
+    jti         TEXT PRIMARY KEY NOT NULL,
+    received_at BIGINT NOT NULL
+);

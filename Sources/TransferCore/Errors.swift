@@ -32,6 +32,14 @@ public enum TransferError: Error, Equatable, Sendable {
     case invalidPushToken(String)
     case invalidServiceKey
 
+    // Sign in with Apple.
+    /// The message says which check failed.
+    case invalidIdentityToken(String)
+    case appleIDInUse
+    case appleIDNotLinked
+    /// A feature that is off in this deployment (`501 not_configured`).
+    case notConfigured(String)
+
     // Capacity.
     case overloaded(retryAfterSeconds: Int)
     case rateLimited(retryAfterSeconds: Int)
@@ -61,6 +69,10 @@ extension TransferError {
         case .accountWouldBeLost: "account_would_be_lost"
         case .invalidPushToken: "invalid_push_token"
         case .invalidServiceKey: "invalid_service_key"
+        case .invalidIdentityToken: "invalid_identity_token"
+        case .appleIDInUse: "apple_id_in_use"
+        case .appleIDNotLinked: "apple_id_not_linked"
+        case .notConfigured: "not_configured"
         case .overloaded: "overloaded"
         case .rateLimited: "rate_limited"
         }

@@ -174,14 +174,17 @@ public struct AccountProfile: Sendable, Equatable {
     public var movedToDeviceID: String?
     public var transfer: PendingTransfer?
     public var activeDevices: [Device]
+    /// The account's Apple ID link, if any.
+    public var apple: AppleLink?
 
     /// Raised exactly while a transfer is pending (set up, not expired, cancelled, claimed or voided).
     public var migrationFlag: Bool { transfer != nil }
 
     public init(
         accountID: String, userName: String, createdAt: Timestamp, movedToDeviceID: String?,
-        transfer: PendingTransfer?, activeDevices: [Device]
+        transfer: PendingTransfer?, activeDevices: [Device], apple: AppleLink? = nil
     ) {
+        self.apple = apple
         self.accountID = accountID
         self.userName = userName
         self.createdAt = createdAt
@@ -214,6 +217,8 @@ public struct AuditEvent: Sendable, Equatable {
         case transferIssued = "transfer.issued"
         case serviceKeyCreated = "service_key.created"
         case serviceKeyRevoked = "service_key.revoked"
+        case appleLinked = "apple.linked"
+        case appleUnlinked = "apple.unlinked"
     }
 
     public var at: Timestamp

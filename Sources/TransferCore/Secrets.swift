@@ -59,4 +59,34 @@ public enum Base64URL {
         }
         return String(decoding: out, as: UTF8.self)
     }
+
+    /// The bytes of base64url text (padding allowed); nil for anything else.
+    public static func decode(_ text: some StringProtocol) -> [UInt8]? {
+        var values: [UInt8] = []
+        values.reserveCapacity(text.utf8.count)
+        for c in text.utf8 where c != UInt8(ascii: "=") {
+            switch c {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): values.append(c - 65)
+            case UInt8(ascii: "a")...UInt8(ascii: "z"): values.append(c - 71)
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): values.append(c + 4)
+            case UInt8(ascii: "-"): values.append(62)
+            case UInt8(ascii: "_"): values.append(63)
+            default: return nil
+            }
+        }
+        guard values.count % 4 != 1 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(values.count * 3 / 4)
+        var i = 0
+        while i < values.count {
+            let chunk = values[i..<min(i + 4, values.count)]
+            var n: UInt32 = 0
+            for (j, v) in chunk.enumerated() { n |= UInt32(v) << (18 - 6 * UInt32(j)) }
+            out.append(UInt8(n >> 16 & 255))
+            if chunk.count > 2 { out.append(UInt8(n >> 8 & 255)) }
+            if chunk.count > 3 { out.append(UInt8(n & 255)) }
+            i += 4
+        }
+        return out
+    }
 }

@@ -47,7 +47,7 @@ extension PostgresStore: SupportStore {
                 accountID: accountID, userName: try account["user_name"].decode(String.self),
                 createdAt: Timestamp(milliseconds: try account["created_at"].decode(Int64.self)),
                 movedToDeviceID: try account["moved_to_device_id"].decode(String?.self), devices: devices, transfer: transfer, recentEvents: events,
-                pushTokens: tokens)
+                pushTokens: tokens, apple: try await one(conn, "SELECT * FROM apple_links WHERE account_id = \(accountID)").map(Self.appleLink))
         }
     }
 

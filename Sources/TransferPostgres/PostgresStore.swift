@@ -80,7 +80,7 @@ public final class PostgresStore: TransferStore {
     /// Versioned migrations, `Resources/migrations/vN.sql`; a new schema change is a new file
     /// appended here. `schema.postgres.sql` at the repository's root is what they add up to.
     static func migrations() throws -> [(String, String)] {
-        try ["v1", "v2", "v3", "v4"].map { version in
+        try ["v1", "v2", "v3", "v4", "v5"].map { version in
             guard let url = Bundle.module.url(forResource: version, withExtension: "sql", subdirectory: "migrations") else {
                 throw MissingSchema()
             }
@@ -313,6 +313,16 @@ public final class PostgresStore: TransferStore {
         if let name = reads.serviceKey {
             facts.serviceKey = try await one(conn, "SELECT * FROM service_keys WHERE name = \(name) FOR UPDATE").map(Self.serviceKey)
         }
+        if let hash = reads.appleNonce {
+            facts.appleNonceExpiresAt = try await one(conn, "SELECT expires_at FROM apple_nonces WHERE nonce_hash = \(Data(hash.bytes)) FOR UPDATE")
+                .map { Timestamp(milliseconds: try $0["expires_at"].decode(Int64.self)) }
+        }
+        if let sub = reads.appleSub {
+            facts.appleLinkBySub = try await one(conn, "SELECT * FROM apple_links WHERE sub = \(sub) FOR UPDATE").map(Self.appleLink)
+        }
+        if let account = reads.appleLink {
+            facts.appleLink = try await one(conn, "SELECT * FROM apple_links WHERE account_id = \(account) FOR UPDATE").map(Self.appleLink)
+        }
         return facts
     }
 
@@ -457,6 +467,25 @@ public final class PostgresStore: TransferStore {
             try await run(conn, """
                 UPDATE service_keys SET revoked_at = \(at.milliseconds), revoked_by = \(by.description) WHERE name = \(name) AND revoked_at IS NULL
                 """)
+        case .addAppleNonce(let hash, let expiresAt, let now):
+            try await run(conn, "DELETE FROM apple_nonces WHERE expires_at <= \(now.milliseconds)")
+            try await run(conn, "INSERT INTO apple_nonces (nonce_hash, expires_at) VALUES (\(Data(hash.bytes)), \(expiresAt.milliseconds))")
+        case .consumeAppleNonce(let hash):
+            try await run(conn, "DELETE FROM apple_nonces WHERE nonce_hash = \(Data(hash.bytes))")
+        case .linkApple(let l):
+            try await run(conn, """
+                INSERT INTO apple_links (account_id, sub, email, is_private_email, linked_at, refresh_token)
+                VALUES (\(l.accountID), \(l.sub), \(l.email), \(l.isPrivateEmail.map { Int32($0 ? 1 : 0) }), \(l.linkedAt.milliseconds), \(l.refreshToken))
+                ON CONFLICT (account_id) DO UPDATE SET sub = excluded.sub, email = excluded.email, is_private_email = excluded.is_private_email,
+                    linked_at = excluded.linked_at, refresh_token = excluded.refresh_token
+                """)
+        case .updateAppleEmail(let account, let email, let isPrivate):
+            try await run(conn, """
+                UPDATE apple_links SET email = COALESCE(\(email), email), is_private_email = COALESCE(\(isPrivate.map { Int32($0 ? 1 : 0) }), is_private_email)
+                WHERE account_id = \(account)
+                """)
+        case .unlinkApple(let account):
+            try await run(conn, "DELETE FROM apple_links WHERE account_id = \(account)")
         case .touchServiceKey(let name, let at, let olderThan):
             try await run(conn, """
                 UPDATE service_keys SET last_used_at = \(at.milliseconds)
@@ -501,10 +530,12 @@ public final class PostgresStore: TransferStore {
                     deviceID: try $0["device_id"].decode(String.self), boundAt: Timestamp(milliseconds: try $0["added_at"].decode(Int64.self)),
                     lastLoginAt: try $0["last_login_at"].decode(Int64?.self).map(Timestamp.init(milliseconds:)))
             }
+            let apple = try await one(conn, "SELECT * FROM apple_links WHERE account_id = \(accountID)").map(Self.appleLink)
             return AccountProfile(
                 accountID: accountID, userName: try account["user_name"].decode(String.self),
                 createdAt: Timestamp(milliseconds: try account["created_at"].decode(Int64.self)),
-                movedToDeviceID: try account["moved_to_device_id"].decode(String?.self), transfer: transfer, activeDevices: devices)
+                movedToDeviceID: try account["moved_to_device_id"].decode(String?.self), transfer: transfer, activeDevices: devices,
+                apple: apple)
         }
     }
 
@@ -573,6 +604,13 @@ public final class PostgresStore: TransferStore {
             token: try row["token"].decode(String.self),
             environment: try row["environment"].decode(String?.self).map { try UnknownStoredValue.decode($0, column: "push_tokens.environment") },
             registeredAt: Timestamp(milliseconds: try row["registered_at"].decode(Int64.self)))
+    }
+
+    static func appleLink(_ row: PostgresRandomAccessRow) throws -> AppleLink {
+        AppleLink(
+            accountID: try row["account_id"].decode(String.self), sub: try row["sub"].decode(String.self),
+            email: try row["email"].decode(String?.self), isPrivateEmail: try row["is_private_email"].decode(Int32?.self).map { $0 != 0 },
+            linkedAt: Timestamp(milliseconds: try row["linked_at"].decode(Int64.self)), refreshToken: try row["refresh_token"].decode(String?.self))
     }
 
     static func serviceKey(_ row: PostgresRandomAccessRow) throws -> ServiceKeyRecord {

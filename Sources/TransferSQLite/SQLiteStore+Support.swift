@@ -49,7 +49,7 @@ extension SQLiteStore: SupportStore {
             return AccountReport(
                 accountID: accountID, userName: account["user_name"], createdAt: Timestamp(milliseconds: account["created_at"]),
                 movedToDeviceID: account["moved_to_device_id"], devices: devices, transfer: transfer, recentEvents: events,
-                pushTokens: tokens)
+                pushTokens: tokens, apple: try db.one("SELECT * FROM apple_links WHERE account_id = ?", [accountID]).map(Self.appleLink))
         }
     }
 

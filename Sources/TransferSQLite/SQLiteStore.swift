@@ -49,7 +49,7 @@ public final class SQLiteStore: TransferStore {
     /// appended here. `schema.sql` at the repository's root is the schema they add up to.
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
-        for version in ["v1", "v2", "v3", "v4"] {
+        for version in ["v1", "v2", "v3", "v4", "v5"] {
             migrator.registerMigration(version) { db in try db.execute(sql: try SQLiteStore.migrationSQL(version)) }
         }
         return migrator
@@ -122,6 +122,16 @@ public final class SQLiteStore: TransferStore {
         }
         if let name = reads.serviceKey {
             facts.serviceKey = try db.one("SELECT * FROM service_keys WHERE name = ?", [name]).map(serviceKey)
+        }
+        if let hash = reads.appleNonce {
+            facts.appleNonceExpiresAt = try db.one("SELECT expires_at FROM apple_nonces WHERE nonce_hash = ?", [Data(hash.bytes)])
+                .map { Timestamp(milliseconds: $0["expires_at"]) }
+        }
+        if let sub = reads.appleSub {
+            facts.appleLinkBySub = try db.one("SELECT * FROM apple_links WHERE sub = ?", [sub]).map(appleLink)
+        }
+        if let account = reads.appleLink {
+            facts.appleLink = try db.one("SELECT * FROM apple_links WHERE account_id = ?", [account]).map(appleLink)
         }
         return facts
     }
@@ -261,6 +271,24 @@ public final class SQLiteStore: TransferStore {
             try db.run(
                 "UPDATE service_keys SET revoked_at = ?, revoked_by = ? WHERE name = ? AND revoked_at IS NULL",
                 [at.milliseconds, by.description, name])
+        case .addAppleNonce(let hash, let expiresAt, let now):
+            try db.run("DELETE FROM apple_nonces WHERE expires_at <= ?", [now.milliseconds])
+            try db.run("INSERT INTO apple_nonces (nonce_hash, expires_at) VALUES (?, ?)", [Data(hash.bytes), expiresAt.milliseconds])
+        case .consumeAppleNonce(let hash):
+            try db.run("DELETE FROM apple_nonces WHERE nonce_hash = ?", [Data(hash.bytes)])
+        case .linkApple(let l):
+            try db.run(
+                """
+                INSERT INTO apple_links (account_id, sub, email, is_private_email, linked_at, refresh_token) VALUES (?, ?, ?, ?, ?, ?)
+                ON CONFLICT (account_id) DO UPDATE SET sub = excluded.sub, email = excluded.email, is_private_email = excluded.is_private_email,
+                    linked_at = excluded.linked_at, refresh_token = excluded.refresh_token
+                """, [l.accountID, l.sub, l.email, l.isPrivateEmail.map { $0 ? 1 : 0 }, l.linkedAt.milliseconds, l.refreshToken])
+        case .updateAppleEmail(let account, let email, let isPrivate):
+            try db.run(
+                "UPDATE apple_links SET email = COALESCE(?, email), is_private_email = COALESCE(?, is_private_email) WHERE account_id = ?",
+                [email, isPrivate.map { $0 ? 1 : 0 }, account])
+        case .unlinkApple(let account):
+            try db.run("DELETE FROM apple_links WHERE account_id = ?", [account])
         case .touchServiceKey(let name, let at, let olderThan):
             try db.run(
                 "UPDATE service_keys SET last_used_at = ? WHERE name = ? AND (last_used_at IS NULL OR last_used_at <= ?)",
@@ -307,9 +335,10 @@ public final class SQLiteStore: TransferStore {
                     deviceID: $0["device_id"], boundAt: Timestamp(milliseconds: $0["added_at"]),
                     lastLoginAt: ($0["last_login_at"] as Int64?).map(Timestamp.init(milliseconds:)))
             }
+            let apple = try db.one("SELECT * FROM apple_links WHERE account_id = ?", [accountID]).map(Self.appleLink)
             return AccountProfile(
                 accountID: accountID, userName: account["user_name"], createdAt: Timestamp(milliseconds: account["created_at"]),
-                movedToDeviceID: account["moved_to_device_id"], transfer: transfer, activeDevices: devices)
+                movedToDeviceID: account["moved_to_device_id"], transfer: transfer, activeDevices: devices, apple: apple)
         }
     }
 
@@ -375,6 +404,13 @@ public final class SQLiteStore: TransferStore {
             token: row["token"],
             environment: try (row["environment"] as String?).map { try UnknownStoredValue.decode($0, column: "push_tokens.environment") },
             registeredAt: Timestamp(milliseconds: row["registered_at"]))
+    }
+
+    static func appleLink(_ row: Row) -> AppleLink {
+        AppleLink(
+            accountID: row["account_id"], sub: row["sub"], email: row["email"],
+            isPrivateEmail: (row["is_private_email"] as Int64?).map { $0 != 0 }, linkedAt: Timestamp(milliseconds: row["linked_at"]),
+            refreshToken: row["refresh_token"])
     }
 
     static func serviceKey(_ row: Row) -> ServiceKeyRecord {

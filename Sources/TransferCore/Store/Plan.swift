@@ -27,8 +27,8 @@ public struct Plan<Result: Sendable>: Sendable {
 }
 
 /// What an operation reads before it decides. Stores read in a fixed order (transfer, pending
-/// transfers, refresh token, device, account devices, account, signing keys, service key), so
-/// concurrent operations lock rows in the same order.
+/// transfers, refresh token, device, account devices, account, signing keys, service key,
+/// Apple nonce, Apple links), so concurrent operations lock rows in the same order.
 public struct Reads: Sendable, Equatable {
     /// A transfer by id, locked.
     public var transfer: String?
@@ -47,13 +47,22 @@ public struct Reads: Sendable, Equatable {
     public var signingKeys = false
     /// A service key by name, locked.
     public var serviceKey: String?
+    /// An Apple nonce by its SHA-256, locked: its expiry, if it was issued and not used.
+    public var appleNonce: SecretHash?
+    /// The Apple link of this Apple ID (`sub`), locked.
+    public var appleSub: String?
+    /// The Apple link of this account, locked.
+    public var appleLink: String?
 
     public init(
         transfer: String? = nil, pendingTransfers: PendingTransferQuery? = nil, refreshToken: SecretHash? = nil,
         device: String? = nil, accountDevices: String? = nil, account: String? = nil, signingKeys: Bool = false,
-        serviceKey: String? = nil
+        serviceKey: String? = nil, appleNonce: SecretHash? = nil, appleSub: String? = nil, appleLink: String? = nil
     ) {
         self.serviceKey = serviceKey
+        self.appleNonce = appleNonce
+        self.appleSub = appleSub
+        self.appleLink = appleLink
         self.transfer = transfer
         self.pendingTransfers = pendingTransfers
         self.refreshToken = refreshToken
@@ -86,6 +95,10 @@ public struct Facts: Sendable {
     /// Oldest first.
     public var signingKeys: [SigningKeyRecord] = []
     public var serviceKey: ServiceKeyRecord?
+    /// When the asked nonce expires; nil when it was never issued or is used.
+    public var appleNonceExpiresAt: Timestamp?
+    public var appleLinkBySub: AppleLink?
+    public var appleLink: AppleLink?
 
     public init() {}
 }
@@ -137,6 +150,17 @@ public enum Effect: Sendable, Equatable {
     /// Records a use at `at` unless one after `olderThan` is recorded: a write on every call
     /// would cost more than the call, so uses are kept to the minute.
     case touchServiceKey(name: String, at: Timestamp, olderThan: Timestamp)
+
+    // Sign in with Apple.
+    /// Issues a nonce (and forgets the nonces that expired before `now`).
+    case addAppleNonce(hash: SecretHash, expiresAt: Timestamp, now: Timestamp)
+    /// A nonce is used once.
+    case consumeAppleNonce(hash: SecretHash)
+    /// Links the account (replacing a link it had).
+    case linkApple(AppleLink)
+    /// What Apple said about the email this time; a nil field keeps the stored value.
+    case updateAppleEmail(accountID: String, email: String?, isPrivateEmail: Bool?)
+    case unlinkApple(accountID: String)
 }
 
 /// A transfer to create, pending.

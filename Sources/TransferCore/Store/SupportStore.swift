@@ -40,12 +40,15 @@ public struct AccountReport: Sendable {
     public var recentEvents: [AuditEvent]
     /// The push tokens of the devices the account is on; `DeviceRecord.routesPushes(to:)` tells which reach it.
     public var pushTokens: [PushToken]
+    /// The linked Apple ID, if any.
+    public var apple: AppleLink?
 
     public init(
         accountID: String, userName: String, createdAt: Timestamp, movedToDeviceID: String?, devices: [DeviceRecord],
-        transfer: TransferRecord?, recentEvents: [AuditEvent], pushTokens: [PushToken] = []
+        transfer: TransferRecord?, recentEvents: [AuditEvent], pushTokens: [PushToken] = [], apple: AppleLink? = nil
     ) {
         self.pushTokens = pushTokens
+        self.apple = apple
         self.accountID = accountID
         self.userName = userName
         self.createdAt = createdAt

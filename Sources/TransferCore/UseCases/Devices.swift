@@ -55,8 +55,9 @@ public struct SetCurrentAccountCommand: StoreOperation {
 }
 
 /// An account leaves a device at the app's request. An account is active on one device at
-/// most, so leaving it strands the account unless a pending transfer can still bring it to
-/// a device: without one the app must say `abandon` (the account is kept for support).
+/// most, so leaving it strands the account unless a pending transfer or a linked Apple ID can
+/// still bring it to a device: without either the app must say `abandon` (the account is kept
+/// for support).
 public struct RemoveAccountCommand: StoreOperation {
     public var deviceID: String
     public var accountID: String
@@ -69,15 +70,17 @@ public struct RemoveAccountCommand: StoreOperation {
         self.now = now
     }
 
-    /// The account's pending transfer is read (and locked) too: a cancel racing this removal
-    /// must not leave the account on no device with no way back.
-    public var reads: Reads { Reads(pendingTransfers: PendingTransferQuery(emailKey: nil, accountID: accountID), device: deviceID) }
+    /// The account's pending transfer and Apple link are read (and locked) too: a cancel or an
+    /// unlink racing this removal must not leave the account on no device with no way back.
+    public var reads: Reads {
+        Reads(pendingTransfers: PendingTransferQuery(emailKey: nil, accountID: accountID), device: deviceID, appleLink: accountID)
+    }
 
     public func plan(_ facts: Facts) -> Plan<TransferError?> {
         guard let device = facts.device, device.account(accountID)?.state == .active else {
             return Plan(.accountNotOnDevice)
         }
-        let wayBack = facts.pendingTransfers.contains { $0.accountID == accountID && $0.isOpen(at: now) }
+        let wayBack = facts.pendingTransfers.contains { $0.accountID == accountID && $0.isOpen(at: now) } || facts.appleLink != nil
         guard abandon || wayBack else { return Plan(.accountWouldBeLost) }
         var effects: [Effect] = [
             .endPair(deviceID: deviceID, accountID: accountID, state: .removed, reason: abandon ? "removed by the app (abandoned)" : "removed by the app", at: now)

@@ -1,0 +1,122 @@
+// Sign in with Apple: our nonces (`POST /v1/apple/nonce`), and linking an account to the
+// user's Apple ID (`PUT` and `DELETE /v1/me/apple`). The identity token is verified before
+// these run; what is left is the nonce (single use) and who holds the Apple ID.
+
+extension TransferService {
+    /// `POST /v1/apple/nonce`: a nonce for one sign-in, good for five minutes. Only its SHA-256 is kept.
+    public func issueAppleNonce() async throws -> (nonce: String, expiresIn: Duration) {
+        let nonce = AppleNonces.make()
+        let now = clock.now()
+        try await store.execute(IssueAppleNonceCommand(hash: SecretHash(of: nonce), now: now, expiresAt: now + AppleNonces.lifetime))
+        return (nonce, AppleNonces.lifetime)
+    }
+
+    /// `PUT /v1/me/apple` with a verified identity: links the caller's account. `created` is
+    /// false when the Apple ID was already this account's.
+    public func linkApple(
+        _ caller: Caller, identity: AppleIdentity, nonce: String, refreshToken: String? = nil
+    ) async throws -> (link: AppleLink, created: Bool) {
+        let result = try await store.execute(LinkAppleCommand(
+            accountID: caller.accountID, identity: identity, nonceHash: SecretHash(of: nonce), refreshToken: refreshToken, now: clock.now()))
+        switch result {
+        case .linked(let link, let created): return (link, created)
+        case .rejected(let error): throw error
+        }
+    }
+
+    /// `DELETE /v1/me/apple`: returns the link that was removed (its refresh token is to be
+    /// revoked at Apple), nil when there was none.
+    public func unlinkApple(_ caller: Caller) async throws -> AppleLink? {
+        try await store.execute(UnlinkAppleCommand(accountID: caller.accountID, now: clock.now()))
+    }
+}
+
+public struct IssueAppleNonceCommand: StoreOperation {
+    public var hash: SecretHash
+    public var now: Timestamp
+    public var expiresAt: Timestamp
+    public init(hash: SecretHash, now: Timestamp, expiresAt: Timestamp) {
+        self.hash = hash
+        self.now = now
+        self.expiresAt = expiresAt
+    }
+
+    public var reads: Reads { Reads() }
+
+    public func plan(_ facts: Facts) -> Plan<Void> { Plan((), [.addAppleNonce(hash: hash, expiresAt: expiresAt, now: now)]) }
+}
+
+public enum LinkAppleResult: Sendable, Equatable {
+    case linked(AppleLink, created: Bool)
+    case rejected(TransferError)
+}
+
+/// Links an account to an Apple ID. The nonce is used up whatever the outcome: a token
+/// presented once with it is never good again.
+public struct LinkAppleCommand: StoreOperation {
+    public var accountID: String
+    public var identity: AppleIdentity
+    public var nonceHash: SecretHash
+    public var refreshToken: String?
+    public var now: Timestamp
+    public init(accountID: String, identity: AppleIdentity, nonceHash: SecretHash, refreshToken: String?, now: Timestamp) {
+        self.accountID = accountID
+        self.identity = identity
+        self.nonceHash = nonceHash
+        self.refreshToken = refreshToken
+        self.now = now
+    }
+
+    public var reads: Reads { Reads(appleNonce: nonceHash, appleSub: identity.sub, appleLink: accountID) }
+
+    public func plan(_ facts: Facts) -> Plan<LinkAppleResult> {
+        guard let expiresAt = facts.appleNonceExpiresAt, now < expiresAt else {
+            return Plan(.rejected(.invalidIdentityToken("the nonce was not issued by this service, was used already or expired")))
+        }
+        var effects: [Effect] = [.consumeAppleNonce(hash: nonceHash)]
+        if let holder = facts.appleLinkBySub {
+            guard holder.accountID == accountID else { return Plan(.rejected(.appleIDInUse), effects) }
+            // Signed in again: Apple sends the email on the first sign-in only; what it sends is kept.
+            var link = holder
+            if identity.email != nil || identity.isPrivateEmail != nil {
+                link.email = identity.email ?? link.email
+                link.isPrivateEmail = identity.isPrivateEmail ?? link.isPrivateEmail
+                effects.append(.updateAppleEmail(accountID: accountID, email: identity.email, isPrivateEmail: identity.isPrivateEmail))
+            }
+            return Plan(.linked(link, created: false), effects)
+        }
+        // A different Apple ID linked before is replaced: the account follows the one the user signs in with now.
+        let link = AppleLink(
+            accountID: accountID, sub: identity.sub, email: identity.email, isPrivateEmail: identity.isPrivateEmail, linkedAt: now,
+            refreshToken: refreshToken)
+        effects += [
+            .linkApple(link),
+            .audit(AuditEvent(
+                at: now, kind: .appleLinked, accountID: accountID, reason: facts.appleLink == nil ? nil : "replaced the Apple ID linked before")),
+        ]
+        return Plan(.linked(link, created: true), effects)
+    }
+}
+
+public struct UnlinkAppleCommand: StoreOperation {
+    public var accountID: String
+    public var now: Timestamp
+    public var by: Initiator
+    public var reason: String?
+    public init(accountID: String, now: Timestamp, by: Initiator = .device, reason: String? = nil) {
+        self.accountID = accountID
+        self.now = now
+        self.by = by
+        self.reason = reason
+    }
+
+    public var reads: Reads { Reads(appleLink: accountID) }
+
+    public func plan(_ facts: Facts) -> Plan<AppleLink?> {
+        guard let link = facts.appleLink else { return Plan(nil) }
+        return Plan(link, [
+            .unlinkApple(accountID: accountID),
+            .audit(AuditEvent(at: now, kind: .appleUnlinked, accountID: accountID, actor: by, reason: reason)),
+        ])
+    }
+}
