@@ -14,6 +14,8 @@ struct API<Context: AppRequestContext>: Sendable {
     let hasher: Argon2Hasher?
     let creationLimiter: RateLimiter?
     let claimLimiter: RateLimiter?
+    /// nil while Sign in with Apple is off: its routes answer `501 not_configured`.
+    let apple: AppleSignIn?
     let openAPI: [UInt8]
 
     typealias Handler = @Sendable (Request, Context) async throws -> Response
@@ -37,6 +39,9 @@ struct API<Context: AppRequestContext>: Sendable {
             (.put, "/v1/me/push", { $0.setAccountPush }),
             (.post, "/v1/service/push-targets", { $0.pushTargets }),
             (.post, "/v1/service/push-feedback", { $0.pushFeedback }),
+            (.post, "/v1/apple/nonce", { $0.appleNonce }),
+            (.put, "/v1/me/apple", { $0.linkApple }),
+            (.delete, "/v1/me/apple", { $0.unlinkApple }),
             (.get, "/.well-known/jwks.json", { $0.jwks }),
             (.get, "/healthz", { _ in { _, _ in raw(Array(#"{"status":"ok"}"#.utf8), type: "application/json") } }),
             (.get, "/readyz", { api in { _, _ in try await api.ready() } }),
@@ -231,6 +236,43 @@ struct API<Context: AppRequestContext>: Sendable {
         return Response(status: .noContent)
     }
 
+    // MARK: Sign in with Apple
+
+    /// The Apple sign-in of this deployment, or `501 not_configured`.
+    func appleSignIn() throws -> AppleSignIn {
+        guard let apple else { throw TransferError.notConfigured("Sign in with Apple") }
+        return apple
+    }
+
+    func appleNonce(_ request: Request, _ context: Context) async throws -> Response {
+        _ = try appleSignIn()
+        // No body, or an empty object.
+        if request.headers[.contentLength].map({ $0 != "0" }) ?? (request.headers[.transferEncoding] != nil) {
+            _ = try await JSONBody.read(request, context: context)
+        }
+        let issued = try await service.issueAppleNonce()
+        return try Self.json(AppleNonceBody(nonce: issued.nonce, expiresIn: Int(issued.expiresIn.components.seconds)), status: .created)
+    }
+
+    func linkApple(_ request: Request, _ context: Context) async throws -> Response {
+        let apple = try appleSignIn()
+        let caller = try await authenticate(request, context)
+        let body = try await JSONBody.read(request, context: context)
+        let token = try body.string("identityToken")
+        let nonce = try body.string("nonce")
+        _ = try body.optionalString("authorizationCode")
+        let identity = try await apple.verify(token, nonce: nonce, now: service.clock.now())
+        let linked = try await service.linkApple(caller, identity: identity, nonce: nonce)
+        return try Self.json(AppleLinkBody(linked.link), status: linked.created ? .created : .ok)
+    }
+
+    func unlinkApple(_ request: Request, _ context: Context) async throws -> Response {
+        _ = try appleSignIn()
+        let caller = try await authenticate(request, context)
+        _ = try await service.unlinkApple(caller)
+        return Response(status: .noContent)
+    }
+
     func jwks(_ request: Request, _ context: Context) async throws -> Response {
         Self.raw(try tokenBox.tokens.jwksJSON, type: "application/json", cache: "public, max-age=300")
     }
@@ -418,6 +460,29 @@ struct PushTargetsBody: Encodable {
     var targets: [Target]
 }
 
+struct AppleNonceBody: Encodable {
+    var nonce: String
+    var expiresIn: Int
+}
+
+/// The link as `PUT /v1/me/apple` and `GET /v1/me` show it; `email` and `isPrivateEmail` are
+/// `null` when Apple never sent them.
+struct AppleLinkBody: Encodable {
+    let link: AppleLink
+    var withLinkedAt = false
+    init(_ link: AppleLink, withLinkedAt: Bool = false) {
+        self.link = link
+        self.withLinkedAt = withLinkedAt
+    }
+    enum Keys: String, CodingKey { case linkedAt, email, isPrivateEmail }
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Keys.self)
+        if withLinkedAt { try c.encode(link.linkedAt.rfc3339, forKey: .linkedAt) }
+        try c.encode(link.email, forKey: .email)
+        try c.encode(link.isPrivateEmail, forKey: .isPrivateEmail)
+    }
+}
+
 struct TransferBody: Encodable {
     var email: String
     var expiresAt: String
@@ -436,7 +501,7 @@ struct MeBody: Encodable {
         self.current = current
     }
 
-    enum Keys: String, CodingKey { case accountId, userName, createdAt, migrationFlag, transferId, transfer, devices }
+    enum Keys: String, CodingKey { case accountId, userName, createdAt, migrationFlag, transferId, transfer, devices, apple }
 
     func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: Keys.self)
@@ -452,5 +517,6 @@ struct MeBody: Encodable {
             profile.activeDevices.map {
                 Device(deviceId: $0.deviceID, boundAt: $0.boundAt.rfc3339, lastLoginAt: $0.lastLoginAt?.rfc3339, current: $0.deviceID == current)
             }, forKey: .devices)
+        try c.encode(profile.apple.map { AppleLinkBody($0, withLinkedAt: true) }, forKey: .apple)
     }
 }

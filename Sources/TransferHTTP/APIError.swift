@@ -99,6 +99,14 @@ extension APIError {
         case .invalidServiceKey:
             self.init(.unauthorized, error.code, "The service key is missing, unknown or revoked.",
                       headers: [.wwwAuthenticate: "Bearer"])
+        case .invalidIdentityToken(let why):
+            self.init(.unauthorized, error.code, why.prefix(1).uppercased() + why.dropFirst() + ".")
+        case .appleIDInUse:
+            self.init(.conflict, error.code, "This Apple ID is linked to another account.")
+        case .appleIDNotLinked:
+            self.init(.notFound, error.code, "No account is linked to this Apple ID.")
+        case .notConfigured(let what):
+            self.init(.notImplemented, error.code, "\(what) is not configured on this service.")
         case .rateLimited(let retryAfter):
             self = .rateLimited(retryAfter: retryAfter)
         case .overloaded(let retryAfter):

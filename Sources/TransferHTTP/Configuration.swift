@@ -1,4 +1,5 @@
 import ArgumentParser
+import JWTKit
 import Foundation
 import TransferArgon2
 import TransferCore
@@ -39,6 +40,8 @@ public struct ServerConfiguration: Sendable {
     public var issuer = "transfer-server"
     /// `aud` of access tokens.
     public var audience = "transfer-api"
+    /// Sign in with Apple; nil (the default) turns its routes off (`501 not_configured`).
+    public var apple: AppleConfiguration?
 
     public init() {}
 
@@ -86,6 +89,7 @@ public struct ServerConfiguration: Sendable {
             config.maxAccountsPerDevice = try integer(v, n, in: 1...100)
         }
         if let (v, n) = value(flags.auditRetention, "audit-retention") { config.auditRetention = try duration(v, n) }
+        config.apple = try AppleConfiguration.load(flags: flags, value: value)
         if flags.trustedProxy {
             config.trustedProxy = true
         } else if let (v, n) = value(nil, "trusted-proxy") {
@@ -140,6 +144,79 @@ public struct ServerConfiguration: Sendable {
     }
 }
 
+/// Sign in with Apple (`--apple-*`).
+public struct AppleConfiguration: Sendable {
+    /// The bundle ids and services ids whose identity tokens are accepted (`aud`).
+    public var clientIDs: [String]
+    public var issuer = "https://appleid.apple.com"
+    public var jwksURL = "https://appleid.apple.com/auth/keys"
+    public var tokenURL = "https://appleid.apple.com/auth/token"
+    public var revokeURL = "https://appleid.apple.com/auth/revoke"
+    /// With these the link exchanges the authorization code and keeps Apple's refresh token.
+    public var codeExchange: CodeExchange?
+
+    public struct CodeExchange: Sendable {
+        public var teamID: String
+        public var keyID: String
+        /// The Sign in with Apple key from the developer account: a P-256 private key, PEM.
+        public var privateKeyPEM: String
+        public init(teamID: String, keyID: String, privateKeyPEM: String) {
+            self.teamID = teamID
+            self.keyID = keyID
+            self.privateKeyPEM = privateKeyPEM
+        }
+    }
+
+    public init(clientIDs: [String]) { self.clientIDs = clientIDs }
+
+    /// nil when `--apple-client-ids` is not set; then no other `--apple-*` value may be.
+    static func load(
+        flags: ServerFlags, value: (String?, String) -> (String, String)?
+    ) throws(ServerConfiguration.Invalid) -> AppleConfiguration? {
+        let others: [(String?, String)] = [
+            (flags.appleIssuer, "apple-issuer"), (flags.appleJWKSURL, "apple-jwks-url"), (flags.appleTeamID, "apple-team-id"),
+            (flags.appleKeyID, "apple-key-id"), (flags.applePrivateKey, "apple-private-key"), (flags.appleTokenURL, "apple-token-url"),
+            (flags.appleRevokeURL, "apple-revoke-url"),
+        ]
+        guard let (ids, idsName) = value(flags.appleClientIDs, "apple-client-ids") else {
+            if let (_, name) = others.compactMap({ value($0.0, $0.1) }).first {
+                throw .init(description: "\(name) needs --apple-client-ids (Sign in with Apple is off without it)")
+            }
+            return nil
+        }
+        let clientIDs = ids.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard !clientIDs.isEmpty else { throw .init(description: "\(idsName): name at least one bundle id or services id, comma-separated") }
+        var config = AppleConfiguration(clientIDs: clientIDs)
+        func url(_ flag: String?, _ name: String, into keyPath: WritableKeyPath<AppleConfiguration, String>) throws(ServerConfiguration.Invalid) {
+            guard let (v, n) = value(flag, name) else { return }
+            guard let parsed = URL(string: v), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil else {
+                throw .init(description: "\(n): '\(v)' is not an http(s) URL")
+            }
+            config[keyPath: keyPath] = v
+        }
+        if let (v, _) = value(flags.appleIssuer, "apple-issuer") { config.issuer = v }
+        try url(flags.appleJWKSURL, "apple-jwks-url", into: \.jwksURL)
+        try url(flags.appleTokenURL, "apple-token-url", into: \.tokenURL)
+        try url(flags.appleRevokeURL, "apple-revoke-url", into: \.revokeURL)
+        let team = value(flags.appleTeamID, "apple-team-id"), key = value(flags.appleKeyID, "apple-key-id")
+        let privateKey = value(flags.applePrivateKey, "apple-private-key")
+        switch (team, key, privateKey) {
+        case (nil, nil, nil): break
+        case (let (teamID, _)?, let (keyID, _)?, let (path, name)?):
+            guard let pem = try? String(contentsOfFile: path, encoding: .utf8) else {
+                throw .init(description: "\(name): cannot read '\(path)'")
+            }
+            guard (try? ES256PrivateKey(pem: pem)) != nil else {
+                throw .init(description: "\(name): '\(path)' is not a P-256 private key in PEM (the .p8 file of a Sign in with Apple key)")
+            }
+            config.codeExchange = CodeExchange(teamID: teamID, keyID: keyID, privateKeyPEM: pem)
+        default:
+            throw .init(description: "--apple-team-id, --apple-key-id and --apple-private-key go together (the code exchange needs all three)")
+        }
+        return config
+    }
+}
+
 /// The server's flags, each also read from `TRANSFER_<FLAG>`.
 public struct ServerFlags: ParsableArguments {
     @Option(help: "Address to listen on (TRANSFER_HOSTNAME; default 127.0.0.1).") public var hostname: String?
@@ -172,6 +249,22 @@ public struct ServerFlags: ParsableArguments {
     public var maxAccountsPerDevice: String?
     @Option(name: .customLong("audit-retention"), help: "How long audit events and ended transfers are kept, like 400d (TRANSFER_AUDIT_RETENTION).")
     public var auditRetention: String?
+    @Option(name: .customLong("apple-client-ids"), help: "Sign in with Apple: the accepted bundle and services ids, comma-separated (off when unset).")
+    public var appleClientIDs: String?
+    @Option(name: .customLong("apple-issuer"), help: "The identity tokens' iss (default https://appleid.apple.com).")
+    public var appleIssuer: String?
+    @Option(name: .customLong("apple-jwks-url"), help: "Apple's keys (default https://appleid.apple.com/auth/keys).")
+    public var appleJWKSURL: String?
+    @Option(name: .customLong("apple-team-id"), help: "Team id, for the code exchange (with --apple-key-id and --apple-private-key).")
+    public var appleTeamID: String?
+    @Option(name: .customLong("apple-key-id"), help: "Id of the Sign in with Apple key, for the code exchange.")
+    public var appleKeyID: String?
+    @Option(name: .customLong("apple-private-key"), help: "PATH of the Sign in with Apple key (.p8), for the code exchange.")
+    public var applePrivateKey: String?
+    @Option(name: .customLong("apple-token-url"), help: "Apple's token endpoint (default https://appleid.apple.com/auth/token).")
+    public var appleTokenURL: String?
+    @Option(name: .customLong("apple-revoke-url"), help: "Apple's revoke endpoint (default https://appleid.apple.com/auth/revoke).")
+    public var appleRevokeURL: String?
     @Flag(name: .customLong("trusted-proxy"), help: "Take the client address from the last X-Forwarded-For hop (TRANSFER_TRUSTED_PROXY=on).")
     public var trustedProxy = false
 

@@ -68,6 +68,7 @@ public enum TransferApp {
             service: service, tokenBox: tokenBox, configuration: configuration, metrics: metrics, hasher: argon2,
             creationLimiter: configuration.accountCreationLimit.map(RateLimiter.init),
             claimLimiter: configuration.claimLimit.map(RateLimiter.init),
+            apple: configuration.apple.map { AppleSignIn(configuration: $0, keys: AppleKeys(url: $0.jwksURL, clock: clock, logger: logger)) },
             openAPI: try openAPIDocument())
         router.add(middleware: RequestLogMiddleware(metrics: metrics))
         router.add(middleware: ErrorMiddleware(allowedMethods: API<TransferRequestContext>.allowedMethods))

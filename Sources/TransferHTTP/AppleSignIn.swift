@@ -1,0 +1,165 @@
+import AsyncHTTPClient
+import Foundation
+import JWTKit
+import Logging
+import NIOCore
+import Synchronization
+import TransferCore
+
+/// The claims of an Apple identity token we read. Every check is `AppleSignIn.verify`'s, with
+/// the service's clock and configuration: jwt-kit's `AppleIdentityToken.verify` hard-codes the
+/// issuer and checks neither audience nor nonce.
+struct AppleClaims: JWTPayload {
+    var iss: IssuerClaim
+    var aud: AudienceClaim
+    var sub: SubjectClaim
+    var iat: IssuedAtClaim
+    var exp: ExpirationClaim
+    var nonce: String?
+    var email: String?
+    /// Apple sends these as booleans or as the strings "true" / "false".
+    var email_verified: BoolClaim?
+    var is_private_email: BoolClaim?
+
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
+}
+
+/// Sign in with Apple: verifies identity tokens against Apple's published keys.
+struct AppleSignIn: Sendable {
+    let configuration: AppleConfiguration
+    let keys: AppleKeys
+    /// How far `exp` and `iat` may be off.
+    static let leeway: Int64 = 60_000
+
+    /// A verified identity, or `invalid_identity_token` saying which check failed. With
+    /// `nonce`, the token must carry its SHA-256 (that the nonce is ours and unused is the
+    /// store's check, in the transaction that uses it).
+    func verify(_ token: String, nonce: String?, now: Timestamp) async throws -> AppleIdentity {
+        func refuse(_ why: String) -> TransferError { .invalidIdentityToken(why) }
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard token.utf8.count <= 8192, parts.count == 3, let headerBytes = Base64URL.decode(parts[0]),
+            let header = try? JSONDecoder().decode(Header.self, from: Data(headerBytes))
+        else { throw refuse("the identityToken is not a JWT") }
+        // Only RS256, Apple's algorithm: a token "signed" with HS256 and the public key, or
+        // with none, never reaches a verifier.
+        guard header.alg == "RS256" else { throw refuse("the identityToken is not signed with RS256") }
+        guard let kid = header.kid, !kid.isEmpty else { throw refuse("the identityToken names no key (kid)") }
+        guard let collection = try await keys.collection(for: kid) else {
+            throw refuse("the identityToken is signed with a key Apple does not publish")
+        }
+        let claims: AppleClaims
+        do {
+            claims = try await collection.verify(token, as: AppleClaims.self)
+        } catch {
+            throw refuse("the identityToken's signature does not verify")
+        }
+        guard claims.iss.value == configuration.issuer else { throw refuse("the identityToken's iss is not \(configuration.issuer)") }
+        guard claims.aud.value.contains(where: configuration.clientIDs.contains) else {
+            throw refuse("the identityToken's aud is not one of this service's client ids")
+        }
+        guard now.milliseconds < Timestamp(claims.exp.value).milliseconds + Self.leeway else { throw refuse("the identityToken has expired") }
+        guard Timestamp(claims.iat.value).milliseconds <= now.milliseconds + Self.leeway else {
+            throw refuse("the identityToken's iat is in the future")
+        }
+        if let nonce {
+            guard let carried = claims.nonce, carried == AppleNonces.claim(for: nonce) else {
+                throw refuse("the identityToken's nonce is not the SHA-256 of the nonce sent")
+            }
+        }
+        return AppleIdentity(sub: claims.sub.value, email: claims.email, isPrivateEmail: claims.is_private_email?.value)
+    }
+
+    struct Header: Decodable {
+        var alg: String
+        var kid: String?
+    }
+}
+
+/// Apple's published keys (JWKS), cached. A token naming a key not in the cache fetches them
+/// again, at most once a minute (Apple publishes several and rotates them); when Apple cannot
+/// be reached the last good keys stay.
+final class AppleKeys: Sendable {
+    let url: String
+    let client: HTTPClient
+    let clock: any WallClock
+    let logger: Logger
+    let refetchInterval: Duration
+
+    private struct State {
+        var keys: JWTKeyCollection?
+        var kids: Set<String> = []
+        var lastFetch: Timestamp?
+        var inFlight: Task<Void, Never>?
+    }
+    private let state = Mutex(State())
+
+    init(url: String, client: HTTPClient = .shared, clock: any WallClock, logger: Logger, refetchInterval: Duration = .seconds(60)) {
+        self.url = url
+        self.client = client
+        self.clock = clock
+        self.logger = logger
+        self.refetchInterval = refetchInterval
+    }
+
+    /// The keys, if `kid` is among them (fetching them again if it is not and the last fetch
+    /// is older than a minute); nil when Apple does not publish `kid`. Throws `unavailable`
+    /// when no keys were ever fetched and Apple cannot be reached.
+    func collection(for kid: String) async throws -> JWTKeyCollection? {
+        enum Next { case found(JWTKeyCollection), wait(Task<Void, Never>), unknown }
+        let now = clock.now()
+        let next: Next = state.withLock { s in
+            if s.kids.contains(kid), let keys = s.keys { return .found(keys) }
+            if let task = s.inFlight { return .wait(task) }
+            if let last = s.lastFetch, now < last + refetchInterval { return .unknown }
+            s.lastFetch = now
+            let task = Task { await self.fetch() }
+            s.inFlight = task
+            return .wait(task)
+        }
+        switch next {
+        case .found(let keys): return keys
+        case .unknown: return try known(kid)
+        case .wait(let task):
+            await task.value
+            return try known(kid)
+        }
+    }
+
+    private func known(_ kid: String) throws -> JWTKeyCollection? {
+        try state.withLock { s in
+            guard let keys = s.keys else {
+                throw APIError(.serviceUnavailable, "unavailable", "Apple's keys cannot be fetched; try again shortly.", headers: [.retryAfter: "60"])
+            }
+            return s.kids.contains(kid) ? keys : nil
+        }
+    }
+
+    private func fetch() async {
+        defer { state.withLock { $0.inFlight = nil } }
+        do {
+            var request = HTTPClientRequest(url: url)
+            request.headers.add(name: "Accept", value: "application/json")
+            let response = try await client.execute(request, timeout: .seconds(10))
+            guard response.status == .ok else { throw FetchError(status: Int(response.status.code)) }
+            let body = try await response.body.collect(upTo: 1 << 20)
+            let jwks = try JSONDecoder().decode(JWKS.self, from: Data(buffer: body))
+            let keys = JWTKeyCollection()
+            var kids = Set<String>()
+            for jwk in jwks.keys where jwk.keyType == .rsa {
+                guard let kid = jwk.keyIdentifier?.string else { continue }
+                try await keys.add(jwk: jwk)
+                kids.insert(kid)
+            }
+            guard !kids.isEmpty else { throw FetchError(status: nil) }
+            state.withLock {
+                $0.keys = keys
+                $0.kids = kids
+            }
+            logger.info("fetched Apple's keys", metadata: ["kids": "\(kids.sorted().joined(separator: ","))"])
+        } catch {
+            logger.warning("Apple's keys could not be fetched; keeping the last good ones", metadata: ["error.type": "\(type(of: error))"])
+        }
+    }
+
+    struct FetchError: Error { let status: Int? }
+}
