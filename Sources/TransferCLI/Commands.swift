@@ -27,6 +27,7 @@ struct Account: AsyncParsableCommand {
                     var transferId: String?
                     var devices: [DeviceJSON]
                     var pushTokens: [PushTokenJSON]
+                    var apple: AppleJSON?
                     var transfer: TransferJSON?
                     var recentEvents: [EventJSON]
                 }
@@ -35,6 +36,7 @@ struct Account: AsyncParsableCommand {
                     createdAt: report.createdAt.rfc3339, migrationFlag: report.migrationFlag(at: now), transferId: report.movedToDeviceID,
                     devices: report.devices.compactMap { DeviceJSON($0, account: report.accountID) },
                     pushTokens: report.pushTokens.compactMap { PushTokenJSON($0, report: report) },
+                    apple: report.apple.map(AppleJSON.init),
                     transfer: report.transfer.map { TransferJSON($0, now: now) },
                     recentEvents: report.recentEvents.map(EventJSON.init)))
                 return
@@ -70,6 +72,16 @@ struct Account: AsyncParsableCommand {
                             Text.relative(token.registeredAt, now: now),
                             device.map { PushTokenJSON.unreached($0, account: report.accountID).map { "no: " + $0 } ?? "yes" } ?? "no"]
                 }))
+            }
+            print("")
+            if let apple = report.apple {
+                print(Text.section("Apple ID", [
+                    ("linked", Text.time(apple.linkedAt, now: now)),
+                    ("email", apple.email ?? "(Apple sent none)"),
+                    ("private relay", apple.isPrivateEmail.map { $0 ? "yes" : "no" } ?? "unknown"),
+                ]))
+            } else {
+                print("Apple ID\n  not linked")
             }
             print("")
             print(transferSection(report.transfer, now: now))

@@ -128,6 +128,18 @@ struct PushTokenJSON: Encodable {
     }
 }
 
+/// The account's Apple ID link: never Apple's user id or tokens.
+struct AppleJSON: Encodable {
+    var linkedAt: String
+    var email: String?
+    var isPrivateEmail: Bool?
+    init(_ link: AppleLink) {
+        linkedAt = link.linkedAt.rfc3339
+        email = link.email
+        isPrivateEmail = link.isPrivateEmail
+    }
+}
+
 struct TransferJSON: Encodable {
     var transferId: String
     var email: String
