@@ -136,18 +136,56 @@ public struct ClaimCommand: StoreOperation {
         if let until = transfer.lockedUntil, now < until {
             return Plan(.rejected(.tooManyAttempts(retryAfterSeconds: now.secondsUntil(until))))
         }
+        let move = MoveToDevice(
+            accountID: accountID, deviceID: deviceID, deviceSecret: deviceSecret, replaceExistingAccount: replaceExistingAccount,
+            addAccount: addAccount, maxAccounts: maxAccounts, now: now, fresh: fresh, clientAddress: clientAddress,
+            transferID: transfer.id, how: "")
+        switch move.plan(facts, account: account) {
+        case .failure(let error): return Plan(.rejected(error))
+        case .success(let (effects, grant)):
+            return Plan(.claimed(grant), effects + [
+                .endTransfer(id: transfer.id, state: .claimed, at: now, claimedBy: deviceID.value),
+                .audit(AuditEvent(
+                    at: now, kind: .transferClaimed, accountID: accountID, deviceID: deviceID.value, transferID: transfer.id,
+                    clientAddress: clientAddress)),
+            ])
+        }
+    }
+}
+
+/// What a claim and a move with Sign in with Apple share: the new device's checks, the
+/// account taken off its old device (which keeps its other accounts, and is retired when none
+/// is left) and put on the new one as its current account, and a session opened there.
+public struct MoveToDevice: Sendable {
+    public var accountID: String
+    public var deviceID: DeviceID
+    public var deviceSecret: String
+    public var replaceExistingAccount: Bool
+    public var addAccount: Bool
+    public var maxAccounts: Int
+    public var now: Timestamp
+    public var fresh: FreshSession
+    public var clientAddress: String?
+    /// The transfer claimed, for the audit trail (none for a move with Apple).
+    public var transferID: String?
+    /// Added to the reason the old device records (" with Sign in with Apple").
+    public var how: String
+
+    /// The effects and the session, or the device error a claim answers. `facts` holds the
+    /// new device (`device`), the account's device (`accountDevices`).
+    public func plan(_ facts: Facts, account: SessionAccount) -> Result<([Effect], SessionGrant), TransferError> {
         let newDevice = deviceID.value
         var effects: [Effect] = []
         var staying: [DeviceAccountSummary] = []
         if let device = facts.device {
-            guard device.retiredAt == nil else { return Plan(.rejected(.deviceRetired)) }
-            guard device.secretHash.matches(SecretHash(of: deviceSecret)) else { return Plan(.rejected(.invalidDeviceCredentials)) }
-            if device.account(accountID)?.state == .active { return Plan(.rejected(.deviceAlreadyBound)) }
+            guard device.retiredAt == nil else { return .failure(.deviceRetired) }
+            guard device.secretHash.matches(SecretHash(of: deviceSecret)) else { return .failure(.invalidDeviceCredentials) }
+            if device.account(accountID)?.state == .active { return .failure(.deviceAlreadyBound) }
             if addAccount {
-                guard device.active.count < maxAccounts else { return Plan(.rejected(.deviceAccountLimit(maxAccounts))) }
+                guard device.active.count < maxAccounts else { return .failure(.deviceAccountLimit(maxAccounts)) }
                 staying = device.summaries.map { DeviceAccountSummary(accountID: $0.accountID, userName: $0.userName, current: false) }
             } else if !device.active.isEmpty {
-                guard replaceExistingAccount else { return Plan(.rejected(.deviceHasAccount)) }
+                guard replaceExistingAccount else { return .failure(.deviceHasAccount) }
                 // The device's accounts lose it (kept, reachable by support).
                 for other in device.active.map(\.account.accountID) {
                     effects += [
@@ -155,21 +193,22 @@ public struct ClaimCommand: StoreOperation {
                             deviceID: newDevice, accountID: other, state: .replaced,
                             reason: "taken over by account \(accountID) (replaceExistingAccount)", at: now),
                         .audit(AuditEvent(
-                            at: now, kind: .deviceReplaced, accountID: other, deviceID: newDevice, transferID: transfer.id,
-                            reason: "claimed account \(accountID) with replaceExistingAccount", clientAddress: clientAddress)),
+                            at: now, kind: .deviceReplaced, accountID: other, deviceID: newDevice, transferID: transferID,
+                            reason: (transferID == nil ? "account \(accountID) moved here\(how)" : "claimed account \(accountID)")
+                                + " with replaceExistingAccount", clientAddress: clientAddress)),
                     ]
                 }
             }
         } else {
             effects.append(.createDevice(id: newDevice, secretHash: SecretHash(of: deviceSecret), at: now))
         }
-        let moved = "moved to device \(newDevice)"
+        let moved = "moved to device \(newDevice)\(how)"
         // Read before its row was locked: skip a device the account left meanwhile.
         for old in facts.accountDevices where old.account(accountID)?.state == .active {
             effects += [
                 .endPair(deviceID: old.id, accountID: accountID, state: .moved, reason: moved, at: now),
                 .audit(AuditEvent(
-                    at: now, kind: .deviceMoved, accountID: accountID, deviceID: old.id, transferID: transfer.id, reason: moved,
+                    at: now, kind: .deviceMoved, accountID: accountID, deviceID: old.id, transferID: transferID, reason: moved,
                     clientAddress: clientAddress)),
             ]
             // It stays the old device's current account, so that device's plain login says it moved.
@@ -180,18 +219,14 @@ public struct ClaimCommand: StoreOperation {
         effects += [
             .addAccount(deviceID: newDevice, accountID: accountID, at: now),
             .setCurrentAccount(deviceID: newDevice, accountID: accountID),
-            .endTransfer(id: transfer.id, state: .claimed, at: now, claimedBy: newDevice),
             .setMovedTo(accountID: accountID, deviceID: newDevice),
             .openSession(deviceID: newDevice, accountID: accountID, session, at: now, clientAddress: clientAddress),
-            .audit(AuditEvent(
-                at: now, kind: .transferClaimed, accountID: accountID, deviceID: newDevice, transferID: transfer.id,
-                clientAddress: clientAddress)),
         ]
         let claimed = SessionAccount(accountID: accountID, userName: account.userName, migrationFlag: false)
         let grant = SessionGrant(
             account: claimed, deviceID: newDevice, sessionID: session.sessionID, refreshToken: token, created: false,
             accounts: staying + [DeviceAccountSummary(accountID: accountID, userName: account.userName, current: true)])
-        return Plan(.claimed(grant), effects)
+        return .success((effects, grant))
     }
 }
 
