@@ -219,6 +219,7 @@ public struct AuditEvent: Sendable, Equatable {
         case serviceKeyRevoked = "service_key.revoked"
         case appleLinked = "apple.linked"
         case appleUnlinked = "apple.unlinked"
+        case appleMoved = "apple.moved"
     }
 
     public var at: Timestamp

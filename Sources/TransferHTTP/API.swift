@@ -42,6 +42,7 @@ struct API<Context: AppRequestContext>: Sendable {
             (.post, "/v1/apple/nonce", { $0.appleNonce }),
             (.put, "/v1/me/apple", { $0.linkApple }),
             (.delete, "/v1/me/apple", { $0.unlinkApple }),
+            (.post, "/v1/transfers/apple", { $0.moveWithApple }),
             (.get, "/.well-known/jwks.json", { $0.jwks }),
             (.get, "/healthz", { _ in { _, _ in raw(Array(#"{"status":"ok"}"#.utf8), type: "application/json") } }),
             (.get, "/readyz", { api in { _, _ in try await api.ready() } }),
@@ -271,6 +272,30 @@ struct API<Context: AppRequestContext>: Sendable {
         let caller = try await authenticate(request, context)
         _ = try await service.unlinkApple(caller)
         return Response(status: .noContent)
+    }
+
+    /// `POST /v1/transfers/apple`: a claim whose way back is the Apple ID. Counted by `--claim-limit`.
+    func moveWithApple(_ request: Request, _ context: Context) async throws -> Response {
+        let apple = try appleSignIn()
+        let body = try await JSONBody.read(request, context: context)
+        let token = try body.string("identityToken")
+        let nonce = try body.string("nonce")
+        let deviceID = try FieldRules.deviceID(try body.string("deviceId"))
+        let secret = try FieldRules.deviceSecret(try body.string("deviceSecret"))
+        let replace = try body.bool("replaceExistingAccount", default: false)
+        let add = try body.bool("addAccount", default: false)
+        if replace && add { throw APIError.invalidRequest("replaceExistingAccount and addAccount cannot both be true.") }
+        let address = clientAddress(request, context)
+        if let retry = claimLimiter?.hit(address, now: service.clock.now()) {
+            throw APIError.rateLimited(retryAfter: retry)
+        }
+        let identity = try await apple.verify(token, nonce: nonce, now: service.clock.now())
+        let grant = try await service.moveWithApple(
+            AppleMoveRequest(
+                identity: identity, nonce: nonce, deviceID: deviceID, deviceSecret: secret, replaceExistingAccount: replace, addAccount: add),
+            clientAddress: address)
+        context.log.accountID = grant.account.accountID
+        return try await session(grant, status: .ok)
     }
 
     func jwks(_ request: Request, _ context: Context) async throws -> Response {

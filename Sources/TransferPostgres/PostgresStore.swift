@@ -554,6 +554,12 @@ public final class PostgresStore: TransferStore {
         }
     }
 
+    public func appleLink(sub: String) async throws -> AppleLink? {
+        try await client.withConnection { conn in
+            try await one(conn, "SELECT * FROM apple_links WHERE sub = \(sub)").map(Self.appleLink)
+        }
+    }
+
     public func serviceKey(hash: SecretHash) async throws -> ServiceKeyRecord? {
         try await client.withConnection { conn in
             try await one(conn, "SELECT * FROM service_keys WHERE key_hash = \(Data(hash.bytes))").map(Self.serviceKey)

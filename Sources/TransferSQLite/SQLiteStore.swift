@@ -361,6 +361,10 @@ public final class SQLiteStore: TransferStore {
         ORDER BY t.device_id, t.provider, p.account_id
         """
 
+    public func appleLink(sub: String) async throws -> AppleLink? {
+        try await pool.read { db in try db.one("SELECT * FROM apple_links WHERE sub = ?", [sub]).map(Self.appleLink) }
+    }
+
     public func serviceKey(hash: SecretHash) async throws -> ServiceKeyRecord? {
         try await pool.read { db in try db.one("SELECT * FROM service_keys WHERE key_hash = ?", [Data(hash.bytes)]).map(Self.serviceKey) }
     }

@@ -198,11 +198,85 @@ struct AppleTests {
         }
     }
 
+    /// Links a fresh account on a fresh phone to `sub`; returns the phone and its session.
+    func linkedPhone(_ api: Client, _ apple: FakeApple, _ harness: Harness, sub: String) async throws -> (Device, Reply) {
+        let phone = Device()
+        let session = try await api.login(phone)
+        let nonce = try await api.appleNonce()
+        let linked = try await api.linkApple(try session.accessToken, token: try apple.token(apple.claims(sub: sub, nonce: nonce, now: harness.clock.now())), nonce: nonce)
+        try #require(linked.status == .created, "\(linked.text)")
+        return (phone, session)
+    }
+
+    func move(_ api: Client, _ apple: FakeApple, _ harness: Harness, sub: String, to device: Device, options: [String: Any] = [:], nonce: String? = nil) async throws -> Reply {
+        let given = nonce
+        let nonce: String
+        if let given { nonce = given } else { nonce = try await api.appleNonce() }
+        var body: [String: Any] = [
+            "identityToken": try apple.token(apple.claims(sub: sub, nonce: nonce, now: harness.clock.now(), email: nil)), "nonce": nonce,
+            "deviceId": device.id, "deviceSecret": device.secret,
+        ]
+        body.merge(options) { $1 }
+        return try await api.call(.post, "/v1/transfers/apple", json: body)
+    }
+
+    @Test("the old phone was lost: Sign in with Apple on the new phone brings the account over, as a claim would", arguments: StoreKind.available)
+    func moveToNewPhone(kind: StoreKind) async throws {
+        try await withApple(kind) { api, apple, harness in
+            let sub = "001234.moving.0101"
+            let (a, session) = try await linkedPhone(api, apple, harness, sub: sub)
+            let account = try session.accountID
+            // A transfer was set up before the phone was lost; the Apple move makes it moot.
+            #expect(try await api.setUp(token: try session.accessToken, email: "mia@example.com", password: "plum-harbor-71-sail").status == .created)
+            let b = Device()
+            let moved = try await move(api, apple, harness, sub: sub, to: b)
+            #expect(moved.status == .ok, "\(moved.text)")
+            #expect(try moved.accountID == account && moved["migrationFlag"] as? Bool == false)
+            #expect(try await api.login(a).error == "device_transferred", "the old phone is told")
+            #expect(try await api.login(b).accountID == account, "B auto-logs in to the account from then on")
+            let claim = try await api.claim(email: "mia@example.com", password: "plum-harbor-71-sail", device: Device())
+            #expect(claim.error == "invalid_transfer_credentials", "the pending transfer was cancelled: \(claim.text)")
+            let me = try await api.me(try moved.accessToken)
+            let link = try me.json["apple"] as? [String: Any]
+            #expect(me["migrationFlag"] as? Bool == false && link != nil, "\(me.text)")
+            #expect(me["transferId"] as? String == b.id)
+            let history = try CLITests.transfer(["history", account, "--json"], database: harness.databaseArgument)
+            let kinds = (try history.json["events"] as? [[String: Any]])?.compactMap { $0["kind"] as? String } ?? []
+            #expect(kinds.suffix(3).sorted() == ["apple.moved", "device.moved", "transfer.cancelled"], "\(kinds)")
+        }
+    }
+
+    @Test("a move with Apple answers the claim's device errors, and 404 for an Apple ID no account is linked to", arguments: StoreKind.available)
+    func moveErrors(kind: StoreKind) async throws {
+        try await withApple(kind) { api, apple, harness in
+            let sub = "001234.errors.0101"
+            let (_, session) = try await linkedPhone(api, apple, harness, sub: sub)
+            let nobody = try await move(api, apple, harness, sub: "001234.nobody.0101", to: Device())
+            #expect(nobody.status == .notFound && nobody.error == "apple_id_not_linked", "\(nobody.text)")
+
+            // A phone that has its own account: the claim's rules.
+            let c = Device()
+            let own = try await api.login(c)
+            #expect(try await move(api, apple, harness, sub: sub, to: c).error == "device_has_account")
+            #expect(try await move(api, apple, harness, sub: sub, to: c, options: ["addAccount": true, "replaceExistingAccount": true]).error == "invalid_request")
+            #expect(try await move(api, apple, harness, sub: sub, to: Device(id: c.id, secret: RandomToken.make())).error == "invalid_device_credentials")
+            let added = try await move(api, apple, harness, sub: sub, to: c, options: ["addAccount": true])
+            #expect(added.status == .ok, "\(added.text)")
+            #expect(try added.accountIDs == [try own.accountID, try session.accountID], "beside the phone's own account")
+            #expect(try await move(api, apple, harness, sub: sub, to: c).error == "device_already_bound")
+
+            // A nonce is used once, also when the move fails.
+            let nonce = try await api.appleNonce()
+            #expect(try await move(api, apple, harness, sub: "001234.nobody.0101", to: Device(), nonce: nonce).error == "apple_id_not_linked")
+            #expect(try await move(api, apple, harness, sub: sub, to: Device(), nonce: nonce).error == "invalid_identity_token")
+        }
+    }
+
     @Test("Sign in with Apple off: its routes answer 501 not_configured")
     func off() async throws {
         try await withServer(.sqlite) { api, _ in
             let session = try await api.login(Device())
-            for (method, path) in [("POST", "/v1/apple/nonce"), ("PUT", "/v1/me/apple"), ("DELETE", "/v1/me/apple")] {
+            for (method, path) in [("POST", "/v1/apple/nonce"), ("PUT", "/v1/me/apple"), ("DELETE", "/v1/me/apple"), ("POST", "/v1/transfers/apple")] {
                 let reply = try await api.call(.init(method)!, path, json: ["identityToken": "x", "nonce": "y"], token: try session.accessToken)
                 #expect(reply.status == .notImplemented && reply.error == "not_configured", "\(method) \(path): \(reply.text)")
             }

@@ -26,6 +26,8 @@ public protocol TransferStore: Sendable {
     func pushRoutes(accountIDs: [String]) async throws -> [PushRoute]
     /// The service key with this SHA-256, revoked or not.
     func serviceKey(hash: SecretHash) async throws -> ServiceKeyRecord?
+    /// The link of this Apple ID, read without locking.
+    func appleLink(sub: String) async throws -> AppleLink?
 
     /// One round of housekeeping, in batches of `batchSize` rows, so that storage grows with
     /// devices and accounts, not with launches. On PostgreSQL, nil when another node is pruning.

@@ -120,3 +120,101 @@ public struct UnlinkAppleCommand: StoreOperation {
         ])
     }
 }
+
+// MARK: Moving an account to a new phone with Sign in with Apple
+
+/// `POST /v1/transfers/apple`: the device and the options of a claim; the way back is the
+/// verified Apple ID instead of an email and password.
+public struct AppleMoveRequest: Sendable {
+    public var identity: AppleIdentity
+    public var nonce: String
+    public var deviceID: DeviceID
+    public var deviceSecret: String
+    public var replaceExistingAccount: Bool
+    public var addAccount: Bool
+    public init(
+        identity: AppleIdentity, nonce: String, deviceID: DeviceID, deviceSecret: String, replaceExistingAccount: Bool, addAccount: Bool
+    ) {
+        self.identity = identity
+        self.nonce = nonce
+        self.deviceID = deviceID
+        self.deviceSecret = deviceSecret
+        self.replaceExistingAccount = replaceExistingAccount
+        self.addAccount = addAccount
+    }
+}
+
+extension TransferService {
+    /// Moves the account linked to the Apple ID onto this device, exactly as a claim would; a
+    /// pending transfer of the account is cancelled (the user came back another way).
+    public func moveWithApple(_ request: AppleMoveRequest, clientAddress: String?) async throws -> SessionGrant {
+        // Which account, read first: the command locks it and checks the link still holds.
+        let linked = try await store.appleLink(sub: request.identity.sub)
+        let now = clock.now()
+        let result = try await store.execute(AppleMoveCommand(
+            sub: request.identity.sub, accountID: linked?.accountID, nonceHash: SecretHash(of: request.nonce),
+            move: MoveToDevice(
+                accountID: linked?.accountID ?? "", deviceID: request.deviceID, deviceSecret: request.deviceSecret,
+                replaceExistingAccount: request.replaceExistingAccount, addAccount: request.addAccount,
+                maxAccounts: policy.maxAccountsPerDevice, now: now, fresh: freshSession(now: now), clientAddress: clientAddress,
+                transferID: nil, how: " with Sign in with Apple")))
+        switch result {
+        case .claimed(let grant):
+            observer.claimWon()
+            return grant
+        case .rejected(let error): throw error
+        }
+    }
+}
+
+public struct AppleMoveCommand: StoreOperation {
+    public var sub: String
+    /// The account linked to `sub` when the service looked; nil when none was.
+    public var accountID: String?
+    public var nonceHash: SecretHash
+    public var move: MoveToDevice
+    public init(sub: String, accountID: String?, nonceHash: SecretHash, move: MoveToDevice) {
+        self.sub = sub
+        self.accountID = accountID
+        self.nonceHash = nonceHash
+        self.move = move
+    }
+
+    public var now: Timestamp { move.now }
+
+    /// The same rows a claim locks, in the same order, then the nonce and the link.
+    public var reads: Reads {
+        guard let accountID else { return Reads(appleNonce: nonceHash, appleSub: sub) }
+        return Reads(
+            pendingTransfers: PendingTransferQuery(emailKey: nil, accountID: accountID), device: move.deviceID.value,
+            accountDevices: accountID, account: accountID, appleNonce: nonceHash, appleSub: sub)
+    }
+
+    public func plan(_ facts: Facts) -> Plan<ClaimResult> {
+        guard let expiresAt = facts.appleNonceExpiresAt, now < expiresAt else {
+            return Plan(.rejected(.invalidIdentityToken("the nonce was not issued by this service, was used already or expired")))
+        }
+        let used: [Effect] = [.consumeAppleNonce(hash: nonceHash)]
+        // Unlinked (or linked to another account) since the service looked: as if never linked.
+        guard let accountID, facts.appleLinkBySub?.accountID == accountID, let account = facts.account else {
+            return Plan(.rejected(.appleIDNotLinked), used)
+        }
+        switch move.plan(facts, account: account) {
+        case .failure(let error): return Plan(.rejected(error), used)
+        case .success(let (effects, grant)):
+            var cancelled: [Effect] = []
+            for transfer in facts.pendingTransfers where transfer.accountID == accountID {
+                cancelled += [
+                    .endTransfer(id: transfer.id, state: .cancelled, at: now),
+                    .audit(AuditEvent(
+                        at: now, kind: .transferCancelled, accountID: accountID, transferID: transfer.id, actor: .system,
+                        reason: "the account moved with Sign in with Apple")),
+                ]
+            }
+            return Plan(.claimed(grant), used + effects + cancelled + [
+                .audit(AuditEvent(
+                    at: now, kind: .appleMoved, accountID: accountID, deviceID: move.deviceID.value, clientAddress: move.clientAddress)),
+            ])
+        }
+    }
+}
