@@ -142,6 +142,7 @@ CREATE TABLE apple_links (
     sub              TEXT NOT NULL,
     email            TEXT,
     is_private_email INTEGER CHECK (is_private_email IN (0, 1)),
+    email_enabled    INTEGER NOT NULL DEFAULT 1 CHECK (email_enabled IN (0, 1)),
     linked_at        BIGINT NOT NULL,
     refresh_token    TEXT
 );

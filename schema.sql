@@ -165,6 +165,7 @@ CREATE TABLE apple_links (
     sub              TEXT NOT NULL,
     email            TEXT,
     is_private_email INTEGER CHECK (is_private_email IN (0, 1)),
+    email_enabled    INTEGER NOT NULL DEFAULT 1 CHECK (email_enabled IN (0, 1)),
     linked_at        INTEGER NOT NULL,
     refresh_token    TEXT
 );

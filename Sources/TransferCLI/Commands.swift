@@ -79,6 +79,7 @@ struct Account: AsyncParsableCommand {
                     ("linked", Text.time(apple.linkedAt, now: now)),
                     ("email", apple.email ?? "(Apple sent none)"),
                     ("private relay", apple.isPrivateEmail.map { $0 ? "yes" : "no" } ?? "unknown"),
+                    ("email forwarding", apple.emailEnabled ? "on" : "off (the user turned it off at Apple)"),
                 ]))
             } else {
                 print("Apple ID\n  not linked")

@@ -133,10 +133,13 @@ struct AppleJSON: Encodable {
     var linkedAt: String
     var email: String?
     var isPrivateEmail: Bool?
+    /// False after Apple said the user stopped forwarding to the private relay address.
+    var emailForwarding: Bool
     init(_ link: AppleLink) {
         linkedAt = link.linkedAt.rfc3339
         email = link.email
         isPrivateEmail = link.isPrivateEmail
+        emailForwarding = link.emailEnabled
     }
 }
 

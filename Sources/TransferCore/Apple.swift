@@ -24,7 +24,13 @@ public struct AppleLink: Sendable, Equatable {
     public var linkedAt: Timestamp
     /// Apple's refresh token, when the code exchange is configured: only ever sent back to Apple (revocation).
     public var refreshToken: String?
-    public init(accountID: String, sub: String, email: String?, isPrivateEmail: Bool?, linkedAt: Timestamp, refreshToken: String? = nil) {
+    /// False after Apple's `email-disabled`: the user stopped forwarding to the private relay address.
+    public var emailEnabled: Bool
+    public init(
+        accountID: String, sub: String, email: String?, isPrivateEmail: Bool?, linkedAt: Timestamp, refreshToken: String? = nil,
+        emailEnabled: Bool = true
+    ) {
+        self.emailEnabled = emailEnabled
         self.accountID = accountID
         self.sub = sub
         self.email = email
@@ -50,5 +56,43 @@ public enum AppleNonces {
             out.unicodeScalars.append(digits[Int(byte & 15)])
         }
         return out
+    }
+}
+
+/// One of Apple's server-to-server notifications, verified.
+public struct AppleEvent: Sendable, Equatable {
+    public enum Kind: Sendable, Equatable {
+        /// The user stopped using Sign in with Apple with the app.
+        case consentRevoked
+        /// The user deleted the Apple ID (Apple has sent it as `account-delete` and as `account-deleted`).
+        case accountDeleted
+        case emailDisabled
+        case emailEnabled
+        /// A type this version does not know: acknowledged, nothing changes.
+        case other(String)
+
+        public init(type: String) {
+            switch type {
+            case "consent-revoked": self = .consentRevoked
+            case "account-delete", "account-deleted": self = .accountDeleted
+            case "email-disabled": self = .emailDisabled
+            case "email-enabled": self = .emailEnabled
+            default: self = .other(type)
+            }
+        }
+    }
+
+    /// The notification's id: a repeated one is acknowledged and ignored.
+    public var jti: String
+    public var kind: Kind
+    public var sub: String
+    public var email: String?
+    public var isPrivateEmail: Bool?
+    public init(jti: String, kind: Kind, sub: String, email: String? = nil, isPrivateEmail: Bool? = nil) {
+        self.jti = jti
+        self.kind = kind
+        self.sub = sub
+        self.email = email
+        self.isPrivateEmail = isPrivateEmail
     }
 }

@@ -220,6 +220,7 @@ public struct AuditEvent: Sendable, Equatable {
         case appleLinked = "apple.linked"
         case appleUnlinked = "apple.unlinked"
         case appleMoved = "apple.moved"
+        case appleEmailChanged = "apple.email_changed"
     }
 
     public var at: Timestamp

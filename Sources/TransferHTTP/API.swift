@@ -43,6 +43,7 @@ struct API<Context: AppRequestContext>: Sendable {
             (.put, "/v1/me/apple", { $0.linkApple }),
             (.delete, "/v1/me/apple", { $0.unlinkApple }),
             (.post, "/v1/transfers/apple", { $0.moveWithApple }),
+            (.post, "/v1/apple/notifications", { $0.appleNotification }),
             (.get, "/.well-known/jwks.json", { $0.jwks }),
             (.get, "/healthz", { _ in { _, _ in raw(Array(#"{"status":"ok"}"#.utf8), type: "application/json") } }),
             (.get, "/readyz", { api in { _, _ in try await api.ready() } }),
@@ -296,6 +297,15 @@ struct API<Context: AppRequestContext>: Sendable {
             clientAddress: address)
         context.log.accountID = grant.account.accountID
         return try await session(grant, status: .ok)
+    }
+
+    /// Apple's server-to-server notifications: `200` once verified, also for a `jti` seen before.
+    func appleNotification(_ request: Request, _ context: Context) async throws -> Response {
+        let apple = try appleSignIn()
+        let body = try await JSONBody.read(request, context: context)
+        let event = try await apple.notification(try body.string("payload"), now: service.clock.now())
+        _ = try await service.handleAppleNotification(event)
+        return Response(status: .ok)
     }
 
     func jwks(_ request: Request, _ context: Context) async throws -> Response {

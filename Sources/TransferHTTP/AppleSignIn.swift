@@ -6,10 +6,18 @@ import NIOCore
 import Synchronization
 import TransferCore
 
-/// The claims of an Apple identity token we read. Every check is `AppleSignIn.verify`'s, with
-/// the service's clock and configuration: jwt-kit's `AppleIdentityToken.verify` hard-codes the
+/// What every JWT Apple signs for us carries; `AppleSignIn.check` verifies it.
+protocol AppleSigned: JWTPayload {
+    var iss: IssuerClaim { get }
+    var aud: AudienceClaim { get }
+    var iat: IssuedAtClaim { get }
+    var expiry: Date? { get }
+}
+
+/// The claims of an Apple identity token we read. Every check is `AppleSignIn`'s, with the
+/// service's clock and configuration: jwt-kit's `AppleIdentityToken.verify` hard-codes the
 /// issuer and checks neither audience nor nonce.
-struct AppleClaims: JWTPayload {
+struct AppleClaims: AppleSigned {
     var iss: IssuerClaim
     var aud: AudienceClaim
     var sub: SubjectClaim
@@ -21,52 +29,103 @@ struct AppleClaims: JWTPayload {
     var email_verified: BoolClaim?
     var is_private_email: BoolClaim?
 
+    var expiry: Date? { exp.value }
     func verify(using algorithm: some JWTAlgorithm) async throws {}
 }
 
-/// Sign in with Apple: verifies identity tokens against Apple's published keys.
+/// A server-to-server notification: `events` is a JSON string inside the JWT.
+struct AppleNotificationClaims: AppleSigned {
+    var iss: IssuerClaim
+    var aud: AudienceClaim
+    var iat: IssuedAtClaim
+    var exp: ExpirationClaim?
+    var jti: String
+    var events: String
+
+    var expiry: Date? { exp?.value }
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
+
+    struct Event: Decodable {
+        var type: String
+        var sub: String
+        var email: String?
+        var is_private_email: BoolClaim?
+    }
+}
+
+/// Sign in with Apple: verifies identity tokens and notifications against Apple's published keys.
 struct AppleSignIn: Sendable {
     let configuration: AppleConfiguration
     let keys: AppleKeys
     /// How far `exp` and `iat` may be off.
     static let leeway: Int64 = 60_000
 
+    /// A check that failed, said in words.
+    struct Refusal: Error { let why: String }
+
     /// A verified identity, or `invalid_identity_token` saying which check failed. With
     /// `nonce`, the token must carry its SHA-256 (that the nonce is ours and unused is the
     /// store's check, in the transaction that uses it).
     func verify(_ token: String, nonce: String?, now: Timestamp) async throws -> AppleIdentity {
-        func refuse(_ why: String) -> TransferError { .invalidIdentityToken(why) }
+        do {
+            let claims = try await check(token, as: AppleClaims.self, now: now)
+            if let nonce {
+                guard let carried = claims.nonce, carried == AppleNonces.claim(for: nonce) else {
+                    throw Refusal(why: "the identityToken's nonce is not the SHA-256 of the nonce sent")
+                }
+            }
+            return AppleIdentity(sub: claims.sub.value, email: claims.email, isPrivateEmail: claims.is_private_email?.value)
+        } catch let refusal as Refusal {
+            throw TransferError.invalidIdentityToken(refusal.why.replacingOccurrences(of: "the token", with: "the identityToken"))
+        }
+    }
+
+    /// A verified notification (verified as identity tokens are, without a nonce), or `400 invalid_request`.
+    func notification(_ payload: String, now: Timestamp) async throws -> AppleEvent {
+        do {
+            let claims = try await check(payload, as: AppleNotificationClaims.self, now: now)
+            guard let event = try? JSONDecoder().decode(AppleNotificationClaims.Event.self, from: Data(claims.events.utf8)) else {
+                throw Refusal(why: "its events claim is not an event")
+            }
+            return AppleEvent(
+                jti: claims.jti, kind: AppleEvent.Kind(type: event.type), sub: event.sub, email: event.email,
+                isPrivateEmail: event.is_private_email?.value)
+        } catch let refusal as Refusal {
+            throw APIError.invalidRequest("The payload is not a verified Apple notification: \(refusal.why.replacingOccurrences(of: "the token", with: "it")).")
+        }
+    }
+
+    /// Signature (RS256, a key Apple publishes, by `kid`), `iss`, `aud`, `exp` (when present)
+    /// and `iat`, with this service's clock.
+    func check<Claims: AppleSigned>(_ token: String, as: Claims.Type, now: Timestamp) async throws -> Claims {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard token.utf8.count <= 8192, parts.count == 3, let headerBytes = Base64URL.decode(parts[0]),
             let header = try? JSONDecoder().decode(Header.self, from: Data(headerBytes))
-        else { throw refuse("the identityToken is not a JWT") }
+        else { throw Refusal(why: "the token is not a JWT") }
         // Only RS256, Apple's algorithm: a token "signed" with HS256 and the public key, or
         // with none, never reaches a verifier.
-        guard header.alg == "RS256" else { throw refuse("the identityToken is not signed with RS256") }
-        guard let kid = header.kid, !kid.isEmpty else { throw refuse("the identityToken names no key (kid)") }
+        guard header.alg == "RS256" else { throw Refusal(why: "the token is not signed with RS256") }
+        guard let kid = header.kid, !kid.isEmpty else { throw Refusal(why: "the token names no key (kid)") }
         guard let collection = try await keys.collection(for: kid) else {
-            throw refuse("the identityToken is signed with a key Apple does not publish")
+            throw Refusal(why: "the token is signed with a key Apple does not publish")
         }
-        let claims: AppleClaims
+        let claims: Claims
         do {
-            claims = try await collection.verify(token, as: AppleClaims.self)
+            claims = try await collection.verify(token, as: Claims.self)
         } catch {
-            throw refuse("the identityToken's signature does not verify")
+            throw Refusal(why: "the token's signature does not verify")
         }
-        guard claims.iss.value == configuration.issuer else { throw refuse("the identityToken's iss is not \(configuration.issuer)") }
+        guard claims.iss.value == configuration.issuer else { throw Refusal(why: "the token's iss is not \(configuration.issuer)") }
         guard claims.aud.value.contains(where: configuration.clientIDs.contains) else {
-            throw refuse("the identityToken's aud is not one of this service's client ids")
+            throw Refusal(why: "the token's aud is not one of this service's client ids")
         }
-        guard now.milliseconds < Timestamp(claims.exp.value).milliseconds + Self.leeway else { throw refuse("the identityToken has expired") }
+        if let expiry = claims.expiry {
+            guard now.milliseconds < Timestamp(expiry).milliseconds + Self.leeway else { throw Refusal(why: "the token has expired") }
+        }
         guard Timestamp(claims.iat.value).milliseconds <= now.milliseconds + Self.leeway else {
-            throw refuse("the identityToken's iat is in the future")
+            throw Refusal(why: "the token's iat is in the future")
         }
-        if let nonce {
-            guard let carried = claims.nonce, carried == AppleNonces.claim(for: nonce) else {
-                throw refuse("the identityToken's nonce is not the SHA-256 of the nonce sent")
-            }
-        }
-        return AppleIdentity(sub: claims.sub.value, email: claims.email, isPrivateEmail: claims.is_private_email?.value)
+        return claims
     }
 
     struct Header: Decodable {

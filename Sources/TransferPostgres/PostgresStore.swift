@@ -323,6 +323,9 @@ public final class PostgresStore: TransferStore {
         if let account = reads.appleLink {
             facts.appleLink = try await one(conn, "SELECT * FROM apple_links WHERE account_id = \(account) FOR UPDATE").map(Self.appleLink)
         }
+        if let jti = reads.appleNotification {
+            facts.appleNotificationSeen = try await one(conn, "SELECT 1 FROM apple_notifications WHERE jti = \(jti)") != nil
+        }
         return facts
     }
 
@@ -477,7 +480,7 @@ public final class PostgresStore: TransferStore {
                 INSERT INTO apple_links (account_id, sub, email, is_private_email, linked_at, refresh_token)
                 VALUES (\(l.accountID), \(l.sub), \(l.email), \(l.isPrivateEmail.map { Int32($0 ? 1 : 0) }), \(l.linkedAt.milliseconds), \(l.refreshToken))
                 ON CONFLICT (account_id) DO UPDATE SET sub = excluded.sub, email = excluded.email, is_private_email = excluded.is_private_email,
-                    linked_at = excluded.linked_at, refresh_token = excluded.refresh_token
+                    linked_at = excluded.linked_at, refresh_token = excluded.refresh_token, email_enabled = excluded.email_enabled
                 """)
         case .updateAppleEmail(let account, let email, let isPrivate):
             try await run(conn, """
@@ -486,6 +489,11 @@ public final class PostgresStore: TransferStore {
                 """)
         case .unlinkApple(let account):
             try await run(conn, "DELETE FROM apple_links WHERE account_id = \(account)")
+        case .setAppleEmailEnabled(let account, let enabled):
+            try await run(conn, "UPDATE apple_links SET email_enabled = \(Int32(enabled ? 1 : 0)) WHERE account_id = \(account)")
+        case .recordAppleNotification(let jti, let at):
+            // Two deliveries of one jti at once: the second meets the primary key, is retried, and finds it handled.
+            try await run(conn, "INSERT INTO apple_notifications (jti, received_at) VALUES (\(jti), \(at.milliseconds))")
         case .touchServiceKey(let name, let at, let olderThan):
             try await run(conn, """
                 UPDATE service_keys SET last_used_at = \(at.milliseconds)
@@ -616,7 +624,8 @@ public final class PostgresStore: TransferStore {
         AppleLink(
             accountID: try row["account_id"].decode(String.self), sub: try row["sub"].decode(String.self),
             email: try row["email"].decode(String?.self), isPrivateEmail: try row["is_private_email"].decode(Int32?.self).map { $0 != 0 },
-            linkedAt: Timestamp(milliseconds: try row["linked_at"].decode(Int64.self)), refreshToken: try row["refresh_token"].decode(String?.self))
+            linkedAt: Timestamp(milliseconds: try row["linked_at"].decode(Int64.self)), refreshToken: try row["refresh_token"].decode(String?.self),
+            emailEnabled: try row["email_enabled"].decode(Int32.self) != 0)
     }
 
     static func serviceKey(_ row: PostgresRandomAccessRow) throws -> ServiceKeyRecord {

@@ -133,6 +133,9 @@ public final class SQLiteStore: TransferStore {
         if let account = reads.appleLink {
             facts.appleLink = try db.one("SELECT * FROM apple_links WHERE account_id = ?", [account]).map(appleLink)
         }
+        if let jti = reads.appleNotification {
+            facts.appleNotificationSeen = try db.one("SELECT 1 FROM apple_notifications WHERE jti = ?", [jti]) != nil
+        }
         return facts
     }
 
@@ -281,7 +284,7 @@ public final class SQLiteStore: TransferStore {
                 """
                 INSERT INTO apple_links (account_id, sub, email, is_private_email, linked_at, refresh_token) VALUES (?, ?, ?, ?, ?, ?)
                 ON CONFLICT (account_id) DO UPDATE SET sub = excluded.sub, email = excluded.email, is_private_email = excluded.is_private_email,
-                    linked_at = excluded.linked_at, refresh_token = excluded.refresh_token
+                    linked_at = excluded.linked_at, refresh_token = excluded.refresh_token, email_enabled = excluded.email_enabled
                 """, [l.accountID, l.sub, l.email, l.isPrivateEmail.map { $0 ? 1 : 0 }, l.linkedAt.milliseconds, l.refreshToken])
         case .updateAppleEmail(let account, let email, let isPrivate):
             try db.run(
@@ -289,6 +292,10 @@ public final class SQLiteStore: TransferStore {
                 [email, isPrivate.map { $0 ? 1 : 0 }, account])
         case .unlinkApple(let account):
             try db.run("DELETE FROM apple_links WHERE account_id = ?", [account])
+        case .setAppleEmailEnabled(let account, let enabled):
+            try db.run("UPDATE apple_links SET email_enabled = ? WHERE account_id = ?", [enabled ? 1 : 0, account])
+        case .recordAppleNotification(let jti, let at):
+            try db.run("INSERT INTO apple_notifications (jti, received_at) VALUES (?, ?)", [jti, at.milliseconds])
         case .touchServiceKey(let name, let at, let olderThan):
             try db.run(
                 "UPDATE service_keys SET last_used_at = ? WHERE name = ? AND (last_used_at IS NULL OR last_used_at <= ?)",
@@ -414,7 +421,7 @@ public final class SQLiteStore: TransferStore {
         AppleLink(
             accountID: row["account_id"], sub: row["sub"], email: row["email"],
             isPrivateEmail: (row["is_private_email"] as Int64?).map { $0 != 0 }, linkedAt: Timestamp(milliseconds: row["linked_at"]),
-            refreshToken: row["refresh_token"])
+            refreshToken: row["refresh_token"], emailEnabled: row["email_enabled"] as Int64 != 0)
     }
 
     static func serviceKey(_ row: Row) -> ServiceKeyRecord {

@@ -28,7 +28,8 @@ public struct Plan<Result: Sendable>: Sendable {
 
 /// What an operation reads before it decides. Stores read in a fixed order (transfer, pending
 /// transfers, refresh token, device, account devices, account, signing keys, service key,
-/// Apple nonce, Apple links), so concurrent operations lock rows in the same order.
+/// Apple nonce, Apple links, Apple notification), so concurrent operations lock rows in the
+/// same order.
 public struct Reads: Sendable, Equatable {
     /// A transfer by id, locked.
     public var transfer: String?
@@ -53,12 +54,16 @@ public struct Reads: Sendable, Equatable {
     public var appleSub: String?
     /// The Apple link of this account, locked.
     public var appleLink: String?
+    /// Whether Apple's notification with this `jti` was handled already.
+    public var appleNotification: String?
 
     public init(
         transfer: String? = nil, pendingTransfers: PendingTransferQuery? = nil, refreshToken: SecretHash? = nil,
         device: String? = nil, accountDevices: String? = nil, account: String? = nil, signingKeys: Bool = false,
-        serviceKey: String? = nil, appleNonce: SecretHash? = nil, appleSub: String? = nil, appleLink: String? = nil
+        serviceKey: String? = nil, appleNonce: SecretHash? = nil, appleSub: String? = nil, appleLink: String? = nil,
+        appleNotification: String? = nil
     ) {
+        self.appleNotification = appleNotification
         self.serviceKey = serviceKey
         self.appleNonce = appleNonce
         self.appleSub = appleSub
@@ -99,6 +104,7 @@ public struct Facts: Sendable {
     public var appleNonceExpiresAt: Timestamp?
     public var appleLinkBySub: AppleLink?
     public var appleLink: AppleLink?
+    public var appleNotificationSeen = false
 
     public init() {}
 }
@@ -161,6 +167,9 @@ public enum Effect: Sendable, Equatable {
     /// What Apple said about the email this time; a nil field keeps the stored value.
     case updateAppleEmail(accountID: String, email: String?, isPrivateEmail: Bool?)
     case unlinkApple(accountID: String)
+    case setAppleEmailEnabled(accountID: String, Bool)
+    /// Apple's notification `jti` was handled.
+    case recordAppleNotification(jti: String, at: Timestamp)
 }
 
 /// A transfer to create, pending.

@@ -98,6 +98,15 @@ final class FakeApple: Sendable {
         return input + "." + Base64URL.encode(signature.rawRepresentation)
     }
 
+    /// A server-to-server notification as Apple posts it: `{"payload": JWT}`, the event a JSON string inside.
+    func notification(_ type: String, sub: String, jti: String = UUID().uuidString, now: Timestamp, extra: [String: Any] = [:], key: Key? = nil) throws -> [String: Any] {
+        var event: [String: Any] = ["type": type, "sub": sub, "event_time": now.milliseconds]
+        event.merge(extra) { $1 }
+        let events = String(decoding: try JSONSerialization.data(withJSONObject: event, options: [.sortedKeys]), as: UTF8.self)
+        let claims: [String: Any] = ["iss": Self.issuer, "aud": Self.bundleID, "iat": now.seconds, "jti": jti, "events": events]
+        return ["payload": try token(claims, key: key)]
+    }
+
     /// The classic forgery: HS256, "keyed" with Apple's public key.
     func hs256Forgery(_ claims: [String: Any]) throws -> String {
         let signer = published.withLock { $0[0] }

@@ -1,8 +1,9 @@
 -- v5: Sign in with Apple.
 --
 -- An account may be linked to one Apple ID (Apple's `sub`, unique), looked up by `sub` only,
--- never by email (private relay addresses change and collide). The email and its flag are
--- kept as Apple last sent them (Apple sends the email on the first sign-in only). Apple's
+-- never by email (private relay addresses change and collide). The email and its flags are
+-- kept as Apple last sent them (Apple sends the email on the first sign-in only; its
+-- notifications say when the user turns forwarding to the relay address off and on). Apple's
 -- refresh token, when the code exchange is configured, is kept to revoke it on unlink and
 -- deletion. Nonces are ours, single use, kept as SHA-256 until they expire.
 
@@ -11,6 +12,7 @@ CREATE TABLE apple_links (
     sub              TEXT NOT NULL,
     email            TEXT,
     is_private_email INTEGER CHECK (is_private_email IN (0, 1)),
+    email_enabled    INTEGER NOT NULL DEFAULT 1 CHECK (email_enabled IN (0, 1)),
     linked_at        INTEGER NOT NULL,
     refresh_token    TEXT
 );

@@ -1,0 +1,55 @@
+// Apple's server-to-server notifications (`POST /v1/apple/notifications`), verified before
+// they get here: the user revoked the app's consent or deleted the Apple ID (the link goes),
+// or turned forwarding to the private relay address off or on (the stored flag follows).
+
+public enum AppleNotificationOutcome: Sendable, Equatable {
+    case handled
+    /// This `jti` was handled before: nothing changes.
+    case repeated
+    /// No account is linked to the Apple ID: recorded, nothing else changes.
+    case notLinked
+}
+
+extension TransferService {
+    public func handleAppleNotification(_ event: AppleEvent) async throws -> AppleNotificationOutcome {
+        try await store.execute(AppleNotificationCommand(event: event, now: clock.now()))
+    }
+}
+
+public struct AppleNotificationCommand: StoreOperation {
+    public var event: AppleEvent
+    public var now: Timestamp
+    public init(event: AppleEvent, now: Timestamp) {
+        self.event = event
+        self.now = now
+    }
+
+    public var reads: Reads { Reads(appleSub: event.sub, appleNotification: event.jti) }
+
+    public func plan(_ facts: Facts) -> Plan<AppleNotificationOutcome> {
+        guard !facts.appleNotificationSeen else { return Plan(.repeated) }
+        var effects: [Effect] = [.recordAppleNotification(jti: event.jti, at: now)]
+        guard let link = facts.appleLinkBySub else { return Plan(.notLinked, effects) }
+        let account = link.accountID
+        switch event.kind {
+        case .consentRevoked, .accountDeleted:
+            let why = event.kind == .consentRevoked ? "Apple: the user revoked consent" : "Apple: the Apple ID was deleted"
+            effects += [
+                .unlinkApple(accountID: account),
+                .audit(AuditEvent(at: now, kind: .appleUnlinked, accountID: account, actor: .system, reason: why)),
+            ]
+        case .emailDisabled, .emailEnabled:
+            let enabled = event.kind == .emailEnabled
+            effects.append(.setAppleEmailEnabled(accountID: account, enabled))
+            if event.email != nil || event.isPrivateEmail != nil {
+                effects.append(.updateAppleEmail(accountID: account, email: event.email, isPrivateEmail: event.isPrivateEmail))
+            }
+            effects.append(.audit(AuditEvent(
+                at: now, kind: .appleEmailChanged, accountID: account, actor: .system,
+                reason: enabled ? "Apple: email forwarding enabled" : "Apple: email forwarding disabled")))
+        case .other:
+            break
+        }
+        return Plan(.handled, effects)
+    }
+}
