@@ -97,38 +97,28 @@ extension TransferService {
 /// or changes nothing.
 public struct ClaimCommand: StoreOperation {
     public var transferID: String
-    /// The transfer's account (it never changes; the service read it with the transfer).
-    public var accountID: String
-    public var deviceID: DeviceID
-    /// In clear: it wraps the new session's key. Only its hash is stored.
-    public var deviceSecret: String
-    public var replaceExistingAccount: Bool
-    public var addAccount: Bool
-    public var maxAccounts: Int
-    public var now: Timestamp
-    public var fresh: FreshSession
-    public var clientAddress: String?
+    /// The account, the new device and the claim's options (the account is the transfer's: it
+    /// never changes; the service read it with the transfer).
+    public var move: MoveToDevice
     public init(
         transferID: String, accountID: String, deviceID: DeviceID, deviceSecret: String, replaceExistingAccount: Bool = false,
         addAccount: Bool = false, maxAccounts: Int = 5, now: Timestamp, fresh: FreshSession, clientAddress: String?
     ) {
         self.transferID = transferID
-        self.accountID = accountID
-        self.deviceID = deviceID
-        self.deviceSecret = deviceSecret
-        self.replaceExistingAccount = replaceExistingAccount
-        self.addAccount = addAccount
-        self.maxAccounts = maxAccounts
-        self.now = now
-        self.fresh = fresh
-        self.clientAddress = clientAddress
+        move = MoveToDevice(
+            accountID: accountID, deviceID: deviceID, deviceSecret: deviceSecret, replaceExistingAccount: replaceExistingAccount,
+            addAccount: addAccount, maxAccounts: maxAccounts, now: now, fresh: fresh, clientAddress: clientAddress,
+            transferID: transferID, how: "")
     }
 
+    public var now: Timestamp { move.now }
+
     public var reads: Reads {
-        Reads(transfer: transferID, device: deviceID.value, accountDevices: accountID, account: accountID)
+        Reads(transfer: transferID, device: move.deviceID.value, accountDevices: move.accountID, account: move.accountID)
     }
 
     public func plan(_ facts: Facts) -> Plan<ClaimResult> {
+        let accountID = move.accountID
         // The transfer may have been claimed, cancelled, replaced or voided since the password was checked.
         guard let transfer = facts.transfer, transfer.accountID == accountID, transfer.isOpen(at: now),
             let account = facts.account
@@ -136,18 +126,14 @@ public struct ClaimCommand: StoreOperation {
         if let until = transfer.lockedUntil, now < until {
             return Plan(.rejected(.tooManyAttempts(retryAfterSeconds: now.secondsUntil(until))))
         }
-        let move = MoveToDevice(
-            accountID: accountID, deviceID: deviceID, deviceSecret: deviceSecret, replaceExistingAccount: replaceExistingAccount,
-            addAccount: addAccount, maxAccounts: maxAccounts, now: now, fresh: fresh, clientAddress: clientAddress,
-            transferID: transfer.id, how: "")
         switch move.plan(facts, account: account) {
         case .failure(let error): return Plan(.rejected(error))
         case .success(let (effects, grant)):
             return Plan(.claimed(grant), effects + [
-                .endTransfer(id: transfer.id, state: .claimed, at: now, claimedBy: deviceID.value),
+                .endTransfer(id: transfer.id, state: .claimed, at: now, claimedBy: move.deviceID.value),
                 .audit(AuditEvent(
-                    at: now, kind: .transferClaimed, accountID: accountID, deviceID: deviceID.value, transferID: transfer.id,
-                    clientAddress: clientAddress)),
+                    at: now, kind: .transferClaimed, accountID: accountID, deviceID: move.deviceID.value, transferID: transfer.id,
+                    clientAddress: move.clientAddress)),
             ])
         }
     }
