@@ -44,18 +44,7 @@ struct BenchSeed {
     static let serviceKey = "tsk_benchServiceKey0benchServiceKey0benchServic"
 
     /// Device i's apns token: 64 lower-case hex digits that look random.
-    static func pushToken(_ i: Int) -> String { hex(SecretHash(of: "bench-push-\(i)").bytes) }
-
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(bytes.count * 2)
-        for b in bytes {
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 15)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    static func pushToken(_ i: Int) -> String { Hex.encode(SecretHash(of: "bench-push-\(i)").bytes) }
 
     static func id(_ prefix: String, _ i: Int) -> String {
         let digits = String(i)
@@ -149,7 +138,7 @@ struct BenchSeed {
                     FROM generate_series(0, \(rows - 1)) AS i
                     """, logger: logger)
                 // Sessions need their keys wrapped by the device secret: built here, 1 000 rows a statement.
-                let hex = { (bytes: [UInt8]?) in bytes.map { "'\\x" + $0.map { String(format: "%02x", $0) }.joined() + "'::bytea" } ?? "NULL" }
+                let hex = { (bytes: [UInt8]?) in bytes.map { "'\\x" + Hex.encode($0) + "'::bytea" } ?? "NULL" }
                 for low in stride(from: 0, to: rows, by: 1_000) {
                     let values = (low..<min(low + 1_000, rows)).map { i -> String in
                         let p = session(i, accounts: accounts, now: now)

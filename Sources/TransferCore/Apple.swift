@@ -48,15 +48,7 @@ public enum AppleNonces {
     public static func make() -> String { RandomToken.make(byteCount: 32) }
 
     /// What the identity token must carry for `nonce`: its SHA-256 in lower-case hex.
-    public static func claim(for nonce: String) -> String {
-        let digits = Array("0123456789abcdef".unicodeScalars)
-        var out = ""
-        for byte in SecretHash(of: nonce).bytes {
-            out.unicodeScalars.append(digits[Int(byte >> 4)])
-            out.unicodeScalars.append(digits[Int(byte & 15)])
-        }
-        return out
-    }
+    public static func claim(for nonce: String) -> String { Hex.encode(SecretHash(of: nonce).bytes) }
 }
 
 /// One of Apple's server-to-server notifications, verified.

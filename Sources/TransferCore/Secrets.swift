@@ -34,6 +34,20 @@ public enum RandomToken {
     }
 }
 
+/// Lower-case hexadecimal, two digits a byte.
+public enum Hex {
+    private static let digits = Array("0123456789abcdef".utf8)
+
+    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        var out = [UInt8]()
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 15)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
 /// base64url without padding (RFC 4648 §5), as JWTs and our tokens use it.
 public enum Base64URL {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)

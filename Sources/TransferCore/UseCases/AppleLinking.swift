@@ -70,9 +70,7 @@ public struct LinkAppleCommand: StoreOperation {
     public var reads: Reads { Reads(appleNonce: nonceHash, appleSub: identity.sub, appleLink: accountID) }
 
     public func plan(_ facts: Facts) -> Plan<LinkAppleResult> {
-        guard let expiresAt = facts.appleNonceExpiresAt, now < expiresAt else {
-            return Plan(.rejected(.invalidIdentityToken("the nonce was not issued by this service, was used already or expired")))
-        }
+        if let refusal = facts.appleNonceRefusal(at: now) { return Plan(.rejected(refusal)) }
         var effects: [Effect] = [.consumeAppleNonce(hash: nonceHash)]
         if let holder = facts.appleLinkBySub {
             guard holder.accountID == accountID else { return Plan(.rejected(.appleIDInUse), effects) }
@@ -191,9 +189,7 @@ public struct AppleMoveCommand: StoreOperation {
     }
 
     public func plan(_ facts: Facts) -> Plan<ClaimResult> {
-        guard let expiresAt = facts.appleNonceExpiresAt, now < expiresAt else {
-            return Plan(.rejected(.invalidIdentityToken("the nonce was not issued by this service, was used already or expired")))
-        }
+        if let refusal = facts.appleNonceRefusal(at: now) { return Plan(.rejected(refusal)) }
         let used: [Effect] = [.consumeAppleNonce(hash: nonceHash)]
         // Unlinked (or linked to another account) since the service looked: as if never linked.
         guard let accountID, facts.appleLinkBySub?.accountID == accountID, let account = facts.account else {
@@ -216,5 +212,15 @@ public struct AppleMoveCommand: StoreOperation {
                     at: now, kind: .appleMoved, accountID: accountID, deviceID: move.deviceID.value, clientAddress: move.clientAddress)),
             ])
         }
+    }
+}
+
+extension Facts {
+    /// Why the read nonce cannot be used at `now` (never issued, used already, or expired); nil when it can.
+    func appleNonceRefusal(at now: Timestamp) -> TransferError? {
+        guard let expiresAt = appleNonceExpiresAt, now < expiresAt else {
+            return .invalidIdentityToken("the nonce was not issued by this service, was used already or expired")
+        }
+        return nil
     }
 }
