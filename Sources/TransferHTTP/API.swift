@@ -127,21 +127,14 @@ struct API<Context: AppRequestContext>: Sendable {
         let body = try await JSONBody.read(request, context: context)
         let emailText = try body.string("email")
         let password = try body.string("temporaryPassword")
-        let deviceID = try FieldRules.deviceID(try body.string("deviceId"))
-        let secret = try FieldRules.deviceSecret(try body.string("deviceSecret"))
-        let replace = try body.bool("replaceExistingAccount", default: false)
-        let add = try body.bool("addAccount", default: false)
-        if replace && add { throw APIError.invalidRequest("replaceExistingAccount and addAccount cannot both be true.") }
+        let target = try ClaimTarget(body)
         let email = try FieldRules.email(emailText)
         let temporaryPassword = try FieldRules.claimPassword(password)
-        let address = clientAddress(request, context)
-        if let retry = claimLimiter?.hit(address, now: service.clock.now()) {
-            throw APIError.rateLimited(retryAfter: retry)
-        }
+        let address = try countClaim(request, context)
         let grant = try await service.claim(
             ClaimRequest(
-                email: email, temporaryPassword: temporaryPassword, deviceID: deviceID,
-                deviceSecret: secret, replaceExistingAccount: replace, addAccount: add),
+                email: email, temporaryPassword: temporaryPassword, deviceID: target.deviceID,
+                deviceSecret: target.secret, replaceExistingAccount: target.replace, addAccount: target.add),
             clientAddress: address)
         context.log.accountID = grant.account.accountID
         return try await session(grant, status: .ok)
@@ -281,19 +274,13 @@ struct API<Context: AppRequestContext>: Sendable {
         let body = try await JSONBody.read(request, context: context)
         let token = try body.string("identityToken")
         let nonce = try body.string("nonce")
-        let deviceID = try FieldRules.deviceID(try body.string("deviceId"))
-        let secret = try FieldRules.deviceSecret(try body.string("deviceSecret"))
-        let replace = try body.bool("replaceExistingAccount", default: false)
-        let add = try body.bool("addAccount", default: false)
-        if replace && add { throw APIError.invalidRequest("replaceExistingAccount and addAccount cannot both be true.") }
-        let address = clientAddress(request, context)
-        if let retry = claimLimiter?.hit(address, now: service.clock.now()) {
-            throw APIError.rateLimited(retryAfter: retry)
-        }
+        let target = try ClaimTarget(body)
+        let address = try countClaim(request, context)
         let identity = try await apple.verify(token, nonce: nonce, now: service.clock.now())
         let grant = try await service.moveWithApple(
             AppleMoveRequest(
-                identity: identity, nonce: nonce, deviceID: deviceID, deviceSecret: secret, replaceExistingAccount: replace, addAccount: add),
+                identity: identity, nonce: nonce, deviceID: target.deviceID, deviceSecret: target.secret,
+                replaceExistingAccount: target.replace, addAccount: target.add),
             clientAddress: address)
         context.log.accountID = grant.account.accountID
         return try await session(grant, status: .ok)
@@ -351,6 +338,31 @@ struct API<Context: AppRequestContext>: Sendable {
             return nil
         }
         return header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
+    }
+
+    /// The device a claim (with a password or with Apple) binds, and its options.
+    struct ClaimTarget {
+        let deviceID: DeviceID
+        let secret: String
+        let replace: Bool
+        let add: Bool
+
+        init(_ body: JSONBody) throws {
+            deviceID = try FieldRules.deviceID(try body.string("deviceId"))
+            secret = try FieldRules.deviceSecret(try body.string("deviceSecret"))
+            replace = try body.bool("replaceExistingAccount", default: false)
+            add = try body.bool("addAccount", default: false)
+            if replace && add { throw APIError.invalidRequest("replaceExistingAccount and addAccount cannot both be true.") }
+        }
+    }
+
+    /// Counts a claim attempt against `--claim-limit`; returns the client address, or throws `429`.
+    func countClaim(_ request: Request, _ context: Context) throws -> String {
+        let address = clientAddress(request, context)
+        if let retry = claimLimiter?.hit(address, now: service.clock.now()) {
+            throw APIError.rateLimited(retryAfter: retry)
+        }
+        return address
     }
 
     /// The socket peer, or with `--trusted-proxy` the last `X-Forwarded-For` hop.

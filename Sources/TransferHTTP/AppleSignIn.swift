@@ -68,7 +68,7 @@ struct AppleSignIn: Sendable {
     /// store's check, in the transaction that uses it).
     func verify(_ token: String, nonce: String?, now: Timestamp) async throws -> AppleIdentity {
         do {
-            let claims = try await check(token, as: AppleClaims.self, now: now)
+            let claims = try await check(token, as: AppleClaims.self, named: "the identityToken", now: now)
             if let nonce {
                 guard let carried = claims.nonce, carried == AppleNonces.claim(for: nonce) else {
                     throw Refusal(why: "the identityToken's nonce is not the SHA-256 of the nonce sent")
@@ -76,54 +76,54 @@ struct AppleSignIn: Sendable {
             }
             return AppleIdentity(sub: claims.sub.value, email: claims.email, isPrivateEmail: claims.is_private_email?.value)
         } catch let refusal as Refusal {
-            throw TransferError.invalidIdentityToken(refusal.why.replacingOccurrences(of: "the token", with: "the identityToken"))
+            throw TransferError.invalidIdentityToken(refusal.why)
         }
     }
 
     /// A verified notification (verified as identity tokens are, without a nonce), or `400 invalid_request`.
     func notification(_ payload: String, now: Timestamp) async throws -> AppleEvent {
         do {
-            let claims = try await check(payload, as: AppleNotificationClaims.self, now: now)
+            let claims = try await check(payload, as: AppleNotificationClaims.self, named: "the payload", now: now)
             guard let event = try? JSONDecoder().decode(AppleNotificationClaims.Event.self, from: Data(claims.events.utf8)) else {
-                throw Refusal(why: "its events claim is not an event")
+                throw Refusal(why: "the payload's events claim is not an event")
             }
             return AppleEvent(
                 jti: claims.jti, kind: AppleEvent.Kind(type: event.type), sub: event.sub, email: event.email,
                 isPrivateEmail: event.is_private_email?.value)
         } catch let refusal as Refusal {
-            throw APIError.invalidRequest("The payload is not a verified Apple notification: \(refusal.why.replacingOccurrences(of: "the token", with: "it")).")
+            throw APIError.invalidRequest("The payload is not a verified Apple notification: \(refusal.why).")
         }
     }
 
     /// Signature (RS256, a key Apple publishes, by `kid`), `iss`, `aud`, `exp` (when present)
-    /// and `iat`, with this service's clock.
-    func check<Claims: AppleSigned>(_ token: String, as: Claims.Type, now: Timestamp) async throws -> Claims {
+    /// and `iat`, with this service's clock. `name` names the token in the refusal.
+    func check<Claims: AppleSigned>(_ token: String, as: Claims.Type, named name: String, now: Timestamp) async throws -> Claims {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard token.utf8.count <= 8192, parts.count == 3, let headerBytes = Base64URL.decode(parts[0]),
             let header = try? JSONDecoder().decode(Header.self, from: Data(headerBytes))
-        else { throw Refusal(why: "the token is not a JWT") }
+        else { throw Refusal(why: "\(name) is not a JWT") }
         // Only RS256, Apple's algorithm: a token "signed" with HS256 and the public key, or
         // with none, never reaches a verifier.
-        guard header.alg == "RS256" else { throw Refusal(why: "the token is not signed with RS256") }
-        guard let kid = header.kid, !kid.isEmpty else { throw Refusal(why: "the token names no key (kid)") }
+        guard header.alg == "RS256" else { throw Refusal(why: "\(name) is not signed with RS256") }
+        guard let kid = header.kid, !kid.isEmpty else { throw Refusal(why: "\(name) names no key (kid)") }
         guard let collection = try await keys.collection(for: kid) else {
-            throw Refusal(why: "the token is signed with a key Apple does not publish")
+            throw Refusal(why: "\(name) is signed with a key Apple does not publish")
         }
         let claims: Claims
         do {
             claims = try await collection.verify(token, as: Claims.self)
         } catch {
-            throw Refusal(why: "the token's signature does not verify")
+            throw Refusal(why: "\(name)'s signature does not verify")
         }
-        guard claims.iss.value == configuration.issuer else { throw Refusal(why: "the token's iss is not \(configuration.issuer)") }
+        guard claims.iss.value == configuration.issuer else { throw Refusal(why: "\(name)'s iss is not \(configuration.issuer)") }
         guard claims.aud.value.contains(where: configuration.clientIDs.contains) else {
-            throw Refusal(why: "the token's aud is not one of this service's client ids")
+            throw Refusal(why: "\(name)'s aud is not one of this service's client ids")
         }
         if let expiry = claims.expiry {
-            guard now.milliseconds < Timestamp(expiry).milliseconds + Self.leeway else { throw Refusal(why: "the token has expired") }
+            guard now.milliseconds < Timestamp(expiry).milliseconds + Self.leeway else { throw Refusal(why: "\(name) has expired") }
         }
         guard Timestamp(claims.iat.value).milliseconds <= now.milliseconds + Self.leeway else {
-            throw Refusal(why: "the token's iat is in the future")
+            throw Refusal(why: "\(name)'s iat is in the future")
         }
         return claims
     }
