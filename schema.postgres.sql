@@ -8,7 +8,8 @@ CREATE TABLE accounts (
     id          TEXT PRIMARY KEY NOT NULL,
     user_name   TEXT NOT NULL UNIQUE,
     created_at  BIGINT NOT NULL,
-    moved_to_device_id TEXT
+    moved_to_device_id TEXT,
+    deleted_at  BIGINT
 );
 
 CREATE TABLE devices (
@@ -144,7 +145,8 @@ CREATE TABLE apple_links (
     is_private_email INTEGER CHECK (is_private_email IN (0, 1)),
     email_enabled    INTEGER NOT NULL DEFAULT 1 CHECK (email_enabled IN (0, 1)),
     linked_at        BIGINT NOT NULL,
-    refresh_token    TEXT
+    refresh_token    TEXT,
+    client_id        TEXT
 );
 CREATE UNIQUE INDEX apple_links_by_sub ON apple_links(sub);
 
@@ -159,3 +161,27 @@ CREATE TABLE apple_notifications (
     jti         TEXT PRIMARY KEY NOT NULL,
     received_at BIGINT NOT NULL
 );
+
+CREATE TABLE outbox (
+    seq             BIGSERIAL PRIMARY KEY,
+    id              TEXT NOT NULL UNIQUE,
+    kind            TEXT NOT NULL CHECK (kind IN ('webhook', 'apple_revoke')),
+    account_id      TEXT NOT NULL,
+    type            TEXT NOT NULL,
+    body            TEXT NOT NULL,
+    created_at      BIGINT NOT NULL,
+    state           TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'failed')),
+    attempts        INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    next_attempt_at BIGINT NOT NULL,
+    give_up_at      BIGINT NOT NULL,
+    last_error      TEXT,
+    failed_at       BIGINT,
+    lease_id        TEXT,
+    leased_until    BIGINT,
+    CHECK ((state = 'failed') = (failed_at IS NOT NULL)),
+    CHECK ((lease_id IS NULL) = (leased_until IS NULL))
+);
+-- What is due, and the per-account order it is delivered in.
+CREATE INDEX outbox_due ON outbox(kind, next_attempt_at) WHERE state = 'pending';
+CREATE INDEX outbox_by_account ON outbox(kind, account_id, seq) WHERE state = 'pending';
+CREATE INDEX outbox_failed ON outbox(seq) WHERE state = 'failed';

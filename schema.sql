@@ -8,7 +8,8 @@ CREATE TABLE accounts (
     id          TEXT PRIMARY KEY NOT NULL,
     user_name   TEXT NOT NULL UNIQUE,          -- the first device's UUID
     created_at  INTEGER NOT NULL,
-    moved_to_device_id TEXT                    -- the device UUID the account was last moved to (API: transferId)
+    moved_to_device_id TEXT,                   -- the device UUID the account was last moved to (API: transferId)
+    deleted_at  INTEGER                        -- deleted: the row stays as a tombstone, everything else about it is erased
 );
 
 -- One app install: its deviceId, the SHA-256 of its secret, and the account the app shows.
@@ -167,7 +168,8 @@ CREATE TABLE apple_links (
     is_private_email INTEGER CHECK (is_private_email IN (0, 1)),
     email_enabled    INTEGER NOT NULL DEFAULT 1 CHECK (email_enabled IN (0, 1)),
     linked_at        INTEGER NOT NULL,
-    refresh_token    TEXT
+    refresh_token    TEXT,
+    client_id        TEXT                      -- the client id the refresh token was issued to (its revocation names it)
 );
 CREATE UNIQUE INDEX apple_links_by_sub ON apple_links(sub);
 
@@ -182,3 +184,30 @@ CREATE TABLE apple_notifications (
     jti         TEXT PRIMARY KEY NOT NULL,
     received_at INTEGER NOT NULL
 );
+
+-- The outbox: what must reach the outside world after a commit (webhook events, Apple
+-- refresh tokens to revoke), written with the change, delivered at least once, oldest first
+-- per kind and account, deleted when delivered, 'failed' after three days of retries.
+CREATE TABLE outbox (
+    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    id              TEXT NOT NULL UNIQUE,
+    kind            TEXT NOT NULL CHECK (kind IN ('webhook', 'apple_revoke')),
+    account_id      TEXT NOT NULL,
+    type            TEXT NOT NULL,
+    body            TEXT NOT NULL,
+    created_at      INTEGER NOT NULL,
+    state           TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'failed')),
+    attempts        INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    next_attempt_at INTEGER NOT NULL,
+    give_up_at      INTEGER NOT NULL,
+    last_error      TEXT,
+    failed_at       INTEGER,
+    lease_id        TEXT,
+    leased_until    INTEGER,
+    CHECK ((state = 'failed') = (failed_at IS NOT NULL)),
+    CHECK ((lease_id IS NULL) = (leased_until IS NULL))
+);
+-- What is due, and the per-account order it is delivered in.
+CREATE INDEX outbox_due ON outbox(kind, next_attempt_at) WHERE state = 'pending';
+CREATE INDEX outbox_by_account ON outbox(kind, account_id, seq) WHERE state = 'pending';
+CREATE INDEX outbox_failed ON outbox(seq) WHERE state = 'failed';

@@ -28,6 +28,7 @@ struct Account: AsyncParsableCommand {
                     var devices: [DeviceJSON]
                     var pushTokens: [PushTokenJSON]
                     var apple: AppleJSON?
+                    var deletedAt: String?
                     var transfer: TransferJSON?
                     var recentEvents: [EventJSON]
                 }
@@ -36,7 +37,7 @@ struct Account: AsyncParsableCommand {
                     createdAt: report.createdAt.rfc3339, migrationFlag: report.migrationFlag(at: now), transferId: report.movedToDeviceID,
                     devices: report.devices.compactMap { DeviceJSON($0, account: report.accountID) },
                     pushTokens: report.pushTokens.compactMap { PushTokenJSON($0, report: report) },
-                    apple: report.apple.map(AppleJSON.init),
+                    apple: report.apple.map(AppleJSON.init), deletedAt: report.deletedAt?.rfc3339,
                     transfer: report.transfer.map { TransferJSON($0, now: now) },
                     recentEvents: report.recentEvents.map(EventJSON.init)))
                 return
@@ -46,7 +47,7 @@ struct Account: AsyncParsableCommand {
                 ("created", Text.time(report.createdAt, now: now)),
                 ("migration flag", report.migrationFlag(at: now) ? "raised (a transfer is waiting)" : "lowered"),
                 ("moved to device", report.movedToDeviceID ?? "never moved"),
-            ]))
+            ] + (report.deletedAt.map { [("deleted", Text.time($0, now: now))] } ?? [])))
             print("\nDevices")
             let devices = report.devices.compactMap { device in device.account(report.accountID).map { (device, $0) } }
             print(Text.table(["DEVICE", "STATE", "BOUND", "LAST LOGIN", "ENDED", "WHY"], devices.map { device, pair in
@@ -211,6 +212,8 @@ struct Issue: AsyncParsableCommand {
                 issued = try await service.issueTransfer(accountID: match.accountID, email: parsed, by: change.initiator, reason: change.trimmedReason)
             } catch TransferError.emailInUse {
                 throw Failure.conflict("another account has a pending transfer with \(parsed.display); use another email or cancel that one.")
+            } catch TransferError.accountDeleted {
+                throw Failure.conflict("account \(match.accountID) was deleted; it cannot be moved to a phone again.")
             }
             if common.json {
                 struct Out: Encodable { var accountId: String; var email: String; var expiresAt: String; var temporaryPassword: String }

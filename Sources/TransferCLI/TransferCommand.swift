@@ -14,7 +14,10 @@ struct TransferCommand: AsyncParsableCommand {
             record it with the operator in the account's audit trail.
             Exit codes: 0 done, 1 not found, 2 usage error, 3 ambiguous or conflicting, 4 database unreachable.
             """,
-        subcommands: [Account.self, History.self, Cancel.self, Unlock.self, Issue.self, RevokeDevice.self, Stats.self, ServiceKey.self])
+        subcommands: [
+            Account.self, History.self, Cancel.self, Unlock.self, Issue.self, RevokeDevice.self, Stats.self, ServiceKey.self,
+            DeleteAccount.self, Webhooks.self,
+        ])
 
     /// Runs the command and turns every failure into one sentence and the contract's exit code.
     static func main() async {

@@ -1,3 +1,5 @@
+import Foundation
+
 // Sign in with Apple: an account linked to the user's Apple ID, as a way back to it on a new phone.
 
 /// What a verified identity token says about the user. Verifying it (signature, issuer,
@@ -24,12 +26,15 @@ public struct AppleLink: Sendable, Equatable {
     public var linkedAt: Timestamp
     /// Apple's refresh token, when the code exchange is configured: only ever sent back to Apple (revocation).
     public var refreshToken: String?
+    /// The client id (bundle or services id) the refresh token was issued to: its revocation names it.
+    public var clientID: String?
     /// False after Apple's `email-disabled`: the user stopped forwarding to the private relay address.
     public var emailEnabled: Bool
     public init(
         accountID: String, sub: String, email: String?, isPrivateEmail: Bool?, linkedAt: Timestamp, refreshToken: String? = nil,
-        emailEnabled: Bool = true
+        clientID: String? = nil, emailEnabled: Bool = true
     ) {
+        self.clientID = clientID
         self.emailEnabled = emailEnabled
         self.accountID = accountID
         self.sub = sub
@@ -37,6 +42,36 @@ public struct AppleLink: Sendable, Equatable {
         self.isPrivateEmail = isPrivateEmail
         self.linkedAt = linkedAt
         self.refreshToken = refreshToken
+    }
+}
+
+extension AppleLink {
+    /// Apple's refresh token, to revoke after the commit (unlink, replacement, deletion); none
+    /// when the code exchange did not keep one.
+    public func revocation(at now: Timestamp) -> [Effect] {
+        guard let refreshToken, let clientID else { return [] }
+        return [.enqueue(OutboxEntry(
+            kind: .appleRevoke, accountID: accountID, type: "apple.revoke",
+            body: AppleRevocation(clientID: clientID, refreshToken: refreshToken).json, at: now))]
+    }
+}
+
+/// What the outbox keeps to revoke a refresh token at Apple (never logged or listed).
+public struct AppleRevocation: Sendable, Equatable, Codable {
+    public var clientID: String
+    public var refreshToken: String
+    public init(clientID: String, refreshToken: String) {
+        self.clientID = clientID
+        self.refreshToken = refreshToken
+    }
+
+    public var json: String {
+        String(decoding: (try? JSONEncoder().encode(self)) ?? Data(), as: UTF8.self)
+    }
+
+    public init?(json: String) {
+        guard let value = try? JSONDecoder().decode(Self.self, from: Data(json.utf8)) else { return nil }
+        self = value
     }
 }
 

@@ -28,6 +28,10 @@ public enum TransferError: Error, Equatable, Sendable {
     case deviceAccountLimit(Int)
     case accountWouldBeLost
 
+    // Deletion.
+    /// The account was deleted (`410 account_deleted`).
+    case accountDeleted
+
     // Push routing and the service API.
     case invalidPushToken(String)
     case invalidServiceKey
@@ -67,6 +71,7 @@ extension TransferError {
         case .accountNotOnDevice: "account_not_on_device"
         case .deviceAccountLimit: "device_account_limit"
         case .accountWouldBeLost: "account_would_be_lost"
+        case .accountDeleted: "account_deleted"
         case .invalidPushToken: "invalid_push_token"
         case .invalidServiceKey: "invalid_service_key"
         case .invalidIdentityToken: "invalid_identity_token"

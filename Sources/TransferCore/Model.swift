@@ -76,12 +76,15 @@ public struct DeviceAccount: Sendable, Equatable {
     public var session: PairSession?
     /// The account's pushes on this device (`PUT /v1/me/push`).
     public var pushEnabled: Bool
+    /// The account was deleted (it left the device then).
+    public var accountDeleted: Bool
 
     public init(
         account: SessionAccount, state: PairState, addedAt: Timestamp, lastLoginAt: Timestamp? = nil, endedAt: Timestamp? = nil,
-        endedReason: String? = nil, session: PairSession? = nil, pushEnabled: Bool = true
+        endedReason: String? = nil, session: PairSession? = nil, pushEnabled: Bool = true, accountDeleted: Bool = false
     ) {
         self.pushEnabled = pushEnabled
+        self.accountDeleted = accountDeleted
         self.account = account
         self.state = state
         self.addedAt = addedAt
@@ -121,12 +124,15 @@ public struct TransferRecord: Sendable, Equatable {
     public var failedConsecutive: Int
     public var failedTotal: Int
     public var lockedUntil: Timestamp?
+    /// Set up by the app on the old phone, or issued by support.
+    public var issuedBy: Initiator
 
     public init(
         id: String, accountID: String, email: String, emailKey: String, passwordHash: String, state: TransferState,
         createdAt: Timestamp, expiresAt: Timestamp, failedConsecutive: Int = 0, failedTotal: Int = 0,
-        lockedUntil: Timestamp? = nil
+        lockedUntil: Timestamp? = nil, issuedBy: Initiator = .device
     ) {
+        self.issuedBy = issuedBy
         self.id = id
         self.accountID = accountID
         self.email = email
@@ -221,6 +227,8 @@ public struct AuditEvent: Sendable, Equatable {
         case appleUnlinked = "apple.unlinked"
         case appleMoved = "apple.moved"
         case appleEmailChanged = "apple.email_changed"
+        case accountDeleted = "account.deleted"
+        case outboxRetried = "outbox.retried"
     }
 
     public var at: Timestamp

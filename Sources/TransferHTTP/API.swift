@@ -27,6 +27,7 @@ struct API<Context: AppRequestContext>: Sendable {
             (.post, "/v1/tokens/refresh", { $0.refresh }),
             (.post, "/v1/logout", { $0.logout }),
             (.get, "/v1/me", { $0.me }),
+            (.delete, "/v1/me", { $0.deleteAccount }),
             (.put, "/v1/me/transfer", { $0.setUpTransfer }),
             (.delete, "/v1/me/transfer", { $0.cancelTransfer }),
             (.post, "/v1/transfers/claim", { $0.claim }),
@@ -104,6 +105,13 @@ struct API<Context: AppRequestContext>: Sendable {
         let caller = try await authenticate(request, context)
         let profile = try await service.profile(caller)
         return try Self.json(MeBody(profile, current: caller.deviceID), status: .ok)
+    }
+
+    /// `DELETE /v1/me`: the account is erased (App Store guideline 5.1.1(v)).
+    func deleteAccount(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await authenticate(request, context)
+        try await service.deleteAccount(caller)
+        return Response(status: .noContent)
     }
 
     func setUpTransfer(_ request: Request, _ context: Context) async throws -> Response {

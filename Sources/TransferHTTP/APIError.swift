@@ -94,6 +94,8 @@ extension APIError {
             self.init(
                 .conflict, error.code,
                 "This is the account's only device and no transfer is set up; set one up first, or pass abandon=true.")
+        case .accountDeleted:
+            self.init(.gone, error.code, "This account was deleted.")
         case .invalidPushToken(let why):
             self.init(.badRequest, error.code, why.prefix(1).uppercased() + why.dropFirst() + ".")
         case .invalidServiceKey:

@@ -42,6 +42,12 @@ public struct ServerConfiguration: Sendable {
     public var audience = "transfer-api"
     /// Sign in with Apple; nil (the default) turns its routes off (`501 not_configured`).
     public var apple: AppleConfiguration?
+    /// Where events for the app backend go; nil (the default): nowhere (they are kept three days).
+    public var webhook: WebhookConfiguration?
+    /// How outbox messages are retried (not a flag: the contract fixes it; tests shorten it).
+    public var outboxPolicy = OutboxPolicy.standard
+    /// How often an idle outbox worker looks for due messages (not a flag).
+    public var outboxPollInterval = Duration.milliseconds(500)
 
     public init() {}
 
@@ -90,6 +96,19 @@ public struct ServerConfiguration: Sendable {
         }
         if let (v, n) = value(flags.auditRetention, "audit-retention") { config.auditRetention = try duration(v, n) }
         config.apple = try AppleConfiguration.load(flags: flags, value: value)
+        switch (value(flags.webhookURL, "webhook-url"), value(flags.webhookSecret, "webhook-secret")) {
+        case (nil, nil): break
+        case (let (url, urlName)?, let (secret, secretName)?):
+            guard let u = URL(string: url), ["http", "https"].contains(u.scheme?.lowercased() ?? ""), u.host?.isEmpty == false else {
+                throw Invalid(description: "\(urlName): '\(url)' is not an http(s) URL")
+            }
+            guard let key = WebhookSignature(secret: secret) else {
+                throw Invalid(description: "\(secretName): not whsec_ followed by the base64 of 24 to 64 random bytes")
+            }
+            config.webhook = WebhookConfiguration(url: url, signature: key)
+        default:
+            throw Invalid(description: "--webhook-url and --webhook-secret go together")
+        }
         if flags.trustedProxy {
             config.trustedProxy = true
         } else if let (v, n) = value(nil, "trusted-proxy") {
@@ -249,6 +268,10 @@ public struct ServerFlags: ParsableArguments {
     public var maxAccountsPerDevice: String?
     @Option(name: .customLong("audit-retention"), help: "How long audit events and ended transfers are kept, like 400d (TRANSFER_AUDIT_RETENTION).")
     public var auditRetention: String?
+    @Option(name: .customLong("webhook-url"), help: "The app backend's webhook (TRANSFER_WEBHOOK_URL; off when unset).")
+    public var webhookURL: String?
+    @Option(name: .customLong("webhook-secret"), help: "whsec_… secret the webhook's signatures use (TRANSFER_WEBHOOK_SECRET).")
+    public var webhookSecret: String?
     @Option(name: .customLong("apple-client-ids"), help: "Sign in with Apple: the accepted bundle and services ids, comma-separated (off when unset).")
     public var appleClientIDs: String?
     @Option(name: .customLong("apple-issuer"), help: "The identity tokens' iss (default https://appleid.apple.com).")

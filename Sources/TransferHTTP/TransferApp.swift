@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Foundation
 import Hummingbird
 import Logging
@@ -90,12 +91,32 @@ public enum TransferApp {
         app.addServices(Pruner(
             store: store, clock: clock, retention: configuration.auditRetention, interval: configuration.pruneInterval,
             firstDelay: .seconds(300), logger: logger))
-        // Shut down after the HTTP server has finished its in-flight requests.
+        // Shut down after the HTTP server has finished its in-flight requests, and after the
+        // outbox workers (added below: a service group stops its services in reverse order).
+        let outgoing = configuration.webhook.map { _ in Self.outgoingClient() }
         app.addServices(Closer(logger: logger) {
+            try? await outgoing?.shutdown()
             try await argon2.shutdown()
             try opened.close()
         })
+        // Outgoing HTTP never runs inside a transaction: events wait in the outbox, written
+        // with their change, and a worker delivers them after the commit.
+        if let webhook = configuration.webhook, let client = outgoing {
+            app.addServices(OutboxWorker(
+                kind: .webhook, store: store, clock: clock, policy: configuration.outboxPolicy,
+                pollInterval: configuration.outboxPollInterval, sender: WebhookSender(configuration: webhook, client: client),
+                metrics: OutboxMetrics(factory: metrics.factory), logger: logger))
+        }
         return (app, Parts(service: service, hasher: argon2, store: store))
+    }
+
+    /// The client of outgoing deliveries: redirects are not followed (a receiver that
+    /// redirects has failed the delivery), and a receiver gets 10 s to answer.
+    static func outgoingClient() -> HTTPClient {
+        var http = HTTPClient.Configuration()
+        http.redirectConfiguration = .disallow
+        http.timeout = .init(connect: .seconds(5), read: .seconds(10))
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: http)
     }
 
     static func openAPIDocument() throws -> [UInt8] {

@@ -47,13 +47,20 @@ extension PostgresStore: SupportStore {
                 accountID: accountID, userName: try account["user_name"].decode(String.self),
                 createdAt: Timestamp(milliseconds: try account["created_at"].decode(Int64.self)),
                 movedToDeviceID: try account["moved_to_device_id"].decode(String?.self), devices: devices, transfer: transfer, recentEvents: events,
-                pushTokens: tokens, apple: try await one(conn, "SELECT * FROM apple_links WHERE account_id = \(accountID)").map(Self.appleLink))
+                pushTokens: tokens, apple: try await one(conn, "SELECT * FROM apple_links WHERE account_id = \(accountID)").map(Self.appleLink),
+                deletedAt: try account["deleted_at"].decode(Int64?.self).map(Timestamp.init(milliseconds:)))
         }
     }
 
     public func serviceKeys() async throws -> [ServiceKeyRecord] {
         try await client.withConnection { conn in
             try await all(conn, "SELECT * FROM service_keys ORDER BY created_at, name").map(Self.serviceKey)
+        }
+    }
+
+    public func outbox(limit: Int) async throws -> [OutboxMessage] {
+        try await client.withConnection { conn in
+            try await all(conn, "SELECT * FROM outbox ORDER BY seq LIMIT \(limit)").map(Self.outboxMessage)
         }
     }
 

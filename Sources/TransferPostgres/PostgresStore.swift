@@ -80,7 +80,7 @@ public final class PostgresStore: TransferStore {
     /// Versioned migrations, `Resources/migrations/vN.sql`; a new schema change is a new file
     /// appended here. `schema.postgres.sql` at the repository's root is what they add up to.
     static func migrations() throws -> [(String, String)] {
-        try ["v1", "v2", "v3", "v4", "v5"].map { version in
+        try ["v1", "v2", "v3", "v4", "v5", "v6"].map { version in
             guard let url = Bundle.module.url(forResource: version, withExtension: "sql", subdirectory: "migrations") else {
                 throw MissingSchema()
             }
@@ -294,10 +294,14 @@ public final class PostgresStore: TransferStore {
                 }
             }
         }
-        if let account = reads.account {
-            facts.account = try await one(conn, """
-                SELECT a.id AS account_id, a.user_name, \(unescaped: flag) AS flag FROM accounts a WHERE a.id = \(account)
-                """).map(Self.sessionAccount)
+        if let account = reads.account,
+            let row = try await one(conn, """
+                SELECT a.id AS account_id, a.user_name, a.deleted_at, \(unescaped: flag) AS flag FROM accounts a WHERE a.id = \(account)
+                FOR UPDATE
+                """)
+        {
+            facts.account = try Self.sessionAccount(row)
+            facts.accountDeletedAt = try row["deleted_at"].decode(Int64?.self).map(Timestamp.init(milliseconds:))
         }
         if reads.signingKeys {
             // Nodes starting together on an empty table: one inserts the key, the others then read it.
@@ -326,6 +330,25 @@ public final class PostgresStore: TransferStore {
         if let jti = reads.appleNotification {
             facts.appleNotificationSeen = try await one(conn, "SELECT 1 FROM apple_notifications WHERE jti = \(jti)") != nil
         }
+        if let q = reads.dueOutbox {
+            // Rows another node is leasing right now are skipped, not waited for; a later row of
+            // the same account is not due while an earlier one is pending.
+            let t = now.milliseconds
+            facts.dueOutbox = try await all(conn, """
+                SELECT * FROM outbox o
+                WHERE o.kind = \(q.kind.rawValue) AND o.state = 'pending' AND o.next_attempt_at <= \(t)
+                  AND (o.leased_until IS NULL OR o.leased_until <= \(t))
+                  AND NOT EXISTS (
+                    SELECT 1 FROM outbox p WHERE p.kind = o.kind AND p.account_id = o.account_id AND p.state = 'pending' AND p.seq < o.seq)
+                ORDER BY o.seq LIMIT \(q.limit) FOR UPDATE SKIP LOCKED
+                """).map(Self.outboxMessage)
+        }
+        if let id = reads.outboxMessage {
+            facts.outboxMessage = try await one(conn, "SELECT * FROM outbox WHERE id = \(id) FOR UPDATE").map(Self.outboxMessage)
+        }
+        if reads.failedOutbox {
+            facts.failedOutbox = try await all(conn, "SELECT * FROM outbox WHERE state = 'failed' ORDER BY seq FOR UPDATE").map(Self.outboxMessage)
+        }
         return facts
     }
 
@@ -335,7 +358,7 @@ public final class PostgresStore: TransferStore {
         let forUpdate = lock ? " FOR UPDATE" : ""
         guard let row = try await one(conn, "SELECT * FROM devices WHERE id = \(id)\(unescaped: forUpdate)") else { return nil }
         let accounts = try await all(conn, """
-            SELECT p.*, a.user_name, \(unescaped: Self.migrationFlag(at: now)) AS flag
+            SELECT p.*, a.user_name, a.deleted_at IS NOT NULL AS deleted, \(unescaped: Self.migrationFlag(at: now)) AS flag
             FROM device_accounts p JOIN accounts a ON a.id = p.account_id
             WHERE p.device_id = \(id) ORDER BY p.added_at, p.account_id\(unescaped: lock ? " FOR UPDATE OF p" : "")
             """).map(Self.pair)
@@ -477,10 +500,12 @@ public final class PostgresStore: TransferStore {
             try await run(conn, "DELETE FROM apple_nonces WHERE nonce_hash = \(Data(hash.bytes))")
         case .linkApple(let l):
             try await run(conn, """
-                INSERT INTO apple_links (account_id, sub, email, is_private_email, linked_at, refresh_token)
-                VALUES (\(l.accountID), \(l.sub), \(l.email), \(l.isPrivateEmail.map { Int32($0 ? 1 : 0) }), \(l.linkedAt.milliseconds), \(l.refreshToken))
+                INSERT INTO apple_links (account_id, sub, email, is_private_email, linked_at, refresh_token, client_id)
+                VALUES (\(l.accountID), \(l.sub), \(l.email), \(l.isPrivateEmail.map { Int32($0 ? 1 : 0) }), \(l.linkedAt.milliseconds),
+                        \(l.refreshToken), \(l.clientID))
                 ON CONFLICT (account_id) DO UPDATE SET sub = excluded.sub, email = excluded.email, is_private_email = excluded.is_private_email,
-                    linked_at = excluded.linked_at, refresh_token = excluded.refresh_token, email_enabled = excluded.email_enabled
+                    linked_at = excluded.linked_at, refresh_token = excluded.refresh_token, client_id = excluded.client_id,
+                    email_enabled = excluded.email_enabled
                 """)
         case .updateAppleEmail(let account, let email, let isPrivate):
             try await run(conn, """
@@ -494,6 +519,40 @@ public final class PostgresStore: TransferStore {
         case .recordAppleNotification(let jti, let at):
             // Two deliveries of one jti at once: the second meets the primary key, is retried, and finds it handled.
             try await run(conn, "INSERT INTO apple_notifications (jti, received_at) VALUES (\(jti), \(at.milliseconds))")
+        case .eraseAccount(let id, let at):
+            try await run(conn, "UPDATE accounts SET deleted_at = \(at.milliseconds) WHERE id = \(id) AND deleted_at IS NULL")
+            try await run(conn, "DELETE FROM transfers WHERE account_id = \(id)")
+            try await run(conn, "DELETE FROM rotated_refresh_tokens WHERE account_id = \(id)")
+            try await run(conn, "DELETE FROM apple_links WHERE account_id = \(id)")
+            try await run(conn, "UPDATE device_accounts SET last_address = NULL WHERE account_id = \(id)")
+            try await run(conn, "DELETE FROM audit_events WHERE account_id = \(id)")
+        case .enqueue(let e):
+            try await run(conn, """
+                INSERT INTO outbox (id, kind, account_id, type, body, created_at, next_attempt_at, give_up_at)
+                VALUES (\(Identifier.make()), \(e.kind.rawValue), \(e.accountID), \(e.type), \(e.body), \(e.at.milliseconds),
+                        \(e.at.milliseconds), \(e.giveUpAt.milliseconds))
+                """)
+        case .leaseOutbox(let id, let leaseID, let until):
+            try await run(conn, "UPDATE outbox SET lease_id = \(leaseID), leased_until = \(until.milliseconds) WHERE id = \(id)")
+        case .deleteOutbox(let id):
+            try await run(conn, "DELETE FROM outbox WHERE id = \(id)")
+        case .rescheduleOutbox(let id, let attempts, let next, let error):
+            try await run(conn, """
+                UPDATE outbox SET attempts = \(attempts), next_attempt_at = \(next.milliseconds), last_error = \(error),
+                    lease_id = NULL, leased_until = NULL
+                WHERE id = \(id)
+                """)
+        case .failOutbox(let id, let attempts, let error, let at):
+            try await run(conn, """
+                UPDATE outbox SET state = 'failed', attempts = \(attempts), last_error = \(error), failed_at = \(at.milliseconds),
+                    lease_id = NULL, leased_until = NULL
+                WHERE id = \(id)
+                """)
+        case .retryOutbox(let id, let at, let giveUpAt):
+            try await run(conn, """
+                UPDATE outbox SET state = 'pending', failed_at = NULL, next_attempt_at = \(at.milliseconds), give_up_at = \(giveUpAt.milliseconds)
+                WHERE id = \(id) AND state = 'failed'
+                """)
         case .touchServiceKey(let name, let at, let olderThan):
             try await run(conn, """
                 UPDATE service_keys SET last_used_at = \(at.milliseconds)
@@ -562,6 +621,19 @@ public final class PostgresStore: TransferStore {
         }
     }
 
+    public func outboxStats(kind: OutboxKind) async throws -> OutboxStats {
+        try await client.withConnection { conn in
+            let row = try await one(conn, """
+                SELECT COUNT(*) FILTER (WHERE state = 'pending') AS pending, COUNT(*) FILTER (WHERE state = 'failed') AS failed,
+                       MIN(created_at) FILTER (WHERE state = 'pending') AS oldest
+                FROM outbox WHERE kind = \(kind.rawValue)
+                """)
+            return OutboxStats(
+                pending: Int(try row?["pending"].decode(Int64.self) ?? 0), failed: Int(try row?["failed"].decode(Int64.self) ?? 0),
+                oldestPendingAt: try row?["oldest"].decode(Int64?.self).map(Timestamp.init(milliseconds:)))
+        }
+    }
+
     public func appleLink(sub: String) async throws -> AppleLink? {
         try await client.withConnection { conn in
             try await one(conn, "SELECT * FROM apple_links WHERE sub = \(sub)").map(Self.appleLink)
@@ -600,7 +672,7 @@ public final class PostgresStore: TransferStore {
             lastLoginAt: try row["last_login_at"].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
             endedAt: try row["ended_at"].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
             endedReason: try row["ended_reason"].decode(String?.self), session: session,
-            pushEnabled: try row["push_enabled"].decode(Int32.self) != 0)
+            pushEnabled: try row["push_enabled"].decode(Int32.self) != 0, accountDeleted: try row["deleted"].decode(Bool.self))
     }
 
     static func pushRoute(_ row: PostgresRandomAccessRow) throws -> PushRoute {
@@ -625,7 +697,7 @@ public final class PostgresStore: TransferStore {
             accountID: try row["account_id"].decode(String.self), sub: try row["sub"].decode(String.self),
             email: try row["email"].decode(String?.self), isPrivateEmail: try row["is_private_email"].decode(Int32?.self).map { $0 != 0 },
             linkedAt: Timestamp(milliseconds: try row["linked_at"].decode(Int64.self)), refreshToken: try row["refresh_token"].decode(String?.self),
-            emailEnabled: try row["email_enabled"].decode(Int32.self) != 0)
+            clientID: try row["client_id"].decode(String?.self), emailEnabled: try row["email_enabled"].decode(Int32.self) != 0)
     }
 
     static func serviceKey(_ row: PostgresRandomAccessRow) throws -> ServiceKeyRecord {
@@ -646,7 +718,22 @@ public final class PostgresStore: TransferStore {
             createdAt: Timestamp(milliseconds: try row["created_at"].decode(Int64.self)),
             expiresAt: Timestamp(milliseconds: try row["expires_at"].decode(Int64.self)),
             failedConsecutive: Int(try row["failed_consecutive"].decode(Int32.self)), failedTotal: Int(try row["failed_total"].decode(Int32.self)),
-            lockedUntil: try row["locked_until"].decode(Int64?.self).map(Timestamp.init(milliseconds:)))
+            lockedUntil: try row["locked_until"].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
+            issuedBy: try Initiator(stored: try row["issued_by"].decode(String.self)))
+    }
+
+    static func outboxMessage(_ row: PostgresRandomAccessRow) throws -> OutboxMessage {
+        OutboxMessage(
+            id: try row["id"].decode(String.self),
+            kind: try UnknownStoredValue.decode(try row["kind"].decode(String.self), column: "outbox.kind"),
+            accountID: try row["account_id"].decode(String.self), type: try row["type"].decode(String.self),
+            body: try row["body"].decode(String.self), createdAt: Timestamp(milliseconds: try row["created_at"].decode(Int64.self)),
+            state: try UnknownStoredValue.decode(try row["state"].decode(String.self), column: "outbox.state"),
+            attempts: Int(try row["attempts"].decode(Int32.self)),
+            nextAttemptAt: Timestamp(milliseconds: try row["next_attempt_at"].decode(Int64.self)),
+            giveUpAt: Timestamp(milliseconds: try row["give_up_at"].decode(Int64.self)), lastError: try row["last_error"].decode(String?.self),
+            leasedUntil: try row["leased_until"].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
+            leaseID: try row["lease_id"].decode(String?.self))
     }
 
     /// `account_id`, `user_name` and `flag` of a row.

@@ -49,7 +49,8 @@ extension SQLiteStore: SupportStore {
             return AccountReport(
                 accountID: accountID, userName: account["user_name"], createdAt: Timestamp(milliseconds: account["created_at"]),
                 movedToDeviceID: account["moved_to_device_id"], devices: devices, transfer: transfer, recentEvents: events,
-                pushTokens: tokens, apple: try db.one("SELECT * FROM apple_links WHERE account_id = ?", [accountID]).map(Self.appleLink))
+                pushTokens: tokens, apple: try db.one("SELECT * FROM apple_links WHERE account_id = ?", [accountID]).map(Self.appleLink),
+                deletedAt: (account["deleted_at"] as Int64?).map(Timestamp.init(milliseconds:)))
         }
     }
 
@@ -87,6 +88,10 @@ extension SQLiteStore: SupportStore {
 
     public func serviceKeys() async throws -> [ServiceKeyRecord] {
         try await pool.read { db in try db.all("SELECT * FROM service_keys ORDER BY created_at, name", []).map(Self.serviceKey) }
+    }
+
+    public func outbox(limit: Int) async throws -> [OutboxMessage] {
+        try await pool.read { db in try db.all("SELECT * FROM outbox ORDER BY seq LIMIT ?", [limit]).map(Self.outboxMessage) }
     }
 
     static func event(_ row: Row) throws -> AuditEvent {

@@ -23,6 +23,9 @@ public final class SQLiteStore: TransferStore {
             // WAL + NORMAL: a committed transaction survives a crash of the process;
             // an OS crash or power loss may lose the last commits, never corrupt the file.
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            // Deleted rows and replaced values are overwritten in the file, not left in free
+            // space: an erased account's email and addresses must not stay readable in it.
+            try db.execute(sql: "PRAGMA secure_delete = ON")
             if !db.configuration.readonly {
                 // `Checkpointer` copies WAL pages off the writer and has the writer restart the
                 // WAL past 4 000 frames (16 MiB); SQLite's own checkpoint on commit is only the
@@ -49,7 +52,7 @@ public final class SQLiteStore: TransferStore {
     /// appended here. `schema.sql` at the repository's root is the schema they add up to.
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
-        for version in ["v1", "v2", "v3", "v4", "v5"] {
+        for version in ["v1", "v2", "v3", "v4", "v5", "v6"] {
             migrator.registerMigration(version) { db in try db.execute(sql: try SQLiteStore.migrationSQL(version)) }
         }
         return migrator
@@ -67,10 +70,23 @@ public final class SQLiteStore: TransferStore {
     // MARK: Operations
 
     public func execute<Operation: StoreOperation>(_ operation: Operation) async throws -> Operation.Result {
-        try await commits.write { db in
+        let (result, erased) = try await commits.write { db in
             let plan = operation.plan(try Self.read(db, operation.reads, at: operation.now))
             for effect in plan.effects { try Self.apply(effect, to: db) }
-            return plan.result
+            return (plan.result, plan.effects.contains { if case .eraseAccount = $0 { true } else { false } })
+        }
+        if erased { await eraseWAL() }
+        return result
+    }
+
+    /// After an account is erased, the WAL still holds the pages as they were before: copy it
+    /// into the database file (where `secure_delete` zeroed what was deleted) and truncate it.
+    /// Best effort: a reader holding an old snapshot makes it retry, then give up (the WAL is
+    /// overwritten as it is reused).
+    func eraseWAL() async {
+        for _ in 0..<20 {
+            if (try? await pool.writeWithoutTransaction({ db in try db.checkpoint(.truncate) })) != nil { return }
+            try? await Task.sleep(for: .milliseconds(50))
         }
     }
 
@@ -109,9 +125,11 @@ public final class SQLiteStore: TransferStore {
                 "SELECT device_id FROM device_accounts WHERE account_id = ? AND state = 'active'", [account]
             ).compactMap { try device(db, $0["device_id"], at: t) }
         }
-        if let account = reads.account {
-            facts.account = try db.one("SELECT a.user_name, \(migrationFlag) AS flag FROM accounts a WHERE a.id = ?", [t, account])
-                .map { SessionAccount(accountID: account, userName: $0["user_name"], migrationFlag: $0["flag"]) }
+        if let account = reads.account,
+            let row = try db.one("SELECT a.user_name, a.deleted_at, \(migrationFlag) AS flag FROM accounts a WHERE a.id = ?", [t, account])
+        {
+            facts.account = SessionAccount(accountID: account, userName: row["user_name"], migrationFlag: row["flag"])
+            facts.accountDeletedAt = (row["deleted_at"] as Int64?).map(Timestamp.init(milliseconds:))
         }
         if reads.signingKeys {
             facts.signingKeys = try db.all(
@@ -136,6 +154,23 @@ public final class SQLiteStore: TransferStore {
         if let jti = reads.appleNotification {
             facts.appleNotificationSeen = try db.one("SELECT 1 FROM apple_notifications WHERE jti = ?", [jti]) != nil
         }
+        if let q = reads.dueOutbox {
+            facts.dueOutbox = try db.all(
+                """
+                SELECT * FROM outbox o
+                WHERE o.kind = ?1 AND o.state = 'pending' AND o.next_attempt_at <= ?2 AND (o.leased_until IS NULL OR o.leased_until <= ?2)
+                  AND NOT EXISTS (
+                    SELECT 1 FROM outbox p WHERE p.kind = o.kind AND p.account_id = o.account_id AND p.state = 'pending' AND p.seq < o.seq)
+                ORDER BY o.seq LIMIT ?3
+                """, [q.kind.rawValue, t, q.limit]
+            ).map(outboxMessage)
+        }
+        if let id = reads.outboxMessage {
+            facts.outboxMessage = try db.one("SELECT * FROM outbox WHERE id = ?", [id]).map(outboxMessage)
+        }
+        if reads.failedOutbox {
+            facts.failedOutbox = try db.all("SELECT * FROM outbox WHERE state = 'failed' ORDER BY seq", []).map(outboxMessage)
+        }
         return facts
     }
 
@@ -144,7 +179,7 @@ public final class SQLiteStore: TransferStore {
         guard let row = try db.one("SELECT * FROM devices WHERE id = ?", [id]) else { return nil }
         let accounts = try db.all(
             """
-            SELECT p.*, a.user_name, \(migrationFlag) AS flag
+            SELECT p.*, a.user_name, a.deleted_at IS NOT NULL AS deleted, \(migrationFlag) AS flag
             FROM device_accounts p JOIN accounts a ON a.id = p.account_id
             WHERE p.device_id = ? ORDER BY p.added_at, p.account_id
             """, [t, id]
@@ -282,10 +317,12 @@ public final class SQLiteStore: TransferStore {
         case .linkApple(let l):
             try db.run(
                 """
-                INSERT INTO apple_links (account_id, sub, email, is_private_email, linked_at, refresh_token) VALUES (?, ?, ?, ?, ?, ?)
+                INSERT INTO apple_links (account_id, sub, email, is_private_email, linked_at, refresh_token, client_id)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (account_id) DO UPDATE SET sub = excluded.sub, email = excluded.email, is_private_email = excluded.is_private_email,
-                    linked_at = excluded.linked_at, refresh_token = excluded.refresh_token, email_enabled = excluded.email_enabled
-                """, [l.accountID, l.sub, l.email, l.isPrivateEmail.map { $0 ? 1 : 0 }, l.linkedAt.milliseconds, l.refreshToken])
+                    linked_at = excluded.linked_at, refresh_token = excluded.refresh_token, client_id = excluded.client_id,
+                    email_enabled = excluded.email_enabled
+                """, [l.accountID, l.sub, l.email, l.isPrivateEmail.map { $0 ? 1 : 0 }, l.linkedAt.milliseconds, l.refreshToken, l.clientID])
         case .updateAppleEmail(let account, let email, let isPrivate):
             try db.run(
                 "UPDATE apple_links SET email = COALESCE(?, email), is_private_email = COALESCE(?, is_private_email) WHERE account_id = ?",
@@ -296,6 +333,39 @@ public final class SQLiteStore: TransferStore {
             try db.run("UPDATE apple_links SET email_enabled = ? WHERE account_id = ?", [enabled ? 1 : 0, account])
         case .recordAppleNotification(let jti, let at):
             try db.run("INSERT INTO apple_notifications (jti, received_at) VALUES (?, ?)", [jti, at.milliseconds])
+        case .eraseAccount(let id, let at):
+            try db.run("UPDATE accounts SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL", [at.milliseconds, id])
+            try db.run("DELETE FROM transfers WHERE account_id = ?", [id])
+            try db.run("DELETE FROM rotated_refresh_tokens WHERE account_id = ?", [id])
+            try db.run("DELETE FROM apple_links WHERE account_id = ?", [id])
+            try db.run("UPDATE device_accounts SET last_address = NULL WHERE account_id = ?", [id])
+            try db.run("DELETE FROM audit_events WHERE account_id = ?", [id])
+        case .enqueue(let e):
+            try db.run(
+                """
+                INSERT INTO outbox (id, kind, account_id, type, body, created_at, next_attempt_at, give_up_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+                [Identifier.make(), e.kind.rawValue, e.accountID, e.type, e.body, e.at.milliseconds, e.at.milliseconds,
+                 e.giveUpAt.milliseconds])
+        case .leaseOutbox(let id, let leaseID, let until):
+            try db.run("UPDATE outbox SET lease_id = ?, leased_until = ? WHERE id = ?", [leaseID, until.milliseconds, id])
+        case .deleteOutbox(let id):
+            try db.run("DELETE FROM outbox WHERE id = ?", [id])
+        case .rescheduleOutbox(let id, let attempts, let next, let error):
+            try db.run(
+                "UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_error = ?, lease_id = NULL, leased_until = NULL WHERE id = ?",
+                [attempts, next.milliseconds, error, id])
+        case .failOutbox(let id, let attempts, let error, let at):
+            try db.run(
+                """
+                UPDATE outbox SET state = 'failed', attempts = ?, last_error = ?, failed_at = ?, lease_id = NULL, leased_until = NULL
+                WHERE id = ?
+                """, [attempts, error, at.milliseconds, id])
+        case .retryOutbox(let id, let at, let giveUpAt):
+            try db.run(
+                "UPDATE outbox SET state = 'pending', failed_at = NULL, next_attempt_at = ?, give_up_at = ? WHERE id = ? AND state = 'failed'",
+                [at.milliseconds, giveUpAt.milliseconds, id])
         case .touchServiceKey(let name, let at, let olderThan):
             try db.run(
                 "UPDATE service_keys SET last_used_at = ? WHERE name = ? AND (last_used_at IS NULL OR last_used_at <= ?)",
@@ -368,6 +438,20 @@ public final class SQLiteStore: TransferStore {
         ORDER BY t.device_id, t.provider, p.account_id
         """
 
+    public func outboxStats(kind: OutboxKind) async throws -> OutboxStats {
+        try await pool.read { db in
+            let row = try db.one(
+                """
+                SELECT COUNT(*) FILTER (WHERE state = 'pending') AS pending, COUNT(*) FILTER (WHERE state = 'failed') AS failed,
+                       MIN(created_at) FILTER (WHERE state = 'pending') AS oldest
+                FROM outbox WHERE kind = ?
+                """, [kind.rawValue])
+            return OutboxStats(
+                pending: row?["pending"] ?? 0, failed: row?["failed"] ?? 0,
+                oldestPendingAt: (row?["oldest"] as Int64?).map(Timestamp.init(milliseconds:)))
+        }
+    }
+
     public func appleLink(sub: String) async throws -> AppleLink? {
         try await pool.read { db in try db.one("SELECT * FROM apple_links WHERE sub = ?", [sub]).map(Self.appleLink) }
     }
@@ -398,7 +482,7 @@ public final class SQLiteStore: TransferStore {
             addedAt: Timestamp(milliseconds: row["added_at"]),
             lastLoginAt: (row["last_login_at"] as Int64?).map(Timestamp.init(milliseconds:)),
             endedAt: (row["ended_at"] as Int64?).map(Timestamp.init(milliseconds:)), endedReason: row["ended_reason"], session: session,
-            pushEnabled: row["push_enabled"] as Int64 != 0)
+            pushEnabled: row["push_enabled"] as Int64 != 0, accountDeleted: row["deleted"])
     }
 
     /// A row of `pushRoutesSQL`, by position: a name lookup per column costs more than the row (1 000 rows a request).
@@ -421,7 +505,7 @@ public final class SQLiteStore: TransferStore {
         AppleLink(
             accountID: row["account_id"], sub: row["sub"], email: row["email"],
             isPrivateEmail: (row["is_private_email"] as Int64?).map { $0 != 0 }, linkedAt: Timestamp(milliseconds: row["linked_at"]),
-            refreshToken: row["refresh_token"], emailEnabled: row["email_enabled"] as Int64 != 0)
+            refreshToken: row["refresh_token"], clientID: row["client_id"], emailEnabled: row["email_enabled"] as Int64 != 0)
     }
 
     static func serviceKey(_ row: Row) -> ServiceKeyRecord {
@@ -437,7 +521,18 @@ public final class SQLiteStore: TransferStore {
             passwordHash: row["password_hash"], state: try UnknownStoredValue.decode(row["state"], column: "transfers.state"),
             createdAt: Timestamp(milliseconds: row["created_at"]), expiresAt: Timestamp(milliseconds: row["expires_at"]),
             failedConsecutive: row["failed_consecutive"], failedTotal: row["failed_total"],
-            lockedUntil: (row["locked_until"] as Int64?).map(Timestamp.init(milliseconds:)))
+            lockedUntil: (row["locked_until"] as Int64?).map(Timestamp.init(milliseconds:)),
+            issuedBy: try Initiator(stored: row["issued_by"]))
+    }
+
+    static func outboxMessage(_ row: Row) throws -> OutboxMessage {
+        OutboxMessage(
+            id: row["id"], kind: try UnknownStoredValue.decode(row["kind"], column: "outbox.kind"), accountID: row["account_id"],
+            type: row["type"], body: row["body"], createdAt: Timestamp(milliseconds: row["created_at"]),
+            state: try UnknownStoredValue.decode(row["state"], column: "outbox.state"), attempts: row["attempts"],
+            nextAttemptAt: Timestamp(milliseconds: row["next_attempt_at"]), giveUpAt: Timestamp(milliseconds: row["give_up_at"]),
+            lastError: row["last_error"], leasedUntil: (row["leased_until"] as Int64?).map(Timestamp.init(milliseconds:)),
+            leaseID: row["lease_id"])
     }
 }
 

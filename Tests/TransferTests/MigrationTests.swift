@@ -233,7 +233,9 @@ struct MigrationTests {
                         return String(line[..<dashes.lowerBound])
                     }
                     let unquoted = lines.joined(separator: " ").replacingOccurrences(of: "\"", with: "")
+                    // SQLite appends an added column as ", name TYPE" before the closing parenthesis.
                     let sql = unquoted.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+                        .replacingOccurrences(of: " ,", with: ",").replacingOccurrences(of: " )", with: ")")
                     return "\(row["type"] as String) \(row["name"] as String): \(sql)"
                 }
             }

@@ -48,7 +48,8 @@ struct PlanTests {
         let fifth = failure(transfer(failedConsecutive: 4, failedTotal: 4))
         #expect(fifth.result == .locked(until: t0 + .seconds(900)))
         #expect(fifth.effects.first == .countFailures(transferID: "t1", consecutive: 0, total: 5, lockedUntil: t0 + .seconds(900)))
-        #expect(fifth.effects.map(\.auditKind) == [nil, .claimFailed, .transferLocked])
+        #expect(fifth.effects.map(\.auditKind) == [nil, .claimFailed, .transferLocked, nil])
+        #expect(fifth.effects.last?.webhookType == "transfer.locked", "the app backend hears of the lock")
     }
 
     @Test("a wrong password during the lock is not counted; one the moment it ends is")
@@ -66,7 +67,8 @@ struct PlanTests {
         let twentieth = failure(transfer(failedConsecutive: 4, failedTotal: 19))
         #expect(twentieth.result == .voided)
         #expect(twentieth.effects.contains(.endTransfer(id: "t1", state: .voided, at: t0)))
-        #expect(twentieth.effects.map(\.auditKind) == [nil, nil, .claimFailed, .transferVoided])
+        #expect(twentieth.effects.map(\.auditKind) == [nil, nil, .claimFailed, .transferVoided, nil])
+        #expect(twentieth.effects.last?.webhookType == "transfer.voided", "the app backend hears of the void")
     }
 
     @Test("a transfer is open until the millisecond it expires")
@@ -124,7 +126,8 @@ struct PlanTests {
             .audit(AuditEvent(at: t0, kind: .deviceReplaced, accountID: "other", deviceID: device.value, transferID: "t1", reason: "claimed account acct with replaceExistingAccount")),
         ])
         #expect(plain.effects.first == .createDevice(id: device.value, secretHash: secret, at: t0))
-        #expect(Array(replaced.effects.dropFirst(2)) == Array(plain.effects.dropFirst()))
+        #expect(replaced.effects.dropFirst(2).first?.webhookType == "account.removed_from_device")
+        #expect(Array(replaced.effects.dropFirst(3)) == Array(plain.effects.dropFirst()))
         #expect(plain.effects.map(\.auditKind).compactMap { $0 } == [.deviceMoved, .transferClaimed])
         #expect(plain.effects.contains(.endTransfer(id: "t1", state: .claimed, at: t0, claimedBy: device.value)))
         #expect(plain.effects.contains(.setMovedTo(accountID: "acct", deviceID: device.value)))
@@ -266,6 +269,12 @@ struct PlanTests {
 extension Effect {
     var auditKind: AuditEvent.Kind? {
         if case .audit(let e) = self { return e.kind }
+        return nil
+    }
+
+    /// The type of the webhook event the effect writes to the outbox.
+    var webhookType: String? {
+        if case .enqueue(let e) = self, e.kind == .webhook { return e.type }
         return nil
     }
 }

@@ -28,8 +28,8 @@ public struct Plan<Result: Sendable>: Sendable {
 
 /// What an operation reads before it decides. Stores read in a fixed order (transfer, pending
 /// transfers, refresh token, device, account devices, account, signing keys, service key,
-/// Apple nonce, Apple links, Apple notification), so concurrent operations lock rows in the
-/// same order.
+/// Apple nonce, Apple links, Apple notification, outbox), so concurrent operations lock rows in
+/// the same order.
 public struct Reads: Sendable, Equatable {
     /// A transfer by id, locked.
     public var transfer: String?
@@ -56,13 +56,23 @@ public struct Reads: Sendable, Equatable {
     public var appleLink: String?
     /// Whether Apple's notification with this `jti` was handled already.
     public var appleNotification: String?
+    /// Outbox messages due for delivery, the oldest of their (kind, account) each, oldest
+    /// first, not leased; locked, skipping rows another transaction holds.
+    public var dueOutbox: DueOutboxQuery?
+    /// An outbox message by id, locked.
+    public var outboxMessage: String?
+    /// Every failed outbox message, locked.
+    public var failedOutbox = false
 
     public init(
         transfer: String? = nil, pendingTransfers: PendingTransferQuery? = nil, refreshToken: SecretHash? = nil,
         device: String? = nil, accountDevices: String? = nil, account: String? = nil, signingKeys: Bool = false,
         serviceKey: String? = nil, appleNonce: SecretHash? = nil, appleSub: String? = nil, appleLink: String? = nil,
-        appleNotification: String? = nil
+        appleNotification: String? = nil, dueOutbox: DueOutboxQuery? = nil, outboxMessage: String? = nil, failedOutbox: Bool = false
     ) {
+        self.dueOutbox = dueOutbox
+        self.outboxMessage = outboxMessage
+        self.failedOutbox = failedOutbox
         self.appleNotification = appleNotification
         self.serviceKey = serviceKey
         self.appleNonce = appleNonce
@@ -97,6 +107,8 @@ public struct Facts: Sendable {
     /// At most one: an account is active on one device.
     public var accountDevices: [DeviceRecord] = []
     public var account: SessionAccount?
+    /// When the account read as `account` was deleted.
+    public var accountDeletedAt: Timestamp?
     /// Oldest first.
     public var signingKeys: [SigningKeyRecord] = []
     public var serviceKey: ServiceKeyRecord?
@@ -105,6 +117,9 @@ public struct Facts: Sendable {
     public var appleLinkBySub: AppleLink?
     public var appleLink: AppleLink?
     public var appleNotificationSeen = false
+    public var dueOutbox: [OutboxMessage] = []
+    public var outboxMessage: OutboxMessage?
+    public var failedOutbox: [OutboxMessage] = []
 
     public init() {}
 }
@@ -170,6 +185,23 @@ public enum Effect: Sendable, Equatable {
     case setAppleEmailEnabled(accountID: String, Bool)
     /// Apple's notification `jti` was handled.
     case recordAppleNotification(jti: String, at: Timestamp)
+
+    // Deletion.
+    /// Erases what the account leaves behind (run after it left its device): it is marked
+    /// deleted; its transfers (emails, password hashes), rotated tokens and Apple link go; the
+    /// addresses its pairs recorded are cleared; its audit events are deleted.
+    case eraseAccount(id: String, at: Timestamp)
+
+    // The outbox (see Outbox.swift).
+    /// A message to deliver after the commit; the store gives it its id.
+    case enqueue(OutboxEntry)
+    case leaseOutbox(id: String, leaseID: String, until: Timestamp)
+    /// Delivered: the message goes.
+    case deleteOutbox(id: String)
+    case rescheduleOutbox(id: String, attempts: Int, next: Timestamp, error: String)
+    case failOutbox(id: String, attempts: Int, error: String, at: Timestamp)
+    /// A failed message is pending again, due now, retried until `giveUpAt`.
+    case retryOutbox(id: String, at: Timestamp, giveUpAt: Timestamp)
 }
 
 /// A transfer to create, pending.

@@ -29,9 +29,23 @@ public protocol TransferStore: Sendable {
     /// The link of this Apple ID, read without locking.
     func appleLink(sub: String) async throws -> AppleLink?
 
+    /// How many messages of `kind` wait, and since when: the outbox metrics.
+    func outboxStats(kind: OutboxKind) async throws -> OutboxStats
+
     /// One round of housekeeping, in batches of `batchSize` rows, so that storage grows with
     /// devices and accounts, not with launches. On PostgreSQL, nil when another node is pruning.
     func prune(_ cutoffs: PruneCutoffs, batchSize: Int) async throws -> PruneCounts?
+}
+
+public struct OutboxStats: Sendable, Equatable {
+    public var pending: Int
+    public var failed: Int
+    public var oldestPendingAt: Timestamp?
+    public init(pending: Int, failed: Int, oldestPendingAt: Timestamp?) {
+        self.pending = pending
+        self.failed = failed
+        self.oldestPendingAt = oldestPendingAt
+    }
 }
 
 /// What the pruner removes: sessions expired at `now` (their secrets), rotated refresh tokens

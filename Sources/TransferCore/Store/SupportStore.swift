@@ -11,6 +11,8 @@ public protocol SupportStore: TransferStore {
     func stats(at: Timestamp) async throws -> SupportStats
     /// Every service key, oldest first.
     func serviceKeys() async throws -> [ServiceKeyRecord]
+    /// Outbox messages pending and failed, oldest first, at most `limit`.
+    func outbox(limit: Int) async throws -> [OutboxMessage]
 }
 
 public struct AccountMatch: Sendable, Equatable, Codable {
@@ -42,11 +44,15 @@ public struct AccountReport: Sendable {
     public var pushTokens: [PushToken]
     /// The linked Apple ID, if any.
     public var apple: AppleLink?
+    /// When the account was deleted.
+    public var deletedAt: Timestamp?
 
     public init(
         accountID: String, userName: String, createdAt: Timestamp, movedToDeviceID: String?, devices: [DeviceRecord],
-        transfer: TransferRecord?, recentEvents: [AuditEvent], pushTokens: [PushToken] = [], apple: AppleLink? = nil
+        transfer: TransferRecord?, recentEvents: [AuditEvent], pushTokens: [PushToken] = [], apple: AppleLink? = nil,
+        deletedAt: Timestamp? = nil
     ) {
+        self.deletedAt = deletedAt
         self.pushTokens = pushTokens
         self.apple = apple
         self.accountID = accountID

@@ -58,8 +58,13 @@ public struct LinkAppleCommand: StoreOperation {
     public var identity: AppleIdentity
     public var nonceHash: SecretHash
     public var refreshToken: String?
+    /// The client the refresh token was issued to.
+    public var clientID: String?
     public var now: Timestamp
-    public init(accountID: String, identity: AppleIdentity, nonceHash: SecretHash, refreshToken: String?, now: Timestamp) {
+    public init(
+        accountID: String, identity: AppleIdentity, nonceHash: SecretHash, refreshToken: String?, clientID: String? = nil, now: Timestamp
+    ) {
+        self.clientID = clientID
         self.accountID = accountID
         self.identity = identity
         self.nonceHash = nonceHash
@@ -86,11 +91,12 @@ public struct LinkAppleCommand: StoreOperation {
         // A different Apple ID linked before is replaced: the account follows the one the user signs in with now.
         let link = AppleLink(
             accountID: accountID, sub: identity.sub, email: identity.email, isPrivateEmail: identity.isPrivateEmail, linkedAt: now,
-            refreshToken: refreshToken)
-        effects += [
+            refreshToken: refreshToken, clientID: refreshToken == nil ? nil : clientID)
+        effects += (facts.appleLink?.revocation(at: now) ?? []) + [
             .linkApple(link),
             .audit(AuditEvent(
                 at: now, kind: .appleLinked, accountID: accountID, reason: facts.appleLink == nil ? nil : "replaced the Apple ID linked before")),
+            .webhook(.appleLinked, accountID: accountID, at: now),
         ]
         return Plan(.linked(link, created: true), effects)
     }
@@ -112,9 +118,10 @@ public struct UnlinkAppleCommand: StoreOperation {
 
     public func plan(_ facts: Facts) -> Plan<AppleLink?> {
         guard let link = facts.appleLink else { return Plan(nil) }
-        return Plan(link, [
+        return Plan(link, link.revocation(at: now) + [
             .unlinkApple(accountID: accountID),
             .audit(AuditEvent(at: now, kind: .appleUnlinked, accountID: accountID, actor: by, reason: reason)),
+            .webhook(.appleUnlinked, accountID: accountID, at: now),
         ])
     }
 }
@@ -205,11 +212,13 @@ public struct AppleMoveCommand: StoreOperation {
                     .audit(AuditEvent(
                         at: now, kind: .transferCancelled, accountID: accountID, transferID: transfer.id, actor: .system,
                         reason: "the account moved with Sign in with Apple")),
+                    .webhook(.transferCancelled, accountID: accountID, at: now, ["transferId": transfer.id]),
                 ]
             }
             return Plan(.claimed(grant), used + effects + cancelled + [
                 .audit(AuditEvent(
                     at: now, kind: .appleMoved, accountID: accountID, deviceID: move.deviceID.value, clientAddress: move.clientAddress)),
+                move.claimedEvent(facts, method: .apple),
             ])
         }
     }

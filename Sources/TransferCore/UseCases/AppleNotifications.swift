@@ -37,6 +37,7 @@ public struct AppleNotificationCommand: StoreOperation {
             effects += [
                 .unlinkApple(accountID: account),
                 .audit(AuditEvent(at: now, kind: .appleUnlinked, accountID: account, actor: .system, reason: why)),
+                .webhook(.appleUnlinked, accountID: account, at: now),
             ]
         case .emailDisabled, .emailEnabled:
             let enabled = event.kind == .emailEnabled

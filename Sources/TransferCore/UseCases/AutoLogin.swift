@@ -111,12 +111,14 @@ public struct LoginCommand: StoreOperation {
             .setCurrentAccount(deviceID: id, accountID: account.accountID),
             .openSession(deviceID: id, accountID: account.accountID, session, at: now, clientAddress: clientAddress),
             .audit(AuditEvent(at: now, kind: .accountCreated, accountID: account.accountID, deviceID: id, clientAddress: clientAddress)),
+            .webhook(.accountCreated, accountID: account.accountID, at: now, ["deviceId": id]),
         ])
     }
 
     /// A session for an account on the device: the open one renewed, or a new one.
     func logIn(_ device: DeviceRecord, _ pair: DeviceAccount?) -> Plan<LoginResult> {
         guard let pair else { return Plan(.rejected(.accountNotOnDevice)) }
+        if pair.accountDeleted { return Plan(.rejected(.accountDeleted)) }
         switch pair.state {
         case .active: break
         case .moved: return Plan(.rejected(.deviceTransferred(at: pair.endedAt ?? pair.addedAt, accounts: device.summaries)))

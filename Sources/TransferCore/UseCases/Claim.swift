@@ -134,6 +134,7 @@ public struct ClaimCommand: StoreOperation {
                 .audit(AuditEvent(
                     at: now, kind: .transferClaimed, accountID: accountID, deviceID: move.deviceID.value, transferID: transfer.id,
                     clientAddress: move.clientAddress)),
+                move.claimedEvent(facts, method: transfer.issuedBy == .device ? .password : .support),
             ])
         }
     }
@@ -156,6 +157,15 @@ public struct MoveToDevice: Sendable {
     public var transferID: String?
     /// Added to the reason the old device records (" with Sign in with Apple").
     public var how: String
+
+    /// `transfer.claimed` for the app backend: from the device the account was on (none when
+    /// it was on no device), to the new one.
+    public func claimedEvent(_ facts: Facts, method: WebhookEvent.ClaimMethod) -> Effect {
+        let from = facts.accountDevices.first { $0.account(accountID)?.state == .active }?.id
+        return .webhook(
+            .transferClaimed, accountID: accountID, at: now,
+            ["transferId": transferID, "fromDeviceId": from, "toDeviceId": deviceID.value, "method": method.rawValue])
+    }
 
     /// The effects and the session, or the device error a claim answers. `facts` holds the
     /// new device (`device`), the account's device (`accountDevices`).
@@ -182,6 +192,7 @@ public struct MoveToDevice: Sendable {
                             at: now, kind: .deviceReplaced, accountID: other, deviceID: newDevice, transferID: transferID,
                             reason: (transferID == nil ? "account \(accountID) moved here\(how)" : "claimed account \(accountID)")
                                 + " with replaceExistingAccount", clientAddress: clientAddress)),
+                        .webhook(.accountRemovedFromDevice, accountID: other, at: now, ["deviceId": newDevice]),
                     ]
                 }
             }
@@ -258,6 +269,7 @@ public struct FailedClaimCommand: StoreOperation {
                 .audit(AuditEvent(
                     at: now, kind: .transferVoided, accountID: account, transferID: transferID, actor: .system,
                     reason: "\(total) wrong passwords")),
+                .webhook(.transferVoided, accountID: account, at: now, ["transferId": transferID]),
             ])
         }
         if consecutive >= policy.consecutiveFailures {
@@ -268,6 +280,7 @@ public struct FailedClaimCommand: StoreOperation {
                 .audit(AuditEvent(
                     at: now, kind: .transferLocked, accountID: account, transferID: transferID, actor: .system,
                     reason: "\(policy.consecutiveFailures) wrong passwords in a row")),
+                .webhook(.transferLocked, accountID: account, at: now, ["transferId": transferID, "lockedUntil": until.rfc3339]),
             ])
         }
         return Plan(.counted, [

@@ -92,6 +92,7 @@ public struct RemoveAccountCommand: StoreOperation {
         }
         effects.append(.audit(AuditEvent(
             at: now, kind: .accountRemoved, accountID: accountID, deviceID: deviceID, reason: abandon ? "abandon=true" : nil)))
+        effects.append(.webhook(.accountRemovedFromDevice, accountID: accountID, at: now, ["deviceId": deviceID]))
         return Plan(nil, effects)
     }
 }
@@ -118,6 +119,7 @@ public struct RevokeDeviceCommand: StoreOperation {
             effects += [
                 .endPair(deviceID: deviceID, accountID: account, state: .revoked, reason: reason, at: now),
                 .audit(AuditEvent(at: now, kind: .deviceRevoked, accountID: account, deviceID: deviceID, actor: by, reason: reason)),
+                .webhook(.deviceRevoked, accountID: account, at: now, ["deviceId": deviceID]),
             ]
         }
         // The plain login must answer "revoked", also when the current account had moved away.

@@ -20,6 +20,8 @@ extension TransferService {
             return (email.display, transfer.expiresAt)
         case .emailInUse:
             throw TransferError.emailInUse
+        case .accountDeleted:
+            throw TransferError.accountDeleted
         }
     }
 
@@ -59,10 +61,12 @@ public struct SetUpCommand: StoreOperation {
 
     public var now: Timestamp { transfer.createdAt }
     public var reads: Reads {
-        Reads(pendingTransfers: PendingTransferQuery(emailKey: transfer.email.key, accountID: transfer.accountID))
+        Reads(pendingTransfers: PendingTransferQuery(emailKey: transfer.email.key, accountID: transfer.accountID), account: transfer.accountID)
     }
 
     public func plan(_ facts: Facts) -> Plan<SetUpResult> {
+        // Support may issue a transfer for an account that is on no device; never for a deleted one.
+        guard facts.accountDeletedAt == nil else { return Plan(.accountDeleted) }
         var effects: [Effect] = []
         var open: [TransferRecord] = []
         // A pending transfer past its expiry no longer holds its email.
@@ -84,6 +88,9 @@ public struct SetUpCommand: StoreOperation {
         effects.append(.audit(AuditEvent(
             at: now, kind: transfer.issuedBy == .device ? .transferSetUp : .transferIssued, accountID: transfer.accountID,
             transferID: transfer.id, actor: transfer.issuedBy, reason: reason, clientAddress: clientAddress)))
+        effects.append(.webhook(
+            .transferSetUp, accountID: transfer.accountID, at: now,
+            ["transferId": transfer.id, "expiresAt": transfer.expiresAt.rfc3339]))
         return Plan(.created, effects)
     }
 }
@@ -91,6 +98,7 @@ public struct SetUpCommand: StoreOperation {
 public enum SetUpResult: Sendable, Equatable {
     case created
     case emailInUse
+    case accountDeleted
 }
 
 /// Cancels the account's pending transfer (marked expired if it already was); false when none.
@@ -110,9 +118,11 @@ public struct CancelTransferCommand: StoreOperation {
 
     public func plan(_ facts: Facts) -> Plan<Bool> {
         guard let pending = facts.pendingTransfers.first(where: { $0.accountID == accountID }) else { return Plan(false) }
+        guard pending.isOpen(at: now) else { return Plan(true, [.endTransfer(id: pending.id, state: .expired, at: now)]) }
         return Plan(true, [
-            .endTransfer(id: pending.id, state: pending.isOpen(at: now) ? .cancelled : .expired, at: now),
+            .endTransfer(id: pending.id, state: .cancelled, at: now),
             .audit(AuditEvent(at: now, kind: .transferCancelled, accountID: accountID, transferID: pending.id, actor: by, reason: reason)),
+            .webhook(.transferCancelled, accountID: accountID, at: now, ["transferId": pending.id]),
         ])
     }
 }

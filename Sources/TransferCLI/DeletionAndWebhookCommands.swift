@@ -1,0 +1,111 @@
+import ArgumentParser
+import Foundation
+import TransferCore
+
+/// `transfer delete-account`: erases an account as `DELETE /v1/me` does.
+struct DeleteAccount: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delete-account",
+        abstract: "Delete an account for good, as the app's DELETE /v1/me does.",
+        discussion: """
+            The account leaves its device (retired if nothing is left on it); its sessions, transfers, \
+            Apple link and push routing go; the emails and addresses recorded about it are erased. \
+            Its phone then hears 410 account_deleted. This cannot be undone.
+            """)
+
+    @OptionGroup var common: CommonOptions
+    @OptionGroup var change: ChangeOptions
+    @Argument(help: "accountId, userName, deviceId or transfer email.") var account: String
+
+    func run() async throws {
+        try await common.withStore { store in
+            let match = try await store.resolve(account)
+            let service = try await store.service()
+            let result = try await service.deleteAccount(accountID: match.accountID, by: change.initiator, reason: change.trimmedReason)
+            if result == .unknownAccount { throw Failure.notFound("no account \(match.accountID).") }
+            let state = result == .deleted ? "deleted" : "already deleted"
+            if common.json {
+                struct Out: Encodable { var accountId: String; var state: String }
+                return try JSON.print(Out(accountId: match.accountID, state: state))
+            }
+            print(result == .deleted
+                ? "Deleted account \(match.accountID): its devices, sessions, transfers and Apple link are gone; its phone hears 410 account_deleted."
+                : "Account \(match.accountID) was already deleted.")
+        }
+    }
+}
+
+/// `transfer webhooks [retry]`: what waits in the outbox for the app backend (and for Apple).
+struct Webhooks: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List webhook deliveries that are pending or failed, and send failed ones again.",
+        subcommands: [List.self, Retry.self], defaultSubcommand: List.self)
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Deliveries pending and failed, oldest first, with attempts and the last error (never their bodies).")
+
+        @OptionGroup var common: CommonOptions
+
+        func run() async throws {
+            try await common.withStore { store in
+                let messages = try await store.outbox(limit: 1000)
+                let now = SystemWallClock().now()
+                if common.json {
+                    struct Message: Encodable {
+                        var id: String; var kind: String; var type: String; var accountId: String; var createdAt: String
+                        var state: String; var attempts: Int; var nextAttemptAt: String?; var lastError: String?
+                    }
+                    struct Out: Encodable { var deliveries: [Message] }
+                    return try JSON.print(Out(deliveries: messages.map {
+                        Message(
+                            id: $0.id, kind: $0.kind.rawValue, type: $0.type, accountId: $0.accountID, createdAt: $0.createdAt.rfc3339,
+                            state: $0.state.rawValue, attempts: $0.attempts, nextAttemptAt: $0.state == .pending ? $0.nextAttemptAt.rfc3339 : nil,
+                            lastError: $0.lastError)
+                    }))
+                }
+                guard !messages.isEmpty else { return print("No deliveries pending or failed.") }
+                for m in messages {
+                    var rows = [
+                        ("type", m.kind == .webhook ? m.type : "\(m.type) (to Apple)"), ("account", m.accountID),
+                        ("created", Text.time(m.createdAt, now: now)), ("attempts", String(m.attempts)),
+                    ]
+                    if m.state == .pending { rows.append(("next attempt", Text.time(m.nextAttemptAt, now: now))) }
+                    if let error = m.lastError { rows.append(("last error", error)) }
+                    print(Text.section("\(m.id)  \(m.state.rawValue)", rows))
+                }
+            }
+        }
+    }
+
+    struct Retry: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Send failed deliveries again (pending, due now, with three more days of retries).")
+
+        @OptionGroup var common: CommonOptions
+        @OptionGroup var change: ChangeOptions
+        @Flag(help: "Every failed delivery.") var all = false
+        @Argument(help: "The delivery's id (its webhook-id).") var eventId: String?
+
+        func validate() throws {
+            guard all != (eventId != nil) else { throw ValidationError("Name one EVENT_ID, or pass --all.") }
+        }
+
+        func run() async throws {
+            try await common.withStore { store in
+                let service = try await store.service()
+                let retried = try await service.store.execute(RetryOutboxCommand(
+                    id: eventId?.lowercased(), now: SystemWallClock().now(), by: change.initiator, reason: change.trimmedReason))
+                if retried.isEmpty {
+                    if let eventId { throw Failure.notFound("no failed delivery \(eventId) (pending ones are being retried already).") }
+                    if !common.json { return print("No failed deliveries.") }
+                }
+                if common.json {
+                    struct Out: Encodable { var retried: [String] }
+                    return try JSON.print(Out(retried: retried.map(\.id)))
+                }
+                print("Sending \(retried.count) failed \(retried.count == 1 ? "delivery" : "deliveries") again: \(retried.map(\.id).joined(separator: ", ")).")
+            }
+        }
+    }
+}

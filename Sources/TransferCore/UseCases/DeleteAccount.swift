@@ -1,0 +1,66 @@
+// Deleting an account (`DELETE /v1/me`, `transfer delete-account`): App Store guideline
+// 5.1.1(v) and the GDPR's right to erasure. The account leaves its device like a removal,
+// then everything it leaves behind that says something about the user is erased; a tombstone
+// (the `account.deleted` audit event and the account's id, so the phone hears
+// `410 account_deleted`) stays.
+
+public enum DeleteAccountResult: Sendable, Equatable {
+    case deleted
+    case alreadyDeleted
+    case unknownAccount
+}
+
+extension TransferService {
+    /// `DELETE /v1/me`: the caller's account.
+    public func deleteAccount(_ caller: Caller) async throws {
+        _ = try await store.execute(DeleteAccountCommand(accountID: caller.accountID, now: clock.now(), by: .device, reason: nil))
+    }
+
+    /// Support: `transfer delete-account`.
+    public func deleteAccount(accountID: String, by initiator: Initiator, reason: String) async throws -> DeleteAccountResult {
+        try await store.execute(DeleteAccountCommand(accountID: accountID, now: clock.now(), by: initiator, reason: reason))
+    }
+}
+
+public struct DeleteAccountCommand: StoreOperation {
+    public var accountID: String
+    public var now: Timestamp
+    public var by: Initiator
+    public var reason: String?
+    public init(accountID: String, now: Timestamp, by: Initiator, reason: String?) {
+        self.accountID = accountID
+        self.now = now
+        self.by = by
+        self.reason = reason
+    }
+
+    /// What a claim of the account locks, in the same order, and its Apple link: a claim or a
+    /// move racing the deletion either finishes first (and the account is deleted on its new
+    /// device) or finds no transfer and no link left.
+    public var reads: Reads {
+        Reads(
+            pendingTransfers: PendingTransferQuery(emailKey: nil, accountID: accountID), accountDevices: accountID,
+            account: accountID, appleLink: accountID)
+    }
+
+    public func plan(_ facts: Facts) -> Plan<DeleteAccountResult> {
+        guard facts.account != nil else { return Plan(.unknownAccount) }
+        guard facts.accountDeletedAt == nil else { return Plan(.alreadyDeleted) }
+        var effects: [Effect] = []
+        for device in facts.accountDevices where device.account(accountID)?.state == .active {
+            effects.append(.endPair(deviceID: device.id, accountID: accountID, state: .removed, reason: "account deleted", at: now))
+            if let next = device.successor(leaving: accountID) {
+                if device.currentAccountID == accountID { effects.append(.setCurrentAccount(deviceID: device.id, accountID: next)) }
+            } else {
+                // It stays the device's current account, so the device's login answers `account_deleted`.
+                effects.append(.retireDevice(id: device.id, at: now))
+            }
+        }
+        effects += (facts.appleLink?.revocation(at: now) ?? []) + [
+            .eraseAccount(id: accountID, at: now),
+            .audit(AuditEvent(at: now, kind: .accountDeleted, accountID: accountID, actor: by, reason: reason)),
+            .webhook(.accountDeleted, accountID: accountID, at: now),
+        ]
+        return Plan(.deleted, effects)
+    }
+}
