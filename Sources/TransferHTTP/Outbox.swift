@@ -6,7 +6,9 @@ import Metrics
 import NIOCore
 import NIOHTTP1
 import ServiceLifecycle
+import Synchronization
 import TransferCore
+import TransferPostgres
 
 /// `--webhook-url` and `--webhook-secret`.
 public struct WebhookConfiguration: Sendable {
@@ -92,17 +94,26 @@ struct OutboxWorker: Service {
     let pollInterval: Duration
     let sender: any OutboxSender
     let metrics: OutboxMetrics
+    /// Set once the database is migrated: the worker starts after it.
+    let ready: Ready
     let logger: Logger
     static let batchSize = 32
 
     func run() async throws {
+        while !ready.isSet {
+            do {
+                try await cancelWhenGracefulShutdown { try await Task.sleep(for: .milliseconds(50)) }
+            } catch {
+                return
+            }
+        }
         var lastStats = ContinuousClock.now - .seconds(60)
         while !Task.isShuttingDownGracefully {
             var sent = 0
             do {
                 sent = try await round()
             } catch {
-                logger.error("outbox round failed", metadata: ["kind": "\(kind.rawValue)", "error.type": "\(type(of: error))"])
+                logger.error("outbox round failed", metadata: ["kind": "\(kind.rawValue)", "error": "\(PostgresStore.describe(error))"])
             }
             if ContinuousClock.now - lastStats >= .seconds(5) {
                 lastStats = ContinuousClock.now
@@ -149,9 +160,16 @@ struct OutboxWorker: Service {
             }
         } catch {
             // Not recorded: the lease runs out and the message is sent again (at least once).
-            logger.error("recording a delivery failed", metadata: ["id": "\(message.id)", "error.type": "\(type(of: error))"])
+            logger.error("recording a delivery failed", metadata: ["id": "\(message.id)", "error": "\(PostgresStore.describe(error))"])
         }
     }
+}
+
+/// A flag set once, when the server is ready to serve (its database migrated).
+final class Ready: Sendable {
+    private let flag = Atomic<Bool>(false)
+    var isSet: Bool { flag.load(ordering: .acquiring) }
+    func set() { flag.store(true, ordering: .releasing) }
 }
 
 /// Outbox depth, deliveries by outcome, and the age of the oldest pending message, per kind.

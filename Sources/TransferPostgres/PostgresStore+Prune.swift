@@ -93,6 +93,15 @@ extension PostgresStore {
                 RETURNING 1
             ) SELECT count(*) AS n FROM d
             """)
+        counts.outbox = try await batches(conn, limit, """
+            WITH d AS (
+                DELETE FROM outbox WHERE seq IN (
+                    SELECT seq FROM outbox
+                    WHERE (kind = 'webhook' AND state = 'pending' AND attempts = 0 AND give_up_at <= \(now)) OR (state = 'failed' AND failed_at < \(since))
+                    LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+                RETURNING 1
+            ) SELECT count(*) AS n FROM d
+            """)
         return counts
     }
 

@@ -41,6 +41,15 @@ extension SQLiteStore {
         counts.auditEvents = try await batches(batchSize) { db in
             try db.run("DELETE FROM audit_events WHERE id IN (SELECT id FROM audit_events WHERE at < ? ORDER BY at LIMIT ?)", [since, batchSize])
         }
+        counts.outbox = try await batches(batchSize) { db in
+            try db.run(
+                """
+                DELETE FROM outbox WHERE seq IN (
+                    SELECT seq FROM outbox
+                    WHERE (kind = 'webhook' AND state = 'pending' AND attempts = 0 AND give_up_at <= ?) OR (state = 'failed' AND failed_at < ?)
+                    LIMIT ?)
+                """, [now, since, batchSize])
+        }
         return counts
     }
 

@@ -204,4 +204,34 @@ struct CrashTests {
             #expect(kills == 8)
         }
     }
+
+    @Test("kill -9 between a commit and its webhook's delivery: the event is delivered after the restart", arguments: StoreKind.available)
+    func killBeforeDelivery(store: StoreKind) async throws {
+        try await store.withDatabaseLocation { location, _ in
+            // The receiver is down when the claim commits, so the first delivery cannot happen;
+            // the server is killed while the events wait in the outbox.
+            let port = try await FakeWebhookReceiver.closedPort()
+            let webhook = ["--webhook-url", "http://127.0.0.1:\(port)/hooks", "--webhook-secret", FakeWebhookReceiver.secret]
+            let node = try Node(database: location.argument, extra: webhook)
+            #expect(try await node.waitReady())
+            let a = Device(), b = Device()
+            let (_, session) = try node.post("/v1/devices/login", TwoNodeTests.body(a))
+            let token = try #require(session["accessToken"] as? String)
+            #expect(try node.put("/v1/me/transfer", #"{"email":"crash@example.com","temporaryPassword":"plum-harbor-71-sail"}"#, token: token) == 201)
+            #expect(try node.post("/v1/transfers/claim", TwoNodeTests.claim("crash@example.com", "plum-harbor-71-sail", b)).0 == 200)
+            kill(node.process.processIdentifier, SIGKILL)
+            node.process.waitUntilExit()
+            node.stop()
+
+            try await FakeWebhookReceiver.run(port: port) { receiver in
+                let restarted = try Node(database: location.argument, extra: webhook)
+                defer { restarted.stop() }
+                #expect(try await restarted.waitReady())
+                // A failed first attempt waits 5 s; one that was in flight, its 60 s lease.
+                let all = try await receiver.wait(for: 3, timeout: .seconds(90))
+                #expect(all.map(\.type) == ["account.created", "transfer.set_up", "transfer.claimed"])
+                #expect(all.allSatisfy { (try? WebhookTests.verifiedIndependently($0)) == true })
+            }
+        }
+    }
 }

@@ -210,6 +210,49 @@ struct MigrationTests {
         }
     }
 
+    @Test("a v5 database of a phone with an Apple-linked account and a pending transfer upgrades to v6: deletion and events work",
+          arguments: StoreKind.available)
+    func upgradeFromV5(kind: StoreKind) async throws {
+        try await kind.withDatabaseLocation { location, file in
+            let phone = Device()
+            let now = Timestamp(Date()).milliseconds
+            let raw = RawDatabase(location: location)
+            try await raw.migrate(through: 5)
+            let personal = "a5000000-0000-4000-8000-000000000001", work = "a5000000-0000-4000-8000-000000000002"
+            let phc = try Argon2Hasher.hashNow("plum-harbor-71-sail", parameters: Argon2Parameters(memoryKiB: 256, iterations: 1, parallelism: 1))
+            try await raw.run([
+                ("INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)", [.text(personal), .text(phone.id), .int(now - 60_000)]),
+                ("INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)", [.text(work), .text(work), .int(now - 30_000)]),
+                ("INSERT INTO devices (id, secret_hash, created_at) VALUES (?, ?, ?)", [.text(phone.id), .blob(SecretHash(of: phone.secret).bytes), .int(now - 60_000)]),
+                ("INSERT INTO device_accounts (device_id, account_id, state, added_at, last_address) VALUES (?, ?, 'active', ?, ?)",
+                 [.text(phone.id), .text(personal), .int(now - 60_000), .text("198.51.100.9")]),
+                ("INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES (?, ?, 'active', ?)", [.text(phone.id), .text(work), .int(now - 30_000)]),
+                ("UPDATE devices SET current_account_id = ? WHERE id = ?", [.text(personal), .text(phone.id)]),
+                ("INSERT INTO apple_links (account_id, sub, email, is_private_email, linked_at) VALUES (?, ?, ?, ?, ?)",
+                 [.text(personal), .text("001234.apple-sub"), .text("mia@privaterelay.appleid.com"), .int(1), .int(now - 20_000)]),
+                ("INSERT INTO transfers (id, account_id, email, email_key, password_hash, state, created_at, expires_at) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
+                 [.text("t5"), .text(personal), .text("mia@example.com"), .text("mia@example.com"), .text(phc), .int(now - 10_000), .int(now + 86_400_000)]),
+            ])
+            try await Harness(location: location, file: file).run { api, parts in
+                let session = try await api.login(phone)
+                #expect(session.status == .ok, "the v5 phone logs in after the upgrade: \(session.text)")
+                #expect(try session.accountID == personal)
+                let me = try await api.me(try session.accessToken)
+                #expect((me["apple"] as? [String: Any])?["email"] as? String == "mia@privaterelay.appleid.com", "the Apple link survives: \(me.text)")
+                #expect(try await api.call(.delete, "/v1/me", token: try session.accessToken).status == .noContent)
+                let after = try await api.login(phone)
+                #expect(try after.accountID == work, "the other account stays and becomes current: \(after.text)")
+                #expect(try await api.login(phone, account: personal).error == "account_deleted")
+                #expect(try await api.claim(email: "mia@example.com", password: "plum-harbor-71-sail", device: Device()).error == "invalid_transfer_credentials")
+                let report = try #require(try await parts.store.report(accountID: personal, at: Timestamp(Date()), recentEvents: 10))
+                #expect(report.apple == nil && report.transfer == nil && report.deletedAt != nil)
+                let pair = report.devices.first?.account(personal)
+                #expect(pair?.state == .removed)
+                #expect(try await parts.store.outbox(limit: 10).map(\.type) == ["account.deleted"])
+            }
+        }
+    }
+
     @Test("schema.sql is what the SQLite migrations build")
     func sqliteSchemaFile() async throws {
         let migrated = TempDatabase(), fromFile = TempDatabase()

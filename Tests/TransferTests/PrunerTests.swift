@@ -46,6 +46,14 @@ struct PrunerTests {
             #expect(try await calls.login(live, at: later).grant?.refreshToken == liveSession.refreshToken)
             let again = try #require(try await store.prune(PruneCutoffs(now: later, retainedSince: later), batchSize: 2))
             #expect(again.total == 0, "a second round finds nothing: \(again)")
+
+            // No webhook receiver: the events wait three days for one, then go.
+            let events = try await store.outboxStats(kind: .webhook).pending
+            #expect(events == 3, "account.created ×2 and transfer.set_up")
+            let kept = try #require(try await store.prune(PruneCutoffs(now: t0 + .seconds(3 * 86_400 - 1), retainedSince: t0), batchSize: 2))
+            #expect(kept.outbox == 0)
+            let gone = try #require(try await store.prune(PruneCutoffs(now: later + .seconds(3 * 86_400), retainedSince: t0), batchSize: 2))
+            #expect(gone.outbox == events, "\(gone)")
         }
     }
 

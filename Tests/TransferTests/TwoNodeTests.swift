@@ -103,4 +103,35 @@ struct TwoNodeTests {
         #expect(try register.post("/v1/service/push-targets", ask1, token: key).1["error"] as? String == "invalid_service_key")
         #expect(try ask.post("/v1/service/push-targets", ask1, token: key).1["error"] as? String == "invalid_service_key")
     }
+
+    @Test("webhooks from two nodes: every event is delivered once, none twice at the same time",
+          .enabled(if: StoreKind.available.contains(.postgres)))
+    func webhooksAcrossNodes() async throws {
+        try await TestPostgres.withDatabase { url in
+            // Each answer takes 50 ms, so two nodes sending one event would overlap at the receiver.
+            try await FakeWebhookReceiver.run(delay: .milliseconds(50)) { receiver in
+                let webhook = ["--webhook-url", receiver.url, "--webhook-secret", FakeWebhookReceiver.secret]
+                let one = try Node(database: url, extra: webhook)
+                let two = try Node(database: url, extra: webhook)
+                defer { one.stop(); two.stop() }
+                #expect(try await one.waitReady())
+                #expect(try await two.waitReady())
+                var accounts: Set<String> = []
+                for i in 0..<40 {
+                    let (status, session) = try (i % 2 == 0 ? one : two).post("/v1/devices/login", Self.body(Device()))
+                    #expect(status == 201)
+                    if let id = session["accountId"] as? String { accounts.insert(id) }
+                }
+                let all = try await receiver.wait(for: 40, timeout: .seconds(30))
+                try await Task.sleep(for: .milliseconds(1500))  // time for a duplicate to show up
+                let delivered = receiver.deliveries
+                #expect(Set(delivered.map(\.accountID)) == accounts, "every account's account.created arrived")
+                #expect(delivered.count == 40, "each event once: \(delivered.count) requests for \(all.count) events")
+                #expect(receiver.concurrentDuplicates.load(ordering: .relaxed) == 0, "one event sent by both nodes at once")
+                let logs = try one.log() + two.log()
+                let failures = logs.split(separator: "\n").filter { $0.contains("outbox round failed") || $0.contains("recording a delivery failed") }
+                #expect(failures.isEmpty, "\(failures.prefix(3))")
+            }
+        }
+    }
 }

@@ -50,7 +50,9 @@ public struct OutboxStats: Sendable, Equatable {
 
 /// What the pruner removes: sessions expired at `now` (their secrets), rotated refresh tokens
 /// expired at `now` or of sessions that ended, pending transfers expired at `now` (marked
-/// expired), and ended transfers and audit events from before `retainedSince`.
+/// expired), ended transfers and audit events from before `retainedSince`, webhook events no
+/// worker attempted within their three days (no `--webhook-url`), and failed outbox messages
+/// from before `retainedSince`.
 public struct PruneCutoffs: Sendable, Equatable {
     public var now: Timestamp
     public var retainedSince: Timestamp
@@ -66,10 +68,11 @@ public struct PruneCounts: Sendable, Equatable, CustomStringConvertible {
     public var expiredTransfers = 0
     public var endedTransfers = 0
     public var auditEvents = 0
+    public var outbox = 0
     public init() {}
-    public var total: Int { expiredSessions + rotatedTokens + expiredTransfers + endedTransfers + auditEvents }
+    public var total: Int { expiredSessions + rotatedTokens + expiredTransfers + endedTransfers + auditEvents + outbox }
     public var description: String {
-        "sessions=\(expiredSessions) rotatedTokens=\(rotatedTokens) expiredTransfers=\(expiredTransfers) endedTransfers=\(endedTransfers) auditEvents=\(auditEvents)"
+        "sessions=\(expiredSessions) rotatedTokens=\(rotatedTokens) expiredTransfers=\(expiredTransfers) endedTransfers=\(endedTransfers) auditEvents=\(auditEvents) outbox=\(outbox)"
     }
 }
 
