@@ -550,7 +550,7 @@ public final class PostgresStore: TransferStore {
                 """)
         case .retryOutbox(let id, let at, let giveUpAt):
             try await run(conn, """
-                UPDATE outbox SET state = 'pending', failed_at = NULL, next_attempt_at = \(at.milliseconds), give_up_at = \(giveUpAt.milliseconds)
+                UPDATE outbox SET state = 'pending', failed_at = NULL, attempts = 0, next_attempt_at = \(at.milliseconds), give_up_at = \(giveUpAt.milliseconds)
                 WHERE id = \(id) AND state = 'failed'
                 """)
         case .touchServiceKey(let name, let at, let olderThan):

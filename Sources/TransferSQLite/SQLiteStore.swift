@@ -364,7 +364,7 @@ public final class SQLiteStore: TransferStore {
                 """, [attempts, error, at.milliseconds, id])
         case .retryOutbox(let id, let at, let giveUpAt):
             try db.run(
-                "UPDATE outbox SET state = 'pending', failed_at = NULL, next_attempt_at = ?, give_up_at = ? WHERE id = ? AND state = 'failed'",
+                "UPDATE outbox SET state = 'pending', failed_at = NULL, attempts = 0, next_attempt_at = ?, give_up_at = ? WHERE id = ? AND state = 'failed'",
                 [at.milliseconds, giveUpAt.milliseconds, id])
         case .touchServiceKey(let name, let at, let olderThan):
             try db.run(

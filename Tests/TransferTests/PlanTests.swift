@@ -71,6 +71,18 @@ struct PlanTests {
         #expect(twentieth.effects.last?.webhookType == "transfer.voided", "the app backend hears of the void")
     }
 
+    @Test("an Apple ID is never linked to an account deleted while its token was being checked; the nonce is used up")
+    func noLinkToDeleted() {
+        var facts = Facts()
+        facts.account = SessionAccount(accountID: "acct", userName: "u", migrationFlag: false)
+        facts.accountDeletedAt = t0
+        facts.appleNonceExpiresAt = t0 + .seconds(60)
+        let plan = LinkAppleCommand(accountID: "acct", identity: AppleIdentity(sub: "s"), nonceHash: SecretHash(of: "n"), refreshToken: nil, now: t0)
+            .plan(facts)
+        #expect(plan.result == .rejected(.invalidToken))
+        #expect(plan.effects == [.consumeAppleNonce(hash: SecretHash(of: "n"))])
+    }
+
     @Test("a transfer is open until the millisecond it expires")
     func expiryEdge() {
         let t = transfer(expiresIn: .seconds(60))

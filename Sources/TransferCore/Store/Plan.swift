@@ -200,7 +200,7 @@ public enum Effect: Sendable, Equatable {
     case deleteOutbox(id: String)
     case rescheduleOutbox(id: String, attempts: Int, next: Timestamp, error: String)
     case failOutbox(id: String, attempts: Int, error: String, at: Timestamp)
-    /// A failed message is pending again, due now, retried until `giveUpAt`.
+    /// A failed message is pending again, due now, retried from the first wait until `giveUpAt`.
     case retryOutbox(id: String, at: Timestamp, giveUpAt: Timestamp)
 }
 

@@ -72,10 +72,14 @@ public struct LinkAppleCommand: StoreOperation {
         self.now = now
     }
 
-    public var reads: Reads { Reads(appleNonce: nonceHash, appleSub: identity.sub, appleLink: accountID) }
+    public var reads: Reads { Reads(account: accountID, appleNonce: nonceHash, appleSub: identity.sub, appleLink: accountID) }
 
     public func plan(_ facts: Facts) -> Plan<LinkAppleResult> {
         if let refusal = facts.appleNonceRefusal(at: now) { return Plan(.rejected(refusal)) }
+        // Deleted while the token was being verified: nothing is linked to a tombstone.
+        guard facts.account != nil, facts.accountDeletedAt == nil else {
+            return Plan(.rejected(.invalidToken), [.consumeAppleNonce(hash: nonceHash)])
+        }
         var effects: [Effect] = [.consumeAppleNonce(hash: nonceHash)]
         if let holder = facts.appleLinkBySub {
             guard holder.accountID == accountID else { return Plan(.rejected(.appleIDInUse), effects) }
@@ -199,7 +203,7 @@ public struct AppleMoveCommand: StoreOperation {
         if let refusal = facts.appleNonceRefusal(at: now) { return Plan(.rejected(refusal)) }
         let used: [Effect] = [.consumeAppleNonce(hash: nonceHash)]
         // Unlinked (or linked to another account) since the service looked: as if never linked.
-        guard let accountID, facts.appleLinkBySub?.accountID == accountID, let account = facts.account else {
+        guard let accountID, facts.appleLinkBySub?.accountID == accountID, let account = facts.account, facts.accountDeletedAt == nil else {
             return Plan(.rejected(.appleIDNotLinked), used)
         }
         switch move.plan(facts, account: account) {

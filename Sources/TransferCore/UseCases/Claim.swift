@@ -121,7 +121,7 @@ public struct ClaimCommand: StoreOperation {
         let accountID = move.accountID
         // The transfer may have been claimed, cancelled, replaced or voided since the password was checked.
         guard let transfer = facts.transfer, transfer.accountID == accountID, transfer.isOpen(at: now),
-            let account = facts.account
+            let account = facts.account, facts.accountDeletedAt == nil
         else { return Plan(.rejected(.invalidTransferCredentials)) }
         if let until = transfer.lockedUntil, now < until {
             return Plan(.rejected(.tooManyAttempts(retryAfterSeconds: now.secondsUntil(until))))
