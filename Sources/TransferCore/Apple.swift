@@ -68,11 +68,6 @@ public struct AppleRevocation: Sendable, Equatable, Codable {
     public var json: String {
         String(decoding: (try? JSONEncoder().encode(self)) ?? Data(), as: UTF8.self)
     }
-
-    public init?(json: String) {
-        guard let value = try? JSONDecoder().decode(Self.self, from: Data(json.utf8)) else { return nil }
-        self = value
-    }
 }
 
 public enum AppleNonces {

@@ -6,7 +6,6 @@ import Metrics
 import NIOCore
 import NIOHTTP1
 import ServiceLifecycle
-import Synchronization
 import TransferCore
 import TransferPostgres
 
@@ -94,13 +93,13 @@ struct OutboxWorker: Service {
     let pollInterval: Duration
     let sender: any OutboxSender
     let metrics: OutboxMetrics
-    /// Set once the database is migrated: the worker starts after it.
-    let ready: Ready
+    /// True once the database is migrated (the server's signing key is loaded after that): the worker starts then.
+    let ready: @Sendable () -> Bool
     let logger: Logger
     static let batchSize = 32
 
     func run() async throws {
-        while !ready.isSet {
+        while !ready() {
             do {
                 try await cancelWhenGracefulShutdown { try await Task.sleep(for: .milliseconds(50)) }
             } catch {
@@ -163,13 +162,6 @@ struct OutboxWorker: Service {
             logger.error("recording a delivery failed", metadata: ["id": "\(message.id)", "error": "\(PostgresStore.describe(error))"])
         }
     }
-}
-
-/// A flag set once, when the server is ready to serve (its database migrated).
-final class Ready: Sendable {
-    private let flag = Atomic<Bool>(false)
-    var isSet: Bool { flag.load(ordering: .acquiring) }
-    func set() { flag.store(true, ordering: .releasing) }
 }
 
 /// Outbox depth, deliveries by outcome, and the age of the oldest pending message, per kind.

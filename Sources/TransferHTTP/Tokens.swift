@@ -122,6 +122,9 @@ public final class TokenBox: Sendable {
 
     func set(_ service: TokenService) { value.withLock { $0 = service } }
 
+    /// True once the server is prepared: migrated, its signing key loaded.
+    var isLoaded: Bool { value.withLock { $0 != nil } }
+
     var tokens: TokenService {
         get throws {
             guard let service = value.withLock({ $0 }) else {

@@ -81,14 +81,12 @@ public enum TransferApp {
             services: services,
             logger: logger)
         // Once the database client runs: migrate, then load (or create) the signing key.
-        let ready = Ready()
         app.beforeServerStarts { [prepare] in
             try await prepare()
             let tokens = try await TokenService.load(
                 store: store, issuer: configuration.issuer, audience: configuration.audience,
                 accessTTL: configuration.accessTokenTTL, now: clock.now())
             tokenBox.set(tokens)
-            ready.set()
         }
         app.addServices(Pruner(
             store: store, clock: clock, retention: configuration.auditRetention, interval: configuration.pruneInterval,
@@ -107,7 +105,7 @@ public enum TransferApp {
             app.addServices(OutboxWorker(
                 kind: .webhook, store: store, clock: clock, policy: configuration.outboxPolicy,
                 pollInterval: configuration.outboxPollInterval, sender: WebhookSender(configuration: webhook, client: client),
-                metrics: OutboxMetrics(factory: metrics.factory), ready: ready, logger: logger))
+                metrics: OutboxMetrics(factory: metrics.factory), ready: { tokenBox.isLoaded }, logger: logger))
         }
         return (app, Parts(service: service, hasher: argon2, store: store))
     }

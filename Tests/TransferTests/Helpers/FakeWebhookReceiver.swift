@@ -122,16 +122,4 @@ final class FakeWebhookReceiver: Sendable {
             "expected \(count) webhook requests, got \(got.count): \(got.map(\.type))", sourceLocation: sourceLocation)
         return got
     }
-
-    /// Waits for a request of `type` (the first one), or fails listing what arrived.
-    func event(
-        _ type: String, timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation
-    ) async throws -> Delivery {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if let found = deliveries.first(where: { $0.type == type }) { return found }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        throw TestFailure("no \(type) webhook arrived; got \(deliveries.map(\.type))")
-    }
 }
