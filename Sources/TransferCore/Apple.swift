@@ -10,10 +10,37 @@ public struct AppleIdentity: Sendable, Equatable {
     /// Apple sends the email on the first sign-in only; nil afterwards.
     public var email: String?
     public var isPrivateEmail: Bool?
-    public init(sub: String, email: String? = nil, isPrivateEmail: Bool? = nil) {
+    /// The client id (bundle or services id) the token was issued to (its `aud`): an
+    /// authorization code sent with it is exchanged, and its refresh token revoked, as that client.
+    public var clientID: String?
+    public init(sub: String, email: String? = nil, isPrivateEmail: Bool? = nil, clientID: String? = nil) {
         self.sub = sub
         self.email = email
         self.isPrivateEmail = isPrivateEmail
+        self.clientID = clientID
+    }
+}
+
+/// What Apple's token endpoint gave for an authorization code: the refresh token to keep (to
+/// revoke it later), and whom Apple issued it for.
+public struct AppleGrant: Sendable, Equatable {
+    public var refreshToken: String
+    /// The client id the code was issued to; its revocation names it.
+    public var clientID: String
+    /// The Apple ID Apple issued it for (the `sub` of the id_token that came with it); nil for a
+    /// grant read back from a link.
+    public var sub: String?
+    public init(refreshToken: String, clientID: String, sub: String? = nil) {
+        self.refreshToken = refreshToken
+        self.clientID = clientID
+        self.sub = sub
+    }
+
+    /// Revokes this grant at Apple after the commit.
+    func revocation(accountID: String, at now: Timestamp) -> Effect {
+        .enqueue(OutboxEntry(
+            kind: .appleRevoke, accountID: accountID, type: "apple.revoke",
+            body: AppleRevocation(clientID: clientID, refreshToken: refreshToken).json, at: now))
     }
 }
 
@@ -49,10 +76,14 @@ extension AppleLink {
     /// Apple's refresh token, to revoke after the commit (unlink, replacement, deletion); none
     /// when the code exchange did not keep one.
     public func revocation(at now: Timestamp) -> [Effect] {
-        guard let refreshToken, let clientID else { return [] }
-        return [.enqueue(OutboxEntry(
-            kind: .appleRevoke, accountID: accountID, type: "apple.revoke",
-            body: AppleRevocation(clientID: clientID, refreshToken: refreshToken).json, at: now))]
+        guard let grant else { return [] }
+        return [grant.revocation(accountID: accountID, at: now)]
+    }
+
+    /// The refresh token kept for this link, and its client.
+    public var grant: AppleGrant? {
+        guard let refreshToken, let clientID else { return nil }
+        return AppleGrant(refreshToken: refreshToken, clientID: clientID)
     }
 }
 
@@ -106,12 +137,19 @@ public struct AppleEvent: Sendable, Equatable {
 
     /// The notification's id: a repeated one is acknowledged and ignored.
     public var jti: String
+    /// When Apple signed it (`iat`): one older than `replayWindow` is acknowledged and ignored,
+    /// since its `jti` may have been pruned.
+    public var issuedAt: Timestamp
     public var kind: Kind
     public var sub: String
     public var email: String?
     public var isPrivateEmail: Bool?
-    public init(jti: String, kind: Kind, sub: String, email: String? = nil, isPrivateEmail: Bool? = nil) {
+    /// How long a notification's `jti` is kept, and how old a notification may be.
+    public static let replayWindow = Duration.seconds(30 * 86_400)
+
+    public init(jti: String, issuedAt: Timestamp, kind: Kind, sub: String, email: String? = nil, isPrivateEmail: Bool? = nil) {
         self.jti = jti
+        self.issuedAt = issuedAt
         self.kind = kind
         self.sub = sub
         self.email = email

@@ -41,6 +41,9 @@ public enum TransferError: Error, Equatable, Sendable {
     case invalidIdentityToken(String)
     case appleIDInUse
     case appleIDNotLinked
+    /// Apple did not give a refresh token for the `authorizationCode` (used, expired, another
+    /// app's, or another Apple ID's): `400 invalid_request`, the message says which.
+    case invalidAuthorizationCode(String)
     /// A feature that is off in this deployment (`501 not_configured`).
     case notConfigured(String)
 
@@ -77,6 +80,7 @@ extension TransferError {
         case .invalidIdentityToken: "invalid_identity_token"
         case .appleIDInUse: "apple_id_in_use"
         case .appleIDNotLinked: "apple_id_not_linked"
+        case .invalidAuthorizationCode: "invalid_request"
         case .notConfigured: "not_configured"
         case .overloaded: "overloaded"
         case .rateLimited: "rate_limited"

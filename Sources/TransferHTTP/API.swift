@@ -263,9 +263,12 @@ struct API<Context: AppRequestContext>: Sendable {
         let body = try await JSONBody.read(request, context: context)
         let token = try body.string("identityToken")
         let nonce = try body.string("nonce")
-        _ = try body.optionalString("authorizationCode")
+        let code = try body.optionalString("authorizationCode")
         let identity = try await apple.verify(token, nonce: nonce, now: service.clock.now())
-        let linked = try await service.linkApple(caller, identity: identity, nonce: nonce)
+        // With the code exchange configured, Apple's refresh token comes before the transaction
+        // (no outgoing HTTP inside one); a refused link revokes it again.
+        let grant = try await apple.grant(code: code, identity: identity, now: service.clock.now())
+        let linked = try await service.linkApple(caller, identity: identity, nonce: nonce, grant: grant)
         return try Self.json(AppleLinkBody(linked.link), status: linked.created ? .created : .ok)
     }
 

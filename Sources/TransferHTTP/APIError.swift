@@ -107,6 +107,8 @@ extension APIError {
             self.init(.conflict, error.code, "This Apple ID is linked to another account.")
         case .appleIDNotLinked:
             self.init(.notFound, error.code, "No account is linked to this Apple ID.")
+        case .invalidAuthorizationCode(let why):
+            self.init(.badRequest, error.code, "The authorizationCode was not accepted: \(why). Sign in with Apple again.")
         case .notConfigured(let what):
             self.init(.notImplemented, error.code, "\(what) is not configured on this service.")
         case .rateLimited(let retryAfter):

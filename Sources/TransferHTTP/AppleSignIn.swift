@@ -57,6 +57,8 @@ struct AppleNotificationClaims: AppleSigned {
 struct AppleSignIn: Sendable {
     let configuration: AppleConfiguration
     let keys: AppleKeys
+    /// nil without `--apple-team-id`, `--apple-key-id` and `--apple-private-key`: no code exchange.
+    let tokens: AppleTokenClient?
     /// How far `exp` and `iat` may be off.
     static let leeway: Int64 = 60_000
 
@@ -74,10 +76,19 @@ struct AppleSignIn: Sendable {
                     throw Refusal(why: "the identityToken's nonce is not the SHA-256 of the nonce sent")
                 }
             }
-            return AppleIdentity(sub: claims.sub.value, email: claims.email, isPrivateEmail: claims.is_private_email?.value)
+            return AppleIdentity(
+                sub: claims.sub.value, email: claims.email, isPrivateEmail: claims.is_private_email?.value,
+                clientID: claims.aud.value.first(where: configuration.clientIDs.contains))
         } catch let refusal as Refusal {
             throw TransferError.invalidIdentityToken(refusal.why)
         }
+    }
+
+    /// Apple's refresh token for a link's authorization code, when the exchange is configured
+    /// and the app sent a code (without either, the link keeps no token to revoke).
+    func grant(code: String?, identity: AppleIdentity, now: Timestamp) async throws -> AppleGrant? {
+        guard let code, let tokens, let clientID = identity.clientID else { return nil }
+        return try await tokens.exchange(code: code, clientID: clientID, verifier: self, now: now)
     }
 
     /// A verified notification (verified as identity tokens are, without a nonce), or `400 invalid_request`.
@@ -88,7 +99,7 @@ struct AppleSignIn: Sendable {
                 throw Refusal(why: "the payload's events claim is not an event")
             }
             return AppleEvent(
-                jti: claims.jti, kind: AppleEvent.Kind(type: event.type), sub: event.sub, email: event.email,
+                jti: claims.jti, issuedAt: Timestamp(claims.iat.value), kind: AppleEvent.Kind(type: event.type), sub: event.sub, email: event.email,
                 isPrivateEmail: event.is_private_email?.value)
         } catch let refusal as Refusal {
             throw APIError.invalidRequest("The payload is not a verified Apple notification: \(refusal.why).")

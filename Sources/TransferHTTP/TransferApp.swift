@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import JWTKit
 import Foundation
 import Hummingbird
 import Logging
@@ -63,14 +64,29 @@ public enum TransferApp {
                 maxAccountsPerDevice: configuration.maxAccountsPerDevice),
             observer: metrics)
 
+        var appleSigner: JWTKeyCollection?
+        if let team = configuration.apple?.codeExchange { appleSigner = try await AppleTokenClient.signer(team) }
+        let openAPI = try openAPIDocument()
+        // Nothing throws from here until the Closer, which shuts this client down.
+        // Outgoing deliveries (webhooks, Apple's token endpoints): no redirects, 10 s to answer.
+        let outgoing = configuration.webhook != nil || appleSigner != nil ? Self.outgoingClient() : nil
+        var apple: AppleSignIn?
+        if let config = configuration.apple {
+            var tokens: AppleTokenClient?
+            if let team = config.codeExchange, let appleSigner, let outgoing {
+                tokens = AppleTokenClient(configuration: config, team: team, signer: appleSigner, client: outgoing, logger: logger)
+            }
+            apple = AppleSignIn(configuration: config, keys: AppleKeys(url: config.jwksURL, clock: clock, logger: logger), tokens: tokens)
+        }
+
         let tokenBox = TokenBox()
         let router = Router(context: TransferRequestContext.self)
         let api = API<TransferRequestContext>(
             service: service, tokenBox: tokenBox, configuration: configuration, metrics: metrics, hasher: argon2,
             creationLimiter: configuration.accountCreationLimit.map(RateLimiter.init),
             claimLimiter: configuration.claimLimit.map(RateLimiter.init),
-            apple: configuration.apple.map { AppleSignIn(configuration: $0, keys: AppleKeys(url: $0.jwksURL, clock: clock, logger: logger)) },
-            openAPI: try openAPIDocument())
+            apple: apple,
+            openAPI: openAPI)
         router.add(middleware: RequestLogMiddleware(metrics: metrics))
         router.add(middleware: ErrorMiddleware(allowedMethods: API<TransferRequestContext>.allowedMethods))
         api.register(on: router)
@@ -93,7 +109,6 @@ public enum TransferApp {
             firstDelay: .seconds(300), logger: logger))
         // Shut down after the HTTP server has finished its in-flight requests, and after the
         // outbox workers (added below: a service group stops its services in reverse order).
-        let outgoing = configuration.webhook.map { _ in Self.outgoingClient() }
         app.addServices(Closer(logger: logger) {
             try? await outgoing?.shutdown()
             try await argon2.shutdown()
@@ -105,6 +120,12 @@ public enum TransferApp {
             app.addServices(OutboxWorker(
                 kind: .webhook, store: store, clock: clock, policy: configuration.outboxPolicy,
                 pollInterval: configuration.outboxPollInterval, sender: WebhookSender(configuration: webhook, client: client),
+                metrics: OutboxMetrics(factory: metrics.factory), ready: { tokenBox.isLoaded }, logger: logger))
+        }
+        if let tokens = apple?.tokens {
+            app.addServices(OutboxWorker(
+                kind: .appleRevoke, store: store, clock: clock, policy: configuration.outboxPolicy,
+                pollInterval: configuration.outboxPollInterval, sender: AppleRevokeSender(tokens: tokens),
                 metrics: OutboxMetrics(factory: metrics.factory), ready: { tokenBox.isLoaded }, logger: logger))
         }
         return (app, Parts(service: service, hasher: argon2, store: store))

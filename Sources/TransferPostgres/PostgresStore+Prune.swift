@@ -102,6 +102,14 @@ extension PostgresStore {
                 RETURNING 1
             ) SELECT count(*) AS n FROM d
             """)
+        let notificationsSince = cutoffs.appleNotificationsSince.milliseconds
+        counts.appleNotifications = try await batches(conn, limit, """
+            WITH d AS (
+                DELETE FROM apple_notifications WHERE jti IN (
+                    SELECT jti FROM apple_notifications WHERE received_at < \(notificationsSince) LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+                RETURNING 1
+            ) SELECT count(*) AS n FROM d
+            """)
         return counts
     }
 

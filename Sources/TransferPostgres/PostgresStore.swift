@@ -500,9 +500,9 @@ public final class PostgresStore: TransferStore {
             try await run(conn, "DELETE FROM apple_nonces WHERE nonce_hash = \(Data(hash.bytes))")
         case .linkApple(let l):
             try await run(conn, """
-                INSERT INTO apple_links (account_id, sub, email, is_private_email, linked_at, refresh_token, client_id)
+                INSERT INTO apple_links (account_id, sub, email, is_private_email, linked_at, refresh_token, client_id, email_enabled)
                 VALUES (\(l.accountID), \(l.sub), \(l.email), \(l.isPrivateEmail.map { Int32($0 ? 1 : 0) }), \(l.linkedAt.milliseconds),
-                        \(l.refreshToken), \(l.clientID))
+                        \(l.refreshToken), \(l.clientID), \(Int32(l.emailEnabled ? 1 : 0)))
                 ON CONFLICT (account_id) DO UPDATE SET sub = excluded.sub, email = excluded.email, is_private_email = excluded.is_private_email,
                     linked_at = excluded.linked_at, refresh_token = excluded.refresh_token, client_id = excluded.client_id,
                     email_enabled = excluded.email_enabled

@@ -50,6 +50,12 @@ extension SQLiteStore {
                     LIMIT ?)
                 """, [now, since, batchSize])
         }
+        let notificationsSince = cutoffs.appleNotificationsSince.milliseconds
+        counts.appleNotifications = try await batches(batchSize) { db in
+            try db.run(
+                "DELETE FROM apple_notifications WHERE jti IN (SELECT jti FROM apple_notifications WHERE received_at < ? LIMIT ?)",
+                [notificationsSince, batchSize])
+        }
         return counts
     }
 

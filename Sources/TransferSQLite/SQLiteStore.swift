@@ -317,12 +317,12 @@ public final class SQLiteStore: TransferStore {
         case .linkApple(let l):
             try db.run(
                 """
-                INSERT INTO apple_links (account_id, sub, email, is_private_email, linked_at, refresh_token, client_id)
-                VALUES (?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO apple_links (account_id, sub, email, is_private_email, linked_at, refresh_token, client_id, email_enabled)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (account_id) DO UPDATE SET sub = excluded.sub, email = excluded.email, is_private_email = excluded.is_private_email,
                     linked_at = excluded.linked_at, refresh_token = excluded.refresh_token, client_id = excluded.client_id,
                     email_enabled = excluded.email_enabled
-                """, [l.accountID, l.sub, l.email, l.isPrivateEmail.map { $0 ? 1 : 0 }, l.linkedAt.milliseconds, l.refreshToken, l.clientID])
+                """, [l.accountID, l.sub, l.email, l.isPrivateEmail.map { $0 ? 1 : 0 }, l.linkedAt.milliseconds, l.refreshToken, l.clientID, l.emailEnabled ? 1 : 0])
         case .updateAppleEmail(let account, let email, let isPrivate):
             try db.run(
                 "UPDATE apple_links SET email = COALESCE(?, email), is_private_email = COALESCE(?, is_private_email) WHERE account_id = ?",

@@ -287,6 +287,9 @@ struct AppleTests {
             #expect(try await post(apple.notification("email-enabled", sub: sub, now: now, extra: ["is_private_email": "true"])).status == .ok)
             #expect(try await link() != nil)
             #expect(try await post(apple.notification("some-future-type", sub: sub, now: now)).status == .ok, "an unknown type is acknowledged")
+            let old = now - .seconds(31 * 86_400)
+            #expect(try await post(apple.notification("consent-revoked", sub: sub, now: old)).status == .ok, "an old notification: 200")
+            #expect(try await link() != nil, "signed more than 30 days ago (its jti may be forgotten): nothing changes")
 
             let revoked = try apple.notification("consent-revoked", sub: sub, jti: "jti-revoke-1", now: now)
             #expect(try await post(revoked).status == .ok)

@@ -77,7 +77,7 @@ struct PlanTests {
         facts.account = SessionAccount(accountID: "acct", userName: "u", migrationFlag: false)
         facts.accountDeletedAt = t0
         facts.appleNonceExpiresAt = t0 + .seconds(60)
-        let plan = LinkAppleCommand(accountID: "acct", identity: AppleIdentity(sub: "s"), nonceHash: SecretHash(of: "n"), refreshToken: nil, now: t0)
+        let plan = LinkAppleCommand(accountID: "acct", identity: AppleIdentity(sub: "s"), nonceHash: SecretHash(of: "n"), now: t0)
             .plan(facts)
         #expect(plan.result == .rejected(.invalidToken))
         #expect(plan.effects == [.consumeAppleNonce(hash: SecretHash(of: "n"))])

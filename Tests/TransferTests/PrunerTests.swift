@@ -57,6 +57,23 @@ struct PrunerTests {
         }
     }
 
+    @Test("Apple notification ids are kept 30 days: a repeat within them is recognised, an older notification is ignored by its iat",
+          arguments: StoreKind.available)
+    func appleNotificationIDs(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let event = AppleEvent(jti: "jti-\(UUID().uuidString)", issuedAt: t0, kind: .emailDisabled, sub: "001234.pruned.0101")
+            #expect(try await store.execute(AppleNotificationCommand(event: event, now: t0)) == .notLinked)
+            let day = 86_400
+            let within = try #require(try await store.prune(PruneCutoffs(now: t0 + .seconds(29 * day), retainedSince: t0), batchSize: 10))
+            #expect(within.appleNotifications == 0)
+            #expect(try await store.execute(AppleNotificationCommand(event: event, now: t0 + .seconds(29 * day))) == .repeated)
+            let after = try #require(try await store.prune(PruneCutoffs(now: t0 + .seconds(31 * day), retainedSince: t0), batchSize: 10))
+            #expect(after.appleNotifications == 1, "\(after)")
+            #expect(try await store.execute(AppleNotificationCommand(event: event, now: t0 + .seconds(31 * day))) == .stale,
+                    "its jti is forgotten, and its iat says it is too old to act on")
+        }
+    }
+
     @Test("on PostgreSQL one node prunes at a time: a round finds the lock taken and skips")
     func oneNodeAtATime() async throws {
         guard StoreKind.available.contains(.postgres) else { return }

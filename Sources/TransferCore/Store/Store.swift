@@ -51,8 +51,8 @@ public struct OutboxStats: Sendable, Equatable {
 /// What the pruner removes: sessions expired at `now` (their secrets), rotated refresh tokens
 /// expired at `now` or of sessions that ended, pending transfers expired at `now` (marked
 /// expired), ended transfers and audit events from before `retainedSince`, webhook events no
-/// worker attempted within their three days (no `--webhook-url`), and failed outbox messages
-/// from before `retainedSince`.
+/// worker attempted within their three days (no `--webhook-url`), failed outbox messages
+/// from before `retainedSince`, and Apple notification ids older than `AppleEvent.replayWindow`.
 public struct PruneCutoffs: Sendable, Equatable {
     public var now: Timestamp
     public var retainedSince: Timestamp
@@ -60,6 +60,9 @@ public struct PruneCutoffs: Sendable, Equatable {
         self.now = now
         self.retainedSince = retainedSince
     }
+
+    /// Apple notifications received before this are forgotten (older ones are refused by their `iat`).
+    public var appleNotificationsSince: Timestamp { now - AppleEvent.replayWindow }
 }
 
 public struct PruneCounts: Sendable, Equatable, CustomStringConvertible {
@@ -69,10 +72,11 @@ public struct PruneCounts: Sendable, Equatable, CustomStringConvertible {
     public var endedTransfers = 0
     public var auditEvents = 0
     public var outbox = 0
+    public var appleNotifications = 0
     public init() {}
-    public var total: Int { expiredSessions + rotatedTokens + expiredTransfers + endedTransfers + auditEvents + outbox }
+    public var total: Int { expiredSessions + rotatedTokens + expiredTransfers + endedTransfers + auditEvents + outbox + appleNotifications }
     public var description: String {
-        "sessions=\(expiredSessions) rotatedTokens=\(rotatedTokens) expiredTransfers=\(expiredTransfers) endedTransfers=\(endedTransfers) auditEvents=\(auditEvents) outbox=\(outbox)"
+        "sessions=\(expiredSessions) rotatedTokens=\(rotatedTokens) expiredTransfers=\(expiredTransfers) endedTransfers=\(endedTransfers) auditEvents=\(auditEvents) outbox=\(outbox) appleNotifications=\(appleNotifications)"
     }
 }
 

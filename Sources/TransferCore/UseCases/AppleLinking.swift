@@ -12,12 +12,14 @@ extension TransferService {
     }
 
     /// `PUT /v1/me/apple` with a verified identity: links the caller's account. `created` is
-    /// false when the Apple ID was already this account's.
+    /// false when the Apple ID was already this account's. `grant` is what Apple gave for the
+    /// authorization code, when the exchange is configured and the app sent one: kept to be
+    /// revoked later, or revoked at once when the link is refused.
     public func linkApple(
-        _ caller: Caller, identity: AppleIdentity, nonce: String, refreshToken: String? = nil
+        _ caller: Caller, identity: AppleIdentity, nonce: String, grant: AppleGrant? = nil
     ) async throws -> (link: AppleLink, created: Bool) {
         let result = try await store.execute(LinkAppleCommand(
-            accountID: caller.accountID, identity: identity, nonceHash: SecretHash(of: nonce), refreshToken: refreshToken, now: clock.now()))
+            accountID: caller.accountID, identity: identity, nonceHash: SecretHash(of: nonce), grant: grant, now: clock.now()))
         switch result {
         case .linked(let link, let created): return (link, created)
         case .rejected(let error): throw error
@@ -52,42 +54,46 @@ public enum LinkAppleResult: Sendable, Equatable {
 }
 
 /// Links an account to an Apple ID. The nonce is used up whatever the outcome: a token
-/// presented once with it is never good again.
+/// presented once with it is never good again. A refused link revokes the grant it came with.
 public struct LinkAppleCommand: StoreOperation {
     public var accountID: String
     public var identity: AppleIdentity
     public var nonceHash: SecretHash
-    public var refreshToken: String?
-    /// The client the refresh token was issued to.
-    public var clientID: String?
+    /// Apple's refresh token from the code exchange, when there was one.
+    public var grant: AppleGrant?
     public var now: Timestamp
-    public init(
-        accountID: String, identity: AppleIdentity, nonceHash: SecretHash, refreshToken: String?, clientID: String? = nil, now: Timestamp
-    ) {
-        self.clientID = clientID
+    public init(accountID: String, identity: AppleIdentity, nonceHash: SecretHash, grant: AppleGrant? = nil, now: Timestamp) {
         self.accountID = accountID
         self.identity = identity
         self.nonceHash = nonceHash
-        self.refreshToken = refreshToken
+        self.grant = grant
         self.now = now
     }
 
     public var reads: Reads { Reads(account: accountID, appleNonce: nonceHash, appleSub: identity.sub, appleLink: accountID) }
 
     public func plan(_ facts: Facts) -> Plan<LinkAppleResult> {
-        if let refusal = facts.appleNonceRefusal(at: now) { return Plan(.rejected(refusal)) }
-        // Deleted while the token was being verified: nothing is linked to a tombstone.
-        guard facts.account != nil, facts.accountDeletedAt == nil else {
-            return Plan(.rejected(.invalidToken), [.consumeAppleNonce(hash: nonceHash)])
-        }
+        let unkept = grant.map { [$0.revocation(accountID: accountID, at: now)] } ?? []
+        if let refusal = facts.appleNonceRefusal(at: now) { return Plan(.rejected(refusal), unkept) }
         var effects: [Effect] = [.consumeAppleNonce(hash: nonceHash)]
+        // A code of another sign-in: its grant is not this Apple ID's to keep.
+        if let grant, grant.sub != identity.sub {
+            return Plan(.rejected(.invalidAuthorizationCode("it was issued for another Apple ID")), effects + unkept)
+        }
+        // Deleted while the token was being verified: nothing is linked to a tombstone.
+        guard facts.account != nil, facts.accountDeletedAt == nil else { return Plan(.rejected(.invalidToken), effects + unkept) }
         if let holder = facts.appleLinkBySub {
-            guard holder.accountID == accountID else { return Plan(.rejected(.appleIDInUse), effects) }
+            guard holder.accountID == accountID else { return Plan(.rejected(.appleIDInUse), effects + unkept) }
             // Signed in again: Apple sends the email on the first sign-in only; what it sends is kept.
             var link = holder
-            if identity.email != nil || identity.isPrivateEmail != nil {
-                link.email = identity.email ?? link.email
-                link.isPrivateEmail = identity.isPrivateEmail ?? link.isPrivateEmail
+            link.email = identity.email ?? link.email
+            link.isPrivateEmail = identity.isPrivateEmail ?? link.isPrivateEmail
+            if let grant, grant.refreshToken != holder.refreshToken {
+                // A new grant: keep it, revoke the one kept before (one live refresh token per link).
+                link.refreshToken = grant.refreshToken
+                link.clientID = grant.clientID
+                effects += holder.revocation(at: now) + [.linkApple(link)]
+            } else if identity.email != nil || identity.isPrivateEmail != nil {
                 effects.append(.updateAppleEmail(accountID: accountID, email: identity.email, isPrivateEmail: identity.isPrivateEmail))
             }
             return Plan(.linked(link, created: false), effects)
@@ -95,7 +101,7 @@ public struct LinkAppleCommand: StoreOperation {
         // A different Apple ID linked before is replaced: the account follows the one the user signs in with now.
         let link = AppleLink(
             accountID: accountID, sub: identity.sub, email: identity.email, isPrivateEmail: identity.isPrivateEmail, linkedAt: now,
-            refreshToken: refreshToken, clientID: refreshToken == nil ? nil : clientID)
+            refreshToken: grant?.refreshToken, clientID: grant?.clientID)
         effects += (facts.appleLink?.revocation(at: now) ?? []) + [
             .linkApple(link),
             .audit(AuditEvent(

@@ -8,6 +8,8 @@ public enum AppleNotificationOutcome: Sendable, Equatable {
     case repeated
     /// No account is linked to the Apple ID: recorded, nothing else changes.
     case notLinked
+    /// Signed longer ago than `AppleEvent.replayWindow` (its `jti` may be pruned): nothing changes.
+    case stale
 }
 
 extension TransferService {
@@ -28,6 +30,7 @@ public struct AppleNotificationCommand: StoreOperation {
 
     public func plan(_ facts: Facts) -> Plan<AppleNotificationOutcome> {
         guard !facts.appleNotificationSeen else { return Plan(.repeated) }
+        guard now < event.issuedAt + AppleEvent.replayWindow else { return Plan(.stale) }
         var effects: [Effect] = [.recordAppleNotification(jti: event.jti, at: now)]
         guard let link = facts.appleLinkBySub else { return Plan(.notLinked, effects) }
         let account = link.accountID
