@@ -252,10 +252,31 @@ public final class PostgresStore: TransferStore {
     public func execute<Operation: StoreOperation>(_ operation: Operation) async throws -> Operation.Result {
         try await transaction { conn in
             let plan = operation.plan(try await read(conn, operation.reads, at: operation.now))
-            for effect in plan.effects { try await apply(effect, conn) }
+            var outbox: [Effect] = []
+            for effect in plan.effects {
+                if case .enqueue = effect { outbox.append(effect) } else { try await apply(effect, conn) }
+            }
+            if !outbox.isEmpty { try await enqueue(outbox, conn) }
             return plan.result
         }
     }
+
+    /// Writes outbox messages last, each account's under a lock held until the commit (taken in
+    /// account order): an account's messages are numbered (`seq`) in the order their transactions
+    /// commit, so a worker never delivers one before an older one that was still uncommitted.
+    func enqueue(_ effects: [Effect], _ conn: PostgresConnection) async throws {
+        let accounts = Set(effects.compactMap { effect -> String? in
+            if case .enqueue(let entry) = effect { return entry.accountID }
+            return nil
+        })
+        for account in accounts.sorted() {
+            try await run(conn, "SELECT pg_advisory_xact_lock(\(Self.outboxLockClass), hashtext(\(account)))")
+        }
+        for effect in effects { try await apply(effect, conn) }
+    }
+
+    /// The first key of the per-account outbox locks ("outx").
+    static let outboxLockClass: Int32 = 0x6F75_7478
 
     /// Reads what an operation depends on, locking the rows its decision rests on, so a
     /// concurrent operation on any node waits until this one commits.
