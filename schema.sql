@@ -131,6 +131,8 @@ CREATE TABLE signing_keys (
     created_at  INTEGER NOT NULL,
     retired_at  INTEGER
 );
+-- Exactly one key is current (signs); a rotation retires it and adds the next in one transaction.
+CREATE UNIQUE INDEX signing_keys_one_current ON signing_keys ((retired_at IS NULL)) WHERE retired_at IS NULL;
 
 -- A device's push token per provider (a token is on one device at most; the SHA-256 makes it
 -- indexable at any length). An account reaches it while it is active on the device, its pushes

@@ -229,6 +229,7 @@ public struct AuditEvent: Sendable, Equatable {
         case appleEmailChanged = "apple.email_changed"
         case accountDeleted = "account.deleted"
         case outboxRetried = "outbox.retried"
+        case signingKeyRotated = "signing_key.rotated"
     }
 
     public var at: Timestamp

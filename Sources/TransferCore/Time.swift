@@ -93,6 +93,23 @@ extension Duration {
         let (s, atto) = components
         return s * 1000 + atto / 1_000_000_000_000_000
     }
+
+    /// `30s`, `15m`, `24h`, `7d` (at most ten years); nil for anything else.
+    public init?(flag text: String) {
+        let t = text.trimmingCharacters(in: .whitespaces)
+        let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+        guard let unit = t.last, let seconds = units[unit], let n = Int64(t.dropLast()), n > 0, n <= 3650 * 86400 / seconds else {
+            return nil
+        }
+        self = .seconds(n * seconds)
+    }
+
+    /// The shortest of `s`, `m`, `h`, `d` that says it exactly (`900s` → `15m`).
+    public var flagText: String {
+        let s = components.seconds
+        for (unit, size) in [("d", Int64(86400)), ("h", 3600), ("m", 60)] where s % size == 0 && s >= size { return "\(s / size)\(unit)" }
+        return "\(s)s"
+    }
 }
 
 /// Where the service reads the time from; tests inject a clock they can move.

@@ -48,6 +48,10 @@ public struct ServerConfiguration: Sendable {
     public var outboxPolicy = OutboxPolicy.standard
     /// How often an idle outbox worker looks for due messages (not a flag).
     public var outboxPollInterval = Duration.milliseconds(500)
+    /// After this long a node rotates the signing key by itself (once across all nodes); nil: only `transfer keys rotate`.
+    public var signingKeyMaxAge: Duration?
+    /// How often a node looks for a rotation (not a flag: a few seconds, so every node signs with a new key soon).
+    public var signingKeyPollInterval = Duration.seconds(5)
 
     public init() {}
 
@@ -95,6 +99,15 @@ public struct ServerConfiguration: Sendable {
             config.maxAccountsPerDevice = try integer(v, n, in: 1...100)
         }
         if let (v, n) = value(flags.auditRetention, "audit-retention") { config.auditRetention = try duration(v, n) }
+        if let (v, n) = value(flags.signingKeyMaxAge, "signing-key-max-age"), v.lowercased() != "off" {
+            let age = try duration(v, n)
+            // Each rotation keeps the old key published for an access token's lifetime: rotating
+            // faster would only pile up keys in the JWKS.
+            guard age >= .seconds(3600), age > config.accessTokenTTL + SigningKeys.margin else {
+                throw Invalid(description: "\(n): '\(v)' is too short; at least 1h and longer than --access-token-ttl")
+            }
+            config.signingKeyMaxAge = age
+        }
         config.apple = try AppleConfiguration.load(flags: flags, value: value)
         switch (value(flags.webhookURL, "webhook-url"), value(flags.webhookSecret, "webhook-secret")) {
         case (nil, nil): break
@@ -126,13 +139,10 @@ public struct ServerConfiguration: Sendable {
 
     /// `30s`, `15m`, `24h`, `7d`.
     public static func duration(_ text: String, _ name: String) throws(Invalid) -> Duration {
-        let t = text.trimmingCharacters(in: .whitespaces)
-        let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
-        guard let unit = t.last, let seconds = units[unit], let n = Int64(t.dropLast()), n > 0, n <= 3650 * 86400 / seconds
-        else {
+        guard let duration = Duration(flag: text) else {
             throw Invalid(description: "\(name): '\(text)' is not a duration like 90s, 15m, 24h or 7d")
         }
-        return .seconds(n * seconds)
+        return duration
     }
 
     /// `N/PERIOD` (`60/1m`) or `off`.
@@ -268,6 +278,8 @@ public struct ServerFlags: ParsableArguments {
     public var maxAccountsPerDevice: String?
     @Option(name: .customLong("audit-retention"), help: "How long audit events and ended transfers are kept, like 400d (TRANSFER_AUDIT_RETENTION).")
     public var auditRetention: String?
+    @Option(name: .customLong("signing-key-max-age"), help: "Rotate the token signing key by itself after this long, like 90d (TRANSFER_SIGNING_KEY_MAX_AGE; default off).")
+    public var signingKeyMaxAge: String?
     @Option(name: .customLong("webhook-url"), help: "The app backend's webhook (TRANSFER_WEBHOOK_URL; off when unset).")
     public var webhookURL: String?
     @Option(name: .customLong("webhook-secret"), help: "whsec_… secret the webhook's signatures use (TRANSFER_WEBHOOK_SECRET).")

@@ -9,6 +9,8 @@ struct Pruner: Service {
     let store: any TransferStore
     let clock: any WallClock
     let retention: Duration
+    /// Signing keys retired longer ago than this, plus their time in the JWKS and a day, are deleted.
+    let accessTTL: Duration
     let interval: Duration
     /// The first round waits this long: start-up (migrations) is over by then.
     let firstDelay: Duration
@@ -28,7 +30,9 @@ struct Pruner: Service {
             let now = clock.now()
             let started = ContinuousClock.now
             do {
-                guard let counts = try await store.prune(PruneCutoffs(now: now, retainedSince: now - retention), batchSize: Self.batchSize)
+                guard let counts = try await store.prune(PruneCutoffs(
+                    now: now, retainedSince: now - retention,
+                    signingKeysRetiredBefore: now - accessTTL - SigningKeys.margin - SigningKeys.keptAfterLeaving), batchSize: Self.batchSize)
                 else {
                     logger.debug("prune skipped: another node is pruning")
                     continue

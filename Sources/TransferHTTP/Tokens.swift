@@ -20,8 +20,9 @@ struct AccessClaims: JWTPayload {
     func verify(using algorithm: some JWTAlgorithm) async throws {}
 }
 
-/// Signs access tokens with the deployment's Ed25519 key (kept in the database, so every
-/// node and every restart uses the same one) and verifies them.
+/// Signs access tokens with the deployment's current Ed25519 key (kept in the database, so
+/// every node and every restart uses the same one) and verifies them with every published key.
+/// A node builds a new one when the keys change (`SigningKeyWatcher`).
 public struct TokenService: Sendable {
     let keys: JWTKeyCollection
     /// The current key, for signing on the login path without a trip through the actor and
@@ -32,32 +33,47 @@ public struct TokenService: Sendable {
     let issuer: String
     let audience: String
     let accessTTL: Duration
+    /// The current kid, then the published ones: a rebuild is due when this changes.
+    let fingerprint: [String]
 
     /// Loads the signing keys from the store, creating the first one when there is none.
     public static func load(
         store: any TransferStore, issuer: String, audience: String, accessTTL: Duration, now: Timestamp
     ) async throws -> TokenService {
-        let fresh = Curve25519.Signing.PrivateKey()
-        let candidate = SigningKeyRecord(
-            kid: Self.kid(for: fresh.publicKey), algorithm: "EdDSA",
-            privateKey: fresh.rawRepresentation.base64EncodedString(), createdAt: now)
-        let records = try await store.execute(SigningKeysCommand(candidate: candidate, now: now))
+        let records = try await store.execute(SigningKeysCommand(candidate: .generate(now: now), now: now))
+        return try await make(records, issuer: issuer, audience: audience, accessTTL: accessTTL, now: now)
+    }
+
+    /// Signs with the current key of `records`; verifies with (and publishes) those published at `now`.
+    static func make(
+        _ records: [SigningKeyRecord], issuer: String, audience: String, accessTTL: Duration, now: Timestamp
+    ) async throws -> TokenService {
+        guard let current = SigningKeys.current(records), let signing = try privateKey(current) else { throw TokenError.noKey }
         let keys = JWTKeyCollection()
         var publics: [(String, String)] = []
-        var current: (kid: String, key: Curve25519.Signing.PrivateKey)?
-        for record in records {
-            guard let raw = Data(base64Encoded: record.privateKey) else { continue }
-            let key = try Curve25519.Signing.PrivateKey(rawRepresentation: raw)
-            await keys.add(eddsa: EdDSA.PrivateKey(backing: key), kid: JWKIdentifier(string: record.kid))
+        for record in SigningKeys.published(records, accessTTL: accessTTL, now: now) {
+            guard let key = try privateKey(record) else { continue }
+            await keys.add(eddsa: EdDSA.PublicKey(backing: key.publicKey), kid: JWKIdentifier(string: record.kid))
             publics.append((record.kid, Base64URL.encode(key.publicKey.rawRepresentation)))
-            current = (record.kid, key)
         }
-        guard let current else { throw TokenError.noKey }
         return TokenService(
-            keys: keys, signingKey: current.key,
+            keys: keys, signingKey: signing,
             encodedHeader: Base64URL.encode((#"{"alg":"EdDSA","kid":"# + jsonString(current.kid) + #","typ":"JWT"}"#).utf8),
-            publicKeys: publics, issuer: issuer, audience: audience, accessTTL: accessTTL)
+            publicKeys: publics, issuer: issuer, audience: audience, accessTTL: accessTTL,
+            fingerprint: fingerprint(records, accessTTL: accessTTL, now: now))
     }
+
+    static func fingerprint(_ records: [SigningKeyRecord], accessTTL: Duration, now: Timestamp) -> [String] {
+        [SigningKeys.current(records)?.kid ?? ""] + SigningKeys.published(records, accessTTL: accessTTL, now: now).map(\.kid)
+    }
+
+    private static func privateKey(_ record: SigningKeyRecord) throws -> Curve25519.Signing.PrivateKey? {
+        guard record.algorithm == "EdDSA", let raw = Data(base64Encoded: record.privateKey) else { return nil }
+        return try Curve25519.Signing.PrivateKey(rawRepresentation: raw)
+    }
+
+    /// The kid that signs.
+    var currentKid: String { fingerprint[0] }
 
     enum TokenError: Error { case noKey }
 
@@ -109,9 +125,6 @@ public struct TokenService: Sendable {
         return (try? [UInt8](JSONSerialization.data(withJSONObject: ["keys": keys], options: [.sortedKeys, .withoutEscapingSlashes]))) ?? []
     }
 
-    static func kid(for key: Curve25519.Signing.PublicKey) -> String {
-        String(Base64URL.encode(Array(SHA256.hash(data: key.rawRepresentation))).prefix(16))
-    }
 }
 
 /// The token service, loaded from the database once the database client runs (before the

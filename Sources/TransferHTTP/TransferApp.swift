@@ -104,16 +104,21 @@ public enum TransferApp {
                 accessTTL: configuration.accessTokenTTL, now: clock.now())
             tokenBox.set(tokens)
         }
-        app.addServices(Pruner(
-            store: store, clock: clock, retention: configuration.auditRetention, interval: configuration.pruneInterval,
-            firstDelay: .seconds(300), logger: logger))
-        // Shut down after the HTTP server has finished its in-flight requests, and after the
-        // outbox workers (added below: a service group stops its services in reverse order).
+        // Closes the database after the HTTP server has finished its in-flight requests and
+        // after every service added below has stopped (a service group stops its services in
+        // reverse order): none of them may still be reading when the pool closes.
         app.addServices(Closer(logger: logger) {
             try? await outgoing?.shutdown()
             try await argon2.shutdown()
             try opened.close()
         })
+        app.addServices(Pruner(
+            store: store, clock: clock, retention: configuration.auditRetention, accessTTL: configuration.accessTokenTTL,
+            interval: configuration.pruneInterval, firstDelay: .seconds(300), logger: logger))
+        app.addServices(SigningKeyWatcher(
+            store: store, clock: clock, tokenBox: tokenBox, issuer: configuration.issuer, audience: configuration.audience,
+            accessTTL: configuration.accessTokenTTL, interval: configuration.signingKeyPollInterval,
+            maxAge: configuration.signingKeyMaxAge, logger: logger))
         // Outgoing HTTP never runs inside a transaction: events wait in the outbox, written
         // with their change, and a worker delivers them after the commit.
         if let webhook = configuration.webhook, let client = outgoing {

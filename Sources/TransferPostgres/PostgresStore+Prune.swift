@@ -110,6 +110,12 @@ extension PostgresStore {
                 RETURNING 1
             ) SELECT count(*) AS n FROM d
             """)
+        if let retiredBefore = cutoffs.signingKeysRetiredBefore?.milliseconds {
+            counts.signingKeys = try await batches(conn, limit, """
+                WITH d AS (DELETE FROM signing_keys WHERE retired_at IS NOT NULL AND retired_at < \(retiredBefore) RETURNING 1)
+                SELECT count(*) AS n FROM d
+                """)
+        }
         return counts
     }
 

@@ -80,7 +80,7 @@ public final class PostgresStore: TransferStore {
     /// Versioned migrations, `Resources/migrations/vN.sql`; a new schema change is a new file
     /// appended here. `schema.postgres.sql` at the repository's root is what they add up to.
     static func migrations() throws -> [(String, String)] {
-        try ["v1", "v2", "v3", "v4", "v5", "v6"].map { version in
+        try ["v1", "v2", "v3", "v4", "v5", "v6", "v7"].map { version in
             guard let url = Bundle.module.url(forResource: version, withExtension: "sql", subdirectory: "migrations") else {
                 throw MissingSchema()
             }
@@ -327,13 +327,7 @@ public final class PostgresStore: TransferStore {
         if reads.signingKeys {
             // Nodes starting together on an empty table: one inserts the key, the others then read it.
             try await run(conn, "SELECT pg_advisory_xact_lock(\(Self.advisoryLockKey + 1))")
-            facts.signingKeys = try await all(conn, """
-                SELECT kid, algorithm, private_key, created_at FROM signing_keys WHERE retired_at IS NULL ORDER BY created_at, kid
-                """).map {
-                SigningKeyRecord(
-                    kid: try $0["kid"].decode(String.self), algorithm: try $0["algorithm"].decode(String.self),
-                    privateKey: try $0["private_key"].decode(String.self), createdAt: Timestamp(milliseconds: try $0["created_at"].decode(Int64.self)))
-            }
+            facts.signingKeys = try await all(conn, Self.signingKeysQuery).map(Self.signingKey)
         }
         if let name = reads.serviceKey {
             facts.serviceKey = try await one(conn, "SELECT * FROM service_keys WHERE name = \(name) FOR UPDATE").map(Self.serviceKey)
@@ -472,6 +466,8 @@ public final class PostgresStore: TransferStore {
                 """)
         case .unlockTransfer(let id):
             try await run(conn, "UPDATE transfers SET locked_until = NULL, failed_consecutive = 0 WHERE id = \(id)")
+        case .retireSigningKey(let kid, let at):
+            try await run(conn, "UPDATE signing_keys SET retired_at = \(at.milliseconds) WHERE kid = \(kid) AND retired_at IS NULL")
         case .addSigningKey(let key):
             try await run(conn, """
                 INSERT INTO signing_keys (kid, algorithm, private_key, created_at)
@@ -653,6 +649,21 @@ public final class PostgresStore: TransferStore {
                 pending: Int(try row?["pending"].decode(Int64.self) ?? 0), failed: Int(try row?["failed"].decode(Int64.self) ?? 0),
                 oldestPendingAt: try row?["oldest"].decode(Int64?.self).map(Timestamp.init(milliseconds:)))
         }
+    }
+
+    public func signingKeys() async throws -> [SigningKeyRecord] {
+        try await client.withConnection { conn in try await all(conn, Self.signingKeysQuery).map(Self.signingKey) }
+    }
+
+    static var signingKeysQuery: PostgresQuery {
+        "SELECT kid, algorithm, private_key, created_at, retired_at FROM signing_keys ORDER BY created_at, kid"
+    }
+
+    static func signingKey(_ row: PostgresRandomAccessRow) throws -> SigningKeyRecord {
+        SigningKeyRecord(
+            kid: try row["kid"].decode(String.self), algorithm: try row["algorithm"].decode(String.self),
+            privateKey: try row["private_key"].decode(String.self), createdAt: Timestamp(milliseconds: try row["created_at"].decode(Int64.self)),
+            retiredAt: try row["retired_at"].decode(Int64?.self).map(Timestamp.init(milliseconds:)))
     }
 
     public func appleLink(sub: String) async throws -> AppleLink? {

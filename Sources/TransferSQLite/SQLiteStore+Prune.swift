@@ -56,6 +56,12 @@ extension SQLiteStore {
                 "DELETE FROM apple_notifications WHERE jti IN (SELECT jti FROM apple_notifications WHERE received_at < ? LIMIT ?)",
                 [notificationsSince, batchSize])
         }
+        if let retiredBefore = cutoffs.signingKeysRetiredBefore?.milliseconds {
+            counts.signingKeys = try await commits.write { db in
+                try db.run("DELETE FROM signing_keys WHERE retired_at IS NOT NULL AND retired_at < ?", [retiredBefore])
+                return db.changesCount
+            }
+        }
         return counts
     }
 

@@ -52,7 +52,7 @@ public final class SQLiteStore: TransferStore {
     /// appended here. `schema.sql` at the repository's root is the schema they add up to.
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
-        for version in ["v1", "v2", "v3", "v4", "v5", "v6"] {
+        for version in ["v1", "v2", "v3", "v4", "v5", "v6", "v7"] {
             migrator.registerMigration(version) { db in try db.execute(sql: try SQLiteStore.migrationSQL(version)) }
         }
         return migrator
@@ -132,11 +132,7 @@ public final class SQLiteStore: TransferStore {
             facts.accountDeletedAt = (row["deleted_at"] as Int64?).map(Timestamp.init(milliseconds:))
         }
         if reads.signingKeys {
-            facts.signingKeys = try db.all(
-                "SELECT kid, algorithm, private_key, created_at FROM signing_keys WHERE retired_at IS NULL ORDER BY created_at, kid", []
-            ).map {
-                SigningKeyRecord(kid: $0["kid"], algorithm: $0["algorithm"], privateKey: $0["private_key"], createdAt: Timestamp(milliseconds: $0["created_at"]))
-            }
+            facts.signingKeys = try db.all(Self.signingKeysQuery, []).map(Self.signingKey)
         }
         if let name = reads.serviceKey {
             facts.serviceKey = try db.one("SELECT * FROM service_keys WHERE name = ?", [name]).map(serviceKey)
@@ -268,6 +264,8 @@ public final class SQLiteStore: TransferStore {
                 [consecutive, total, lockedUntil?.milliseconds, id])
         case .unlockTransfer(let id):
             try db.run("UPDATE transfers SET locked_until = NULL, failed_consecutive = 0 WHERE id = ?", [id])
+        case .retireSigningKey(let kid, let at):
+            try db.run("UPDATE signing_keys SET retired_at = ? WHERE kid = ? AND retired_at IS NULL", [at.milliseconds, kid])
         case .addSigningKey(let key):
             try db.run(
                 "INSERT INTO signing_keys (kid, algorithm, private_key, created_at) VALUES (?, ?, ?, ?)",
@@ -450,6 +448,18 @@ public final class SQLiteStore: TransferStore {
                 pending: row?["pending"] ?? 0, failed: row?["failed"] ?? 0,
                 oldestPendingAt: (row?["oldest"] as Int64?).map(Timestamp.init(milliseconds:)))
         }
+    }
+
+    public func signingKeys() async throws -> [SigningKeyRecord] {
+        try await pool.read { db in try db.all(Self.signingKeysQuery, []).map(Self.signingKey) }
+    }
+
+    static let signingKeysQuery = "SELECT kid, algorithm, private_key, created_at, retired_at FROM signing_keys ORDER BY created_at, kid"
+
+    static func signingKey(_ row: Row) -> SigningKeyRecord {
+        SigningKeyRecord(
+            kid: row["kid"], algorithm: row["algorithm"], privateKey: row["private_key"], createdAt: Timestamp(milliseconds: row["created_at"]),
+            retiredAt: (row["retired_at"] as Int64?).map(Timestamp.init(milliseconds:)))
     }
 
     public func appleLink(sub: String) async throws -> AppleLink? {

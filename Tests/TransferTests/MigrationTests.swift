@@ -90,6 +90,22 @@ struct MigrationTests {
                 }
             }
         }
+
+        /// The first column of each row of `sql` (no parameters), as text.
+        func strings(_ sql: String) async throws -> [String] {
+            switch location {
+            case .sqlite(let path):
+                let queue = try DatabaseQueue(path: path)
+                defer { try? queue.close() }
+                return try await queue.read { db in try String.fetchAll(db, sql: sql) }
+            case .postgres(let url):
+                return try await TestPostgres.withClient(url) { client in
+                    var out: [String] = []
+                    for try await value in try await client.query(PostgresQuery(unsafeSQL: sql)).decode(String.self) { out.append(value) }
+                    return out
+                }
+            }
+        }
     }
 
     @Test(
@@ -249,6 +265,45 @@ struct MigrationTests {
                 let pair = report.devices.first?.account(personal)
                 #expect(pair?.state == .removed)
                 #expect(try await parts.store.outbox(limit: 10).map(\.type) == ["account.deleted"])
+            }
+        }
+    }
+
+    @Test("a v6 database with its signing key and a phone upgrades to v7: the key keeps signing, a rotation works, two current keys cannot be",
+          arguments: StoreKind.available)
+    func upgradeFromV6(kind: StoreKind) async throws {
+        try await kind.withDatabaseLocation { location, file in
+            let phone = Device()
+            let now = Timestamp(Date())
+            let raw = RawDatabase(location: location)
+            try await raw.migrate(through: 6)
+            let key = SigningKeyRecord.generate(now: now - .seconds(86_400))
+            let account = "a6000000-0000-4000-8000-000000000001"
+            try await raw.run([
+                ("INSERT INTO signing_keys (kid, algorithm, private_key, created_at) VALUES (?, ?, ?, ?)",
+                 [.text(key.kid), .text(key.algorithm), .text(key.privateKey), .int(key.createdAt.milliseconds)]),
+                ("INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)", [.text(account), .text(phone.id), .int(now.milliseconds - 60_000)]),
+                ("INSERT INTO devices (id, secret_hash, created_at) VALUES (?, ?, ?)",
+                 [.text(phone.id), .blob(SecretHash(of: phone.secret).bytes), .int(now.milliseconds - 60_000)]),
+                ("INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES (?, ?, 'active', ?)",
+                 [.text(phone.id), .text(account), .int(now.milliseconds - 60_000)]),
+                ("UPDATE devices SET current_account_id = ? WHERE id = ?", [.text(account), .text(phone.id)]),
+            ])
+            try await Harness(location: location, file: file).run { api, parts in
+                let session = try await api.login(phone)
+                #expect(try session.accountID == account, "the v6 phone logs in after the upgrade: \(session.text)")
+                #expect(try KeyRotationTests.kid(try session.accessToken) == key.kid, "the v6 key still signs")
+                let rotated = try await parts.service.rotateSigningKey(replacing: key.kid, by: .system, reason: "after the upgrade")
+                guard case .rotated(let retired, _) = rotated else {
+                    Issue.record("\(rotated)")
+                    return
+                }
+                #expect(retired?.kid == key.kid)
+            }
+            let second = SigningKeyRecord.generate(now: now)
+            await #expect(throws: (any Error).self, "the schema allows one current key") {
+                try await raw.run([("INSERT INTO signing_keys (kid, algorithm, private_key, created_at) VALUES (?, ?, ?, ?)",
+                                    [.text(second.kid), .text(second.algorithm), .text(second.privateKey), .int(now.milliseconds)])])
             }
         }
     }

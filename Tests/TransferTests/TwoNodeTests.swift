@@ -134,4 +134,40 @@ struct TwoNodeTests {
             }
         }
     }
+
+    @Test("a key rotated with the CLI signs on both nodes within seconds; tokens of the old key keep working on both",
+          .enabled(if: StoreKind.available.contains(.postgres)))
+    func rotationAcrossNodes() async throws {
+        try await TestPostgres.withDatabase { url in
+            let one = try Node(database: url)
+            let two = try Node(database: url)
+            defer { one.stop(); two.stop() }
+            #expect(try await one.waitReady())
+            #expect(try await two.waitReady())
+            let phone = Device()
+            func kid(_ node: Node) throws -> String {
+                let (_, session) = try node.post("/v1/devices/login", Self.body(phone))
+                return try KeyRotationTests.kid(try #require(session["accessToken"] as? String, "\(session)"))
+            }
+            let (_, first) = try one.post("/v1/devices/login", Self.body(phone))
+            let oldToken = try #require(first["accessToken"] as? String)
+            let old = try KeyRotationTests.kid(oldToken)
+
+            let rotated = try CLITests.transfer(["keys", "rotate", "--reason", "yearly", "--json"], database: url)
+            let new = try #require(try rotated.json["current"] as? String, "\(rotated)")
+            #expect(new != old)
+            var signing: (String, String) = ("", "")
+            for _ in 0..<150 {
+                signing = (try kid(one), try kid(two))
+                if signing == (new, new) { break }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(signing == (new, new), "both nodes sign with the new key within 15 s (they look every 5 s)")
+            #expect(try one.get("/v1/me", token: oldToken) == 200 && two.get("/v1/me", token: oldToken) == 200)
+            for node in [one, two] {
+                let jwks = try Curl.call(["\(node.base)/.well-known/jwks.json"]).body
+                #expect(jwks.contains(old) && jwks.contains(new), "both keys published during the overlap: \(jwks)")
+            }
+        }
+    }
 }

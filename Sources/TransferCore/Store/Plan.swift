@@ -152,6 +152,8 @@ public enum Effect: Sendable, Equatable {
     /// Clears the lock and the consecutive count; the total stays.
     case unlockTransfer(id: String)
     case addSigningKey(SigningKeyRecord)
+    /// The key stops signing (a newer one was added in the same transaction).
+    case retireSigningKey(kid: String, at: Timestamp)
     case audit(AuditEvent)
 
     // Push routing. Which accounts reach a token follows from the pairs, so an account that

@@ -28,6 +28,8 @@ public protocol TransferStore: Sendable {
     func serviceKey(hash: SecretHash) async throws -> ServiceKeyRecord?
     /// The link of this Apple ID, read without locking.
     func appleLink(sub: String) async throws -> AppleLink?
+    /// The token signing keys, oldest first, read without locking (nodes poll them for rotations).
+    func signingKeys() async throws -> [SigningKeyRecord]
 
     /// How many messages of `kind` wait, and since when: the outbox metrics.
     func outboxStats(kind: OutboxKind) async throws -> OutboxStats
@@ -56,9 +58,13 @@ public struct OutboxStats: Sendable, Equatable {
 public struct PruneCutoffs: Sendable, Equatable {
     public var now: Timestamp
     public var retainedSince: Timestamp
-    public init(now: Timestamp, retainedSince: Timestamp) {
+    /// Signing keys retired before this are deleted (nil: none). The server sets it past the
+    /// time its access tokens' lifetime keeps a retired key published.
+    public var signingKeysRetiredBefore: Timestamp?
+    public init(now: Timestamp, retainedSince: Timestamp, signingKeysRetiredBefore: Timestamp? = nil) {
         self.now = now
         self.retainedSince = retainedSince
+        self.signingKeysRetiredBefore = signingKeysRetiredBefore
     }
 
     /// Apple notifications received before this are forgotten (older ones are refused by their `iat`).
@@ -73,10 +79,13 @@ public struct PruneCounts: Sendable, Equatable, CustomStringConvertible {
     public var auditEvents = 0
     public var outbox = 0
     public var appleNotifications = 0
+    public var signingKeys = 0
     public init() {}
-    public var total: Int { expiredSessions + rotatedTokens + expiredTransfers + endedTransfers + auditEvents + outbox + appleNotifications }
+    public var total: Int {
+        expiredSessions + rotatedTokens + expiredTransfers + endedTransfers + auditEvents + outbox + appleNotifications + signingKeys
+    }
     public var description: String {
-        "sessions=\(expiredSessions) rotatedTokens=\(rotatedTokens) expiredTransfers=\(expiredTransfers) endedTransfers=\(endedTransfers) auditEvents=\(auditEvents) outbox=\(outbox) appleNotifications=\(appleNotifications)"
+        "sessions=\(expiredSessions) rotatedTokens=\(rotatedTokens) expiredTransfers=\(expiredTransfers) endedTransfers=\(endedTransfers) auditEvents=\(auditEvents) outbox=\(outbox) appleNotifications=\(appleNotifications) signingKeys=\(signingKeys)"
     }
 }
 
@@ -109,34 +118,3 @@ public struct RefreshTokenLookup: Sendable, Equatable {
     }
 }
 
-/// A token signing key as stored: an Ed25519 private key (raw 32 bytes, base64).
-public struct SigningKeyRecord: Sendable, Equatable {
-    public var kid: String
-    public var algorithm: String
-    public var privateKey: String
-    public var createdAt: Timestamp
-    public init(kid: String, algorithm: String, privateKey: String, createdAt: Timestamp) {
-        self.kid = kid
-        self.algorithm = algorithm
-        self.privateKey = privateKey
-        self.createdAt = createdAt
-    }
-}
-
-/// The token signing keys, oldest first. When none is current, `candidate` becomes the key
-/// (once, even when several nodes start together).
-public struct SigningKeysCommand: StoreOperation {
-    public var candidate: SigningKeyRecord
-    public var now: Timestamp
-    public init(candidate: SigningKeyRecord, now: Timestamp) {
-        self.candidate = candidate
-        self.now = now
-    }
-
-    public var reads: Reads { Reads(signingKeys: true) }
-
-    public func plan(_ facts: Facts) -> Plan<[SigningKeyRecord]> {
-        guard facts.signingKeys.isEmpty else { return Plan(facts.signingKeys) }
-        return Plan([candidate], [.addSigningKey(candidate)])
-    }
-}

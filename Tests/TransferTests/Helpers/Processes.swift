@@ -73,6 +73,14 @@ func lines(of text: String) -> [Substring] {
 
 /// curl, as a client outside the server's process calls it.
 enum Curl {
+    /// `call` on a thread outside Swift's cooperative pool: for a request whose answer needs a
+    /// server in this test process (a fake Apple), which a blocked pool thread could starve.
+    static func callOffPool(_ arguments: [String]) async throws -> (status: Int, body: String) {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(with: Result { try call(arguments) }) }
+        }
+    }
+
     /// The HTTP status and body curl got. Throws, with curl's own error, when no HTTP answer came at all.
     static func call(_ arguments: [String]) throws -> (status: Int, body: String) {
         let p = Process()
