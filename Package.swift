@@ -26,6 +26,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
         .package(url: "https://github.com/vapor/postgres-nio.git", exact: "1.33.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", exact: "1.37.0"),
+        // The client SDK, a package of its own (no server dependency); the scenario tests drive it.
+        .package(path: "Clients/TransferKit"),
     ],
     targets: [
         // libargon2 from the system (Debian: libargon2-dev).
@@ -155,6 +157,8 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "TransferKit", package: "TransferKit"),
+                .product(name: "TransferKitTesting", package: "TransferKit"),
             ],
             swiftSettings: strict
         ),

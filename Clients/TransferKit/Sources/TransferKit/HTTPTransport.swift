@@ -1,0 +1,49 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// One HTTP request as TransferKit sends it.
+struct HTTPRequest: Sendable {
+    var method: String
+    var url: URL
+    var headers: [String: String] = [:]
+    var body: Data?
+}
+
+/// One HTTP response; header names are lower-cased.
+struct HTTPResponse: Sendable {
+    var status: Int
+    var headers: [String: String] = [:]
+    var body: Data = Data()
+
+    var isSuccess: Bool { (200..<300).contains(status) }
+}
+
+/// The one thing TransferKit needs from the network. Production uses ``URLSessionTransport``;
+/// the unit tests use an in-process fake server.
+protocol HTTPTransport: Sendable {
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse
+}
+
+/// ``HTTPTransport`` over `URLSession`.
+struct URLSessionTransport: HTTPTransport {
+    let session: URLSession
+
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        var urlRequest = URLRequest(url: request.url)
+        urlRequest.httpMethod = request.method
+        urlRequest.httpBody = request.body
+        urlRequest.cachePolicy = .reloadIgnoringLocalCacheData
+        for (name, value) in request.headers {
+            urlRequest.setValue(value, forHTTPHeaderField: name)
+        }
+        let (data, response) = try await session.data(for: urlRequest)
+        guard let http = response as? HTTPURLResponse else { throw URLError(.badServerResponse) }
+        var headers: [String: String] = [:]
+        for (name, value) in http.allHeaderFields {
+            if let name = name as? String, let value = value as? String { headers[name.lowercased()] = value }
+        }
+        return HTTPResponse(status: http.statusCode, headers: headers, body: data)
+    }
+}

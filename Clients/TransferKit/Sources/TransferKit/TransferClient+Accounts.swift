@@ -1,0 +1,87 @@
+import Foundation
+
+extension TransferClient {
+    /// The accounts on this phone, oldest first (`GET /v1/devices/accounts`); also updates ``state``.
+    public func accounts() async throws -> [Account] {
+        let response = try await request(.deviceAccounts, as: anyAccountOnDevice())
+        let body = try Wire.decode(DeviceAccountsBody.self, from: response)
+        setAccounts(body.accounts.map(Account.init))
+        return accountList
+    }
+
+    /// Makes `accountId` the phone's current account, the one the app shows and the plain login
+    /// answers for (`PUT /v1/devices/current-account`). Emits ``TransferEvent/switched(accountId:)``.
+    ///
+    /// After ``TransferEvent/accountMoved(accountId:transferredAt:remainingAccounts:)`` pick one of
+    /// the remaining accounts this way.
+    ///
+    /// - Throws: ``TransferError/Kind/accountNotOnDevice`` when the account is not on this phone.
+    public func switchAccount(to accountId: String) async throws {
+        let id = accountId.lowercased()
+        _ = try await request(.setCurrentAccount, as: id, body: CurrentAccountRequest(accountId: id))
+        setAccounts(accountList.map { account in
+            var account = account
+            account.isCurrent = account.id == id
+            return account
+        })
+        hub.emit(.switched(accountId: id))
+    }
+
+    /// Creates one more account on this phone, which becomes the current one (login with `newAccount`).
+    ///
+    /// - Throws: ``TransferError/Kind/deviceAccountLimit`` when the phone holds the most accounts
+    ///   it may, ``TransferError/Kind/rateLimited``.
+    @discardableResult
+    public func addAccount() async throws -> Account {
+        let identity = try requireIdentity()
+        let session = try await login(
+            LoginRequest(deviceId: identity.deviceId, deviceSecret: identity.deviceSecret, newAccount: true),
+            for: current)
+        apply(session)
+        hub.emit(.signedIn(accountId: session.accountId, created: session.created))
+        hub.emit(.switched(accountId: session.accountId))
+        return accountList.first { $0.id == session.accountId }
+            ?? Account(id: session.accountId, userName: session.userName, isCurrent: true)
+    }
+
+    /// Takes the account off this phone (`DELETE /v1/devices/accounts/{accountId}`).
+    ///
+    /// Its session and push routing here end. If it was current, the service makes the most
+    /// recently used remaining account current (``TransferEvent/switched(accountId:)``). When no
+    /// account is left the phone's device id is retired, so TransferKit forgets it: the next
+    /// ``launch()`` starts with a new one.
+    ///
+    /// - Parameter abandon: remove it even though it has no way back to a device (no pending
+    ///   transfer, no linked Apple ID); the service keeps it for support only.
+    /// - Throws: ``TransferError/Kind/accountWouldBeLost`` when this is the account's only device
+    ///   and it has neither a pending transfer nor a linked Apple ID, and `abandon` is false: offer
+    ///   to set up a transfer first, or confirm and remove with `abandon: true`.
+    public func removeAccount(_ accountId: String, abandon: Bool = false) async throws {
+        let id = accountId.lowercased()
+        let wasCurrent = current == id
+        _ = try await request(
+            .removeAccount, as: id, path: ["accountId": id], query: abandon ? ["abandon": "true"] : [:])
+        forget(id)
+        setAccounts(accountList.filter { $0.id != id })
+        hub.emit(.accountRemoved(accountId: id))
+        if accountList.isEmpty {
+            try? startOver()
+        } else if wasCurrent, (try? await accounts()) != nil, let now = current {
+            hub.emit(.switched(accountId: now))
+        }
+    }
+
+    /// Ends the account's session on this phone (`POST /v1/logout`) and forgets its tokens.
+    ///
+    /// The account stays on the phone, and a later call for it logs in again with the device
+    /// secret. A renewal under way for it is dropped when it arrives. Nothing stays stored even if
+    /// the service cannot be reached.
+    public func signOut(_ accountId: String? = nil) async {
+        guard let id = try? resolve(accountId) else { return }
+        try? loadSessionsIfNeeded()
+        let token = sessions[id]?.accessToken
+        forget(id)
+        hub.emit(.signedOut(accountId: id))
+        if let token { _ = try? await send(.logout, token: token) }
+    }
+}

@@ -1,0 +1,222 @@
+import Foundation
+
+extension TransferClient {
+    /// Runs `body` with a valid access token of the account (the current one when nil).
+    ///
+    /// This is the one place requests are authorised, TransferKit's own and your backend's
+    /// (which verifies the token with the service's JWKS). The token is renewed a little before
+    /// it expires; concurrent callers share one renewal per account. When `body` throws
+    /// ``TransferError/accessTokenRejected`` (or any ``TransferError/Kind/invalidToken``),
+    /// the token is renewed once and `body` runs once more.
+    ///
+    /// ```swift
+    /// let profile = try await transfer.withAccessToken { token in
+    ///     var request = URLRequest(url: profileURL)
+    ///     request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+    ///     let (data, response) = try await URLSession.shared.data(for: request)
+    ///     if (response as? HTTPURLResponse)?.statusCode == 401 { throw TransferError.accessTokenRejected }
+    ///     return data
+    /// }
+    /// ```
+    ///
+    /// A renewal uses the refresh token; when the service refuses it (`invalid_refresh_token`),
+    /// TransferKit logs in again with the device secret. When that login says the account moved,
+    /// was deleted or the device revoked, the matching event is emitted and the error thrown.
+    public func withAccessToken<T: Sendable>(
+        of accountId: String? = nil, _ body: @Sendable (String) async throws -> T
+    ) async throws -> T {
+        try await authorized(resolve(accountId), body)
+    }
+
+    func authorized<T: Sendable>(_ accountId: String, _ body: @Sendable (String) async throws -> T) async throws -> T {
+        let token = try await accessToken(for: accountId)
+        do {
+            return try await body(token)
+        } catch let error as TransferError where error.kind == .invalidToken {
+            let renewed = try await renewedAccessToken(for: accountId, rejected: token)
+            return try await body(renewed)
+        }
+    }
+
+    /// Sends an authorised request for the account (the current one when nil); a 401 renews the
+    /// token once and sends once more. Throws ``TransferError`` for any answer that is not 2xx.
+    func request(
+        _ endpoint: Endpoint, as accountId: String?, path: [String: String] = [:], query: [String: String] = [:],
+        body: (any Encodable & Sendable)? = nil
+    ) async throws -> HTTPResponse {
+        let accountId = try resolve(accountId)
+        let data = try body.map { try Wire.encode($0) }
+        return try await authorized(accountId) { token in
+            let response = try await self.send(endpoint, path: path, query: query, body: data, token: token)
+            guard response.isSuccess else { throw TransferError(response: response) }
+            return response
+        }
+    }
+
+    /// Sends one request as is.
+    nonisolated func send(
+        _ endpoint: Endpoint, path: [String: String] = [:], query: [String: String] = [:], body: Data? = nil,
+        token: String? = nil
+    ) async throws -> HTTPResponse {
+        var request = HTTPRequest(method: endpoint.method, url: endpoint.url(baseURL: baseURL, path: path, query: query))
+        request.headers["Accept"] = "application/json"
+        if let body {
+            request.body = body
+            request.headers["Content-Type"] = "application/json"
+        }
+        if let token { request.headers["Authorization"] = "Bearer \(token)" }
+        do {
+            return try await transport.send(request)
+        } catch let error as CancellationError {
+            throw error
+        } catch {
+            throw TransferError(.network, "The service could not be reached: \(error.localizedDescription)")
+        }
+    }
+
+    // MARK: Tokens
+
+    /// A token that is not about to expire, renewing it if needed.
+    func accessToken(for accountId: String) async throws -> String {
+        do {
+            try loadSessionsIfNeeded()
+        } catch {
+            throw storageUnavailable(error)
+        }
+        if let session = sessions[accountId], session.refreshAt > now() { return session.accessToken }
+        return try await renew(accountId)
+    }
+
+    /// A token other than `rejected`: the one another caller's renewal brought, or a new one.
+    func renewedAccessToken(for accountId: String, rejected: String) async throws -> String {
+        if let session = sessions[accountId], session.accessToken != rejected, session.refreshAt > now() {
+            return session.accessToken
+        }
+        return try await renew(accountId)
+    }
+
+    /// Renews the account's tokens; concurrent callers share one renewal (single flight).
+    func renew(_ accountId: String) async throws -> String {
+        if let running = renewals[accountId] { return try await running.task.value }
+        let epoch = epochs[accountId, default: 0]
+        renewalSerial += 1
+        let serial = renewalSerial
+        let task = Task { try await self.performRenewal(of: accountId, epoch: epoch) }
+        renewals[accountId] = Renewal(serial: serial, task: task)
+        defer {
+            if renewals[accountId]?.serial == serial { renewals[accountId] = nil }
+        }
+        return try await task.value
+    }
+
+    /// Refresh with the refresh token; when there is none or the service refuses it, log in again
+    /// with the device secret. The result is dropped if the account was signed out, moved, removed
+    /// or deleted meanwhile.
+    private func performRenewal(of accountId: String, epoch: Int) async throws -> String {
+        let identity = try requireIdentity()
+        var renewed: SessionBody?
+        if let refreshToken = sessions[accountId]?.refreshToken {
+            let response = try await send(.refresh, body: Wire.encode(RefreshRequest(refreshToken: refreshToken)))
+            if response.isSuccess {
+                renewed = try Wire.decode(SessionBody.self, from: response)
+            } else {
+                let error = TransferError(response: response)
+                guard error.kind == .invalidRefreshToken else { throw error }
+            }
+        }
+        let session: SessionBody
+        if let renewed {
+            session = renewed
+        } else {
+            session = try await login(
+                LoginRequest(deviceId: identity.deviceId, deviceSecret: identity.deviceSecret, accountId: accountId),
+                for: accountId)
+        }
+        guard epochs[accountId, default: 0] == epoch else {
+            throw TransferError(.signedOut, "The account was signed out or left this phone while its token was renewed.")
+        }
+        apply(session)
+        hub.emit(.tokenRefreshed(accountId: accountId))
+        return session.accessToken
+    }
+
+    // MARK: Logins and sessions
+
+    /// `POST /v1/devices/login`. A refusal that says the account (`accountId`, or the current one)
+    /// is gone from this phone becomes an event, and its tokens are forgotten.
+    func login(_ body: LoginRequest, for accountId: String?) async throws -> SessionBody {
+        let response = try await send(.login, body: Wire.encode(body))
+        guard response.isSuccess else { throw accountLost(response, accountId: accountId) }
+        return try Wire.decode(SessionBody.self, from: response)
+    }
+
+    private func accountLost(_ response: HTTPResponse, accountId: String?) -> TransferError {
+        let error = TransferError(response: response)
+        switch error.kind {
+        case .deviceTransferred:
+            let body = try? Wire.decoder().decode(ErrorBody.self, from: response.body)
+            if let accountId { forget(accountId) }
+            if let left = body?.accounts {
+                setAccounts(left.map(Account.init))
+            } else {
+                setAccounts(accountList.filter { $0.id != accountId })
+            }
+            hub.emit(.accountMoved(accountId: accountId, transferredAt: body?.transferredAt, remainingAccounts: accountList))
+        case .deviceRevoked:
+            for id in Array(sessions.keys) { forget(id) }
+            hub.emit(.deviceRevoked)
+        case .accountDeleted:
+            if let accountId {
+                forget(accountId)
+                setAccounts(accountList.filter { $0.id != accountId })
+            }
+            hub.emit(.accountDeleted(accountId: accountId))
+        case .accountNotOnDevice:
+            if let accountId, accountList.contains(where: { $0.id == accountId }) {
+                forget(accountId)
+                setAccounts(accountList.filter { $0.id != accountId })
+                hub.emit(.accountRemoved(accountId: accountId))
+            }
+        default:
+            break
+        }
+        return error
+    }
+
+    /// Keeps a new session's tokens and the account list it brings.
+    func apply(_ session: SessionBody) {
+        let lifetime = Double(session.expiresIn)
+        try? loadSessionsIfNeeded()
+        sessions[session.accountId] = StoredSession(
+            accessToken: session.accessToken, refreshToken: session.refreshToken,
+            refreshAt: now().addingTimeInterval(lifetime - min(60, lifetime / 10)))
+        saveSessions()
+        setAccounts(session.accounts.map(Account.init))
+    }
+
+    /// Drops the account's tokens, here and in the store, and makes a renewal under way drop its result.
+    func forget(_ accountId: String) {
+        epochs[accountId, default: 0] += 1
+        renewals[accountId] = nil
+        try? loadSessionsIfNeeded()
+        sessions[accountId] = nil
+        saveSessions()
+    }
+
+    func loadSessionsIfNeeded() throws {
+        guard !sessionsLoaded else { return }
+        let stored = try readStored([String: StoredSession].self, StoreKey.sessions, from: credentials) ?? [:]
+        sessions = stored.merging(sessions) { _, inMemory in inMemory }
+        sessionsLoaded = true
+    }
+
+    func saveSessions() {
+        guard sessionsLoaded else { return }  // never overwrite what could not be read
+        // A failed write only loses a cache: the next launch logs in with the device secret.
+        if sessions.isEmpty {
+            try? credentials.remove(StoreKey.sessions)
+        } else {
+            try? credentials.write(Wire.encode(sessions), for: StoreKey.sessions)
+        }
+    }
+}

@@ -1,0 +1,73 @@
+import Foundation
+
+extension TransferClient {
+    /// On the old phone: sets up (or replaces) the transfer of the account (the current one when
+    /// nil) to a new phone (`PUT /v1/me/transfer`). The user then types the same email and
+    /// temporary password on the new phone.
+    ///
+    /// - Throws: ``TransferError/Kind/invalidEmail``, ``TransferError/Kind/weakPassword`` (the
+    ///   message says which rule), ``TransferError/Kind/emailInUse``, ``TransferError/Kind/overloaded``.
+    @discardableResult
+    public func setUpTransfer(email: String, temporaryPassword: String, for accountId: String? = nil) async throws
+        -> PendingTransfer
+    {
+        let response = try await request(
+            .setUpTransfer, as: accountId, body: TransferRequest(email: email, temporaryPassword: temporaryPassword))
+        let body = try Wire.decode(TransferBody.self, from: response)
+        return PendingTransfer(email: body.email, expiresAt: body.expiresAt)
+    }
+
+    /// On the old phone: cancels the account's pending transfer, if any (`DELETE /v1/me/transfer`).
+    public func cancelTransfer(for accountId: String? = nil) async throws {
+        _ = try await request(.cancelTransfer, as: accountId)
+    }
+
+    /// On the new phone: brings the account over with the email and temporary password set up on
+    /// the old phone (`POST /v1/transfers/claim`). The account becomes this phone's current one;
+    /// the old phone loses it (its next launch hears ``TransferError/Kind/deviceTransferred``).
+    ///
+    /// Works before any ``launch()``, and after ``LaunchResult/restoredOntoNewPhone(previousAccounts:)``:
+    /// a phone without a device identity gets one first (never when the store cannot be read).
+    ///
+    /// - Parameter existingAccounts: what to do when this phone already holds accounts:
+    ///   ``ClaimChoice/fail`` (the default) throws ``TransferError/Kind/deviceHasAccount`` so the app
+    ///   can ask the user; ``ClaimChoice/replace`` takes them off the phone; ``ClaimChoice/add`` keeps
+    ///   them beside the claimed one.
+    /// - Returns: the claimed account.
+    /// - Throws: ``TransferError/Kind/invalidTransferCredentials`` (unknown email, wrong password,
+    ///   expired, cancelled, claimed or voided: one answer for all), ``TransferError/Kind/tooManyAttempts``,
+    ///   ``TransferError/Kind/rateLimited``, ``TransferError/Kind/deviceHasAccount``,
+    ///   ``TransferError/Kind/deviceAccountLimit``, ``TransferError/Kind/deviceAlreadyBound``,
+    ///   ``TransferError/Kind/deviceRetired`` (call ``startOver()`` and claim again),
+    ///   ``TransferError/Kind/storageUnavailable``.
+    @discardableResult
+    public func claimTransfer(
+        email: String, temporaryPassword: String, existingAccounts: ClaimChoice = .fail
+    ) async throws -> Account {
+        let identity = try identityForClaim()
+        do {
+            try loadSessionsIfNeeded()
+        } catch {
+            throw storageUnavailable(error)
+        }
+        let claim = ClaimRequest(
+            email: email, temporaryPassword: temporaryPassword,
+            deviceId: identity.deviceId, deviceSecret: identity.deviceSecret,
+            replaceExistingAccount: existingAccounts == .replace ? true : nil,
+            addAccount: existingAccounts == .add ? true : nil)
+        let response = try await send(.claimTransfer, body: Wire.encode(claim))
+        guard response.isSuccess else { throw TransferError(response: response) }
+        let session = try Wire.decode(SessionBody.self, from: response)
+
+        // With `.replace` the phone's other accounts left it: drop their tokens.
+        let onDevice = Set(session.accounts.map(\.accountId))
+        for id in Array(sessions.keys) where !onDevice.contains(id) { forget(id) }
+        let removed = accountList.filter { !onDevice.contains($0.id) }
+        apply(session)
+        for account in removed { hub.emit(.accountRemoved(accountId: account.id)) }
+        hub.emit(.signedIn(accountId: session.accountId, created: session.created))
+        hub.emit(.switched(accountId: session.accountId))
+        return accountList.first { $0.id == session.accountId }
+            ?? Account(id: session.accountId, userName: session.userName, isCurrent: true)
+    }
+}

@@ -1,0 +1,87 @@
+import Foundation
+
+/// Something that happened to this phone's accounts, from ``TransferClient/events``.
+public enum TransferEvent: Sendable, Equatable {
+    /// The first event of every subscription: what TransferKit knows now.
+    case initialState(DeviceState)
+    /// A session was opened for the account (launch, new account, claim); `created` when the
+    /// service created the account just now.
+    case signedIn(accountId: String, created: Bool)
+    /// The phone's current account changed.
+    case switched(accountId: String)
+    /// The account's access token was renewed.
+    case tokenRefreshed(accountId: String)
+    /// The account's session on this phone was ended with ``TransferClient/signOut(_:)``.
+    case signedOut(accountId: String)
+    /// The account left this phone (``TransferClient/removeAccount(_:abandon:)``, or another
+    /// claim took the phone over).
+    case accountRemoved(accountId: String)
+    /// A claim on another phone moved the account there (`410 device_transferred`): tell the user
+    /// their data moved. `remainingAccounts` are the accounts left on this phone; when there are
+    /// none, the app can only ``TransferClient/startOver()``.
+    case accountMoved(accountId: String?, transferredAt: Date?, remainingAccounts: [Account])
+    /// Support revoked this phone (`403 device_revoked`).
+    case deviceRevoked
+    /// The account was deleted (`410 account_deleted`).
+    case accountDeleted(accountId: String?)
+    /// The app's data was restored from another phone's backup, without that phone's device identity:
+    /// offer the transfer instead of creating a new account (nothing was created).
+    case restoredOntoNewPhone(previousAccounts: [Account])
+    /// The credential store cannot be read now (locked before the first unlock). No identity,
+    /// account or token was created or changed.
+    case storageUnavailable
+}
+
+/// Fans events out to subscribers. A lock, not an actor, so that ``TransferClient/events`` can
+/// subscribe synchronously and never miss an event.
+final class EventHub: @unchecked Sendable {
+    private let lock = NSLock()
+    private var subscribers: [Int: AsyncStream<TransferEvent>.Continuation] = [:]
+    private var observers: [@Sendable (TransferEvent) -> Void] = []
+    private var nextID = 0
+    private var current = DeviceState(deviceId: nil, accounts: [])
+
+    var state: DeviceState {
+        lock.lock()
+        defer { lock.unlock() }
+        return current
+    }
+
+    func setState(_ state: DeviceState) {
+        lock.lock()
+        current = state
+        lock.unlock()
+    }
+
+    func subscribe() -> AsyncStream<TransferEvent> {
+        AsyncStream(bufferingPolicy: .bufferingNewest(100)) { continuation in
+            lock.lock()
+            nextID += 1
+            let id = nextID
+            subscribers[id] = continuation
+            continuation.yield(.initialState(current))
+            lock.unlock()
+            continuation.onTermination = { [weak self] _ in self?.unsubscribe(id) }
+        }
+    }
+
+    func addObserver(_ observer: @escaping @Sendable (TransferEvent) -> Void) {
+        lock.lock()
+        observers.append(observer)
+        lock.unlock()
+    }
+
+    func emit(_ event: TransferEvent) {
+        lock.lock()
+        for continuation in subscribers.values { continuation.yield(event) }
+        let observers = self.observers
+        lock.unlock()
+        for observer in observers { observer(event) }
+    }
+
+    private func unsubscribe(_ id: Int) {
+        lock.lock()
+        subscribers[id] = nil
+        lock.unlock()
+    }
+}

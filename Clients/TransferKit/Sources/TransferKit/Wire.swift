@@ -1,0 +1,154 @@
+import Foundation
+
+// The JSON bodies exchanged with the service, field for field as in openapi.yaml
+// (components/schemas). Property names are the JSON keys (synthesized Codable); optional
+// request fields that are nil are left out of the JSON. The tests check these names against
+// openapi.yaml, so rename nothing here without the document.
+
+// MARK: Requests
+
+/// `LoginRequest`.
+struct LoginRequest: Codable, Sendable {
+    var deviceId: String
+    var deviceSecret: String
+    var accountId: String? = nil
+    var newAccount: Bool? = nil
+}
+
+/// `RefreshRequest`.
+struct RefreshRequest: Codable, Sendable {
+    var refreshToken: String
+}
+
+/// `TransferRequest` (set up a transfer on the old phone).
+struct TransferRequest: Codable, Sendable {
+    var email: String
+    var temporaryPassword: String
+}
+
+/// `ClaimRequest` (on the new phone).
+struct ClaimRequest: Codable, Sendable {
+    var email: String
+    var temporaryPassword: String
+    var deviceId: String
+    var deviceSecret: String
+    var replaceExistingAccount: Bool? = nil
+    var addAccount: Bool? = nil
+}
+
+/// `CurrentAccountRequest`.
+struct CurrentAccountRequest: Codable, Sendable {
+    var accountId: String
+}
+
+/// `PushTokenRequest`.
+struct PushTokenRequest: Codable, Sendable {
+    var provider: String
+    var token: String
+    var environment: String? = nil
+}
+
+/// `PushPreferencesRequest`.
+struct PushPreferencesRequest: Codable, Sendable {
+    var mode: String
+}
+
+/// `AccountPushRequest`.
+struct AccountPushRequest: Codable, Sendable {
+    var enabled: Bool
+}
+
+// MARK: Responses
+
+/// `Session` (login, refresh, claim).
+struct SessionBody: Codable, Sendable {
+    var accountId: String
+    var userName: String
+    var deviceId: String
+    var created: Bool
+    var migrationFlag: Bool
+    var accessToken: String
+    var tokenType: String
+    var expiresIn: Int
+    var refreshToken: String
+    var accounts: [AccountOnDevice]
+}
+
+/// `AccountOnDevice` (the `accounts` of a session and of a `410 device_transferred` body).
+struct AccountOnDevice: Codable, Sendable {
+    var accountId: String
+    var userName: String
+    var current: Bool
+}
+
+/// `DeviceAccounts` (`GET /v1/devices/accounts`).
+struct DeviceAccountsBody: Codable, Sendable {
+    var deviceId: String
+    var accounts: [DeviceAccountBody]
+}
+
+/// An item of `DeviceAccounts.accounts`.
+struct DeviceAccountBody: Codable, Sendable {
+    var accountId: String
+    var userName: String
+    var current: Bool
+    var addedAt: Date
+    var lastLoginAt: Date?
+    var pushEnabled: Bool
+}
+
+/// `Transfer` (the answer to setting up a transfer).
+struct TransferBody: Codable, Sendable {
+    var email: String
+    var expiresAt: Date
+}
+
+/// `Error`, and the extra fields of `TransferredError`.
+struct ErrorBody: Codable, Sendable {
+    var error: String
+    var message: String
+    var transferredAt: Date? = nil
+    var accounts: [AccountOnDevice]? = nil
+}
+
+// MARK: Coding
+
+enum Wire {
+    static func encoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        encoder.outputFormatting = .sortedKeys
+        return encoder
+    }
+
+    /// Dates are RFC 3339, with or without fractional seconds.
+    static func decoder() -> JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            let text = try container.decode(String.self)
+            guard let date = parseDate(text) else {
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "Not an RFC 3339 date: \(text)")
+            }
+            return date
+        }
+        return decoder
+    }
+
+    static func parseDate(_ text: String) -> Date? {
+        if let date = try? Date(text, strategy: .iso8601) { return date }
+        return try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text)
+    }
+
+    static func encode(_ value: some Encodable) throws -> Data {
+        try encoder().encode(value)
+    }
+
+    static func decode<T: Decodable>(_ type: T.Type, from response: HTTPResponse) throws -> T {
+        do {
+            return try decoder().decode(type, from: response.body)
+        } catch {
+            throw TransferError(.unexpectedResponse, "The service's answer (HTTP \(response.status)) could not be read: \(error)", status: response.status)
+        }
+    }
+}

@@ -1,0 +1,212 @@
+import Foundation
+@_spi(TransferKitTesting) import TransferKit
+
+/// A phone for scenario tests against a staging server: its own Keychain, its own app files
+/// (both in memory) and its own ``TransferClient``. Every event the client emits is recorded.
+///
+/// ```swift
+/// let server = URL(string: "http://127.0.0.1:8080")!
+/// let a = SimulatedPhone("A", baseURL: server)
+/// let b = SimulatedPhone("B", baseURL: server)
+/// _ = try await a.launch()
+/// try await a.setUpTransfer(email: "ann@example.com", password: "blue-harbor-42")
+/// try await b.claim(email: "ann@example.com", password: "blue-harbor-42")
+/// await #expect(throws: TransferError.self) { try await a.launch() }  // 410 device_transferred
+/// #expect(a.saw(.accountMoved))
+/// ```
+public final class SimulatedPhone: @unchecked Sendable {
+    /// Makes the phone's client from its Keychain and its app files.
+    public typealias ClientFactory = @Sendable (_ keychain: MemoryCredentialStore, _ appFiles: MemoryCredentialStore) -> TransferClient
+
+    /// A name for messages.
+    public let name: String
+    /// The phone's Keychain: the device identity and tokens. Not in backups.
+    public let keychain: MemoryCredentialStore
+    /// The phone's app files: the account list. In backups (see ``restoredFromBackup(as:)``).
+    public let appFiles: MemoryCredentialStore
+    /// The phone's client, for anything the shortcuts below leave out.
+    public let client: TransferClient
+
+    private let makeClient: ClientFactory
+    private let lock = NSLock()
+    private var log: [TransferEvent] = []
+
+    /// A phone talking to the service at `baseURL`.
+    public convenience init(
+        _ name: String, baseURL: URL,
+        keychain: MemoryCredentialStore = MemoryCredentialStore(), appFiles: MemoryCredentialStore = MemoryCredentialStore()
+    ) {
+        self.init(name, keychain: keychain, appFiles: appFiles) { keychain, appFiles in
+            TransferClient(baseURL: baseURL, credentials: keychain, accountList: appFiles)
+        }
+    }
+
+    /// A phone whose client `makeClient` builds (e.g. with its own `URLSession`).
+    public init(
+        _ name: String,
+        keychain: MemoryCredentialStore = MemoryCredentialStore(), appFiles: MemoryCredentialStore = MemoryCredentialStore(),
+        makeClient: @escaping ClientFactory
+    ) {
+        self.name = name
+        self.keychain = keychain
+        self.appFiles = appFiles
+        self.makeClient = makeClient
+        self.client = makeClient(keychain, appFiles)
+        client.observeEvents { [weak self] event in self?.record(event) }
+    }
+
+    // MARK: The app's flows
+
+    /// Starts the app (``TransferClient/launch()``).
+    @discardableResult
+    public func launch() async throws -> LaunchResult {
+        try await client.launch()
+    }
+
+    /// The accounts on the phone, from the service.
+    public func accounts() async throws -> [Account] {
+        try await client.accounts()
+    }
+
+    /// The phone's current account, as last heard.
+    public var currentAccountId: String? { client.currentAccountId }
+
+    /// The phone's device id, once it has one.
+    public var deviceId: String? { client.state.deviceId }
+
+    /// On this (old) phone: sets up a transfer of the current account.
+    @discardableResult
+    public func setUpTransfer(email: String, password: String) async throws -> PendingTransfer {
+        try await client.setUpTransfer(email: email, temporaryPassword: password)
+    }
+
+    /// On this (old) phone: cancels the current account's transfer.
+    public func cancelTransfer() async throws {
+        try await client.cancelTransfer()
+    }
+
+    /// On this (new) phone: claims a transfer.
+    @discardableResult
+    public func claim(email: String, password: String, choice: ClaimChoice = .fail) async throws -> Account {
+        try await client.claimTransfer(email: email, temporaryPassword: password, existingAccounts: choice)
+    }
+
+    /// Creates one more account on the phone.
+    @discardableResult
+    public func addAccount() async throws -> Account {
+        try await client.addAccount()
+    }
+
+    /// Makes the account the phone's current one.
+    public func switchAccount(to accountId: String) async throws {
+        try await client.switchAccount(to: accountId)
+    }
+
+    /// Takes the account off the phone.
+    public func removeAccount(_ accountId: String, abandon: Bool = false) async throws {
+        try await client.removeAccount(accountId, abandon: abandon)
+    }
+
+    /// A valid access token of the account (the current one when nil).
+    public func accessToken(of accountId: String? = nil) async throws -> String {
+        try await client.withAccessToken(of: accountId) { $0 }
+    }
+
+    /// Forgets the identity so the next launch starts over with a new device id.
+    public func startOver() async throws {
+        try await client.startOver()
+    }
+
+    // MARK: The phone's life
+
+    /// The app killed and started again: the same Keychain and files, a new client (call ``launch()``).
+    public func relaunched() -> SimulatedPhone {
+        SimulatedPhone(name, keychain: keychain, appFiles: appFiles, makeClient: makeClient)
+    }
+
+    /// A new phone set up from this one's backup: the app files come along, the Keychain
+    /// (this-device-only items) does not. Its ``launch()`` reports
+    /// ``LaunchResult/restoredOntoNewPhone(previousAccounts:)``.
+    public func restoredFromBackup(as name: String) -> SimulatedPhone {
+        SimulatedPhone(name, keychain: MemoryCredentialStore(), appFiles: MemoryCredentialStore(appFiles.items), makeClient: makeClient)
+    }
+
+    /// True: the phone rebooted and is not unlocked yet (the Keychain and files cannot be read).
+    public func setLockedBeforeFirstUnlock(_ locked: Bool) {
+        keychain.isAvailable = !locked
+        appFiles.isAvailable = !locked
+    }
+
+    // MARK: Events
+
+    /// Every event the phone's client emitted so far, oldest first.
+    public var events: [TransferEvent] {
+        lock.lock()
+        defer { lock.unlock() }
+        return log
+    }
+
+    /// Whether the phone's client emitted an event of this kind.
+    public func saw(_ kind: TransferEvent.Kind) -> Bool {
+        events.contains { $0.kind == kind }
+    }
+
+    /// Forgets the events recorded so far.
+    public func clearEvents() {
+        lock.lock()
+        log.removeAll()
+        lock.unlock()
+    }
+
+    private func record(_ event: TransferEvent) {
+        lock.lock()
+        log.append(event)
+        lock.unlock()
+    }
+}
+
+extension TransferEvent {
+    /// An event's case without its values, for assertions.
+    /// Each case is named after the ``TransferEvent`` case it stands for.
+    public enum Kind: String, Sendable, CaseIterable {
+        /// ``TransferEvent/initialState(_:)``
+        case initialState
+        /// ``TransferEvent/signedIn(accountId:created:)``
+        case signedIn
+        /// ``TransferEvent/switched(accountId:)``
+        case switched
+        /// ``TransferEvent/tokenRefreshed(accountId:)``
+        case tokenRefreshed
+        /// ``TransferEvent/signedOut(accountId:)``
+        case signedOut
+        /// ``TransferEvent/accountRemoved(accountId:)``
+        case accountRemoved
+        /// ``TransferEvent/accountMoved(accountId:transferredAt:remainingAccounts:)``
+        case accountMoved
+        /// ``TransferEvent/deviceRevoked``
+        case deviceRevoked
+        /// ``TransferEvent/accountDeleted(accountId:)``
+        case accountDeleted
+        /// ``TransferEvent/restoredOntoNewPhone(previousAccounts:)``
+        case restoredOntoNewPhone
+        /// ``TransferEvent/storageUnavailable``
+        case storageUnavailable
+    }
+
+    /// The event's case without its values.
+    public var kind: Kind {
+        switch self {
+        case .initialState: .initialState
+        case .signedIn: .signedIn
+        case .switched: .switched
+        case .tokenRefreshed: .tokenRefreshed
+        case .signedOut: .signedOut
+        case .accountRemoved: .accountRemoved
+        case .accountMoved: .accountMoved
+        case .deviceRevoked: .deviceRevoked
+        case .accountDeleted: .accountDeleted
+        case .restoredOntoNewPhone: .restoredOntoNewPhone
+        case .storageUnavailable: .storageUnavailable
+        }
+    }
+}

@@ -1,0 +1,378 @@
+import Foundation
+@_spi(TransferKitTesting) @testable import TransferKit
+
+/// An in-process stand-in for the service: enough of its behaviour for the client's flows, a log
+/// of every request, scripted answers, and a check of every request against `Endpoint.all`.
+final class FakeServer: HTTPTransport, @unchecked Sendable {
+    struct Recorded: Sendable {
+        let route: String  // "POST /v1/devices/login" (the path template)
+        let request: HTTPRequest
+        /// The JSON body as an object.
+        var body: [String: Any] {
+            guard let body = request.body, let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any]
+            else { return [:] }
+            return object
+        }
+        var bodyKeys: Set<String> { Set(body.keys) }
+        var bearer: String? {
+            request.headers["Authorization"].map { String($0.dropFirst("Bearer ".count)) }
+        }
+        var query: [String: String] {
+            let items = URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems ?? []
+            return Dictionary(uniqueKeysWithValues: items.map { ($0.name, $0.value ?? "") })
+        }
+    }
+
+    private struct Device {
+        var secret: String
+        var accounts: [String]
+        var current: String?
+    }
+
+    private struct Pair: Hashable {
+        let device: String
+        let account: String
+    }
+
+    static let baseURL = URL(string: "https://transfer.test/api")!
+
+    private let lock = NSLock()
+    private var devices: [String: Device] = [:]
+    private var userNames: [String: String] = [:]
+    private var refreshTokens: [String: Pair] = [:]
+    private var accessTokens: [String: Pair] = [:]
+    private var transfers: [String: (account: String, password: String)] = [:]
+    /// (device, account) pairs a claim moved away.
+    private var moved: Set<Pair> = []
+    private var scripted: [String: [HTTPResponse]] = [:]
+    private var recorded: [Recorded] = []
+    private var problems: [String] = []
+    private var counter = 0
+
+    /// `expiresIn` of every session.
+    let expiresIn = 900
+    /// How long a refresh takes.
+    var refreshDelayNanoseconds: UInt64 = 0
+    /// When set, refreshes wait until it opens.
+    var refreshGate: Gate?
+
+    // MARK: Looking at what happened
+
+    var log: [Recorded] { locked { recorded } }
+    func requests(_ route: String) -> [Recorded] { log.filter { $0.route == route } }
+    func count(_ route: String) -> Int { requests(route).count }
+    /// Requests that do not match `Endpoint.all` (route, body fields, query, token).
+    var violations: [String] { locked { problems } }
+
+    /// The next answer to `route` is this one, before any behaviour.
+    func script(_ route: String, status: Int, _ body: [String: Any], headers: [String: String] = [:]) {
+        let data = try! JSONSerialization.data(withJSONObject: body)
+        locked { scripted[route, default: []].append(HTTPResponse(status: status, headers: headers, body: data)) }
+    }
+
+    func scriptError(_ route: String, status: Int, _ code: String) {
+        script(route, status: status, ["error": code, "message": "Scripted \(code)."])
+    }
+
+    func accountsOnDevice(_ deviceId: String) -> [String] { locked { devices[deviceId]?.accounts ?? [] } }
+
+    func client(
+        keychain: any CredentialStore = MemoryCredentialStore(), appFiles: any CredentialStore = MemoryCredentialStore(),
+        clock: TestClock = TestClock()
+    ) -> TransferClient {
+        TransferClient(baseURL: Self.baseURL, credentials: keychain, accountList: appFiles, transport: self, now: { clock.now })
+    }
+
+    // MARK: HTTPTransport
+
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let route = check(request)
+        if route == Endpoint.refresh.description {
+            if let refreshGate { await refreshGate.pass() }
+            if refreshDelayNanoseconds > 0 { try await Task.sleep(nanoseconds: refreshDelayNanoseconds) }
+        }
+        return locked {
+            if var queue = scripted[route], !queue.isEmpty {
+                let response = queue.removeFirst()
+                scripted[route] = queue
+                return response
+            }
+            return handle(route, request)
+        }
+    }
+
+    /// Records the request and checks it against `Endpoint.all`; returns its route.
+    private func check(_ request: HTTPRequest) -> String {
+        let path = String(request.url.path.dropFirst(Self.baseURL.path.count))
+        let endpoint = Endpoint.all.first { $0.method == request.method && Self.matches(template: $0.path, path: path) }
+        let route = endpoint?.description ?? "\(request.method) \(path)"
+        let entry = Recorded(route: route, request: request)
+        locked {
+            recorded.append(entry)
+            guard let endpoint else { return problems.append("\(route): not in Endpoint.all") }
+            let extra = entry.bodyKeys.subtracting(endpoint.bodyFields)
+            if !extra.isEmpty { problems.append("\(route): undeclared body fields \(extra.sorted())") }
+            let extraQuery = Set(entry.query.keys).subtracting(endpoint.queryFields)
+            if !extraQuery.isEmpty { problems.append("\(route): undeclared query \(extraQuery.sorted())") }
+            if (entry.bearer != nil) != endpoint.needsToken { problems.append("\(route): Authorization header mismatch") }
+            if request.body != nil && request.headers["Content-Type"] != "application/json" {
+                problems.append("\(route): body without Content-Type application/json")
+            }
+        }
+        return route
+    }
+
+    static func matches(template: String, path: String) -> Bool {
+        let a = template.split(separator: "/"), b = path.split(separator: "/")
+        return a.count == b.count && zip(a, b).allSatisfy { $0.hasPrefix("{") || $0 == $1 }
+    }
+
+    // MARK: Behaviour (a small model of the contract)
+
+    private func handle(_ route: String, _ request: HTTPRequest) -> HTTPResponse {
+        let body = (request.body.flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] }) ?? [:]
+        let caller = request.headers["Authorization"].flatMap { accessTokens[String($0.dropFirst("Bearer ".count))] }
+        if Endpoint.all.first(where: { $0.description == route })?.needsToken == true, caller == nil {
+            return error(401, "invalid_token")
+        }
+        switch route {
+        case Endpoint.login.description:
+            return login(body)
+        case Endpoint.refresh.description:
+            guard let token = body["refreshToken"] as? String, let pair = refreshTokens.removeValue(forKey: token) else {
+                return error(401, "invalid_refresh_token")
+            }
+            return session(pair, created: false, status: 200)
+        case Endpoint.logout.description:
+            let pair = caller!
+            refreshTokens = refreshTokens.filter { $0.value != pair }
+            accessTokens = accessTokens.filter { $0.value != pair }
+            return HTTPResponse(status: 204)
+        case Endpoint.deviceAccounts.description:
+            let device = devices[caller!.device]!
+            let items: [[String: Any]] = device.accounts.map {
+                ["accountId": $0, "userName": userNames[$0]!, "current": $0 == device.current,
+                 "addedAt": "2026-11-21T12:00:00Z", "lastLoginAt": NSNull(), "pushEnabled": true]
+            }
+            return json(200, ["deviceId": caller!.device, "accounts": items])
+        case Endpoint.setCurrentAccount.description:
+            let id = body["accountId"] as! String
+            guard devices[caller!.device]!.accounts.contains(id) else { return error(403, "account_not_on_device") }
+            devices[caller!.device]!.current = id
+            return HTTPResponse(status: 204)
+        case Endpoint.removeAccount.description:
+            let id = String(request.url.lastPathComponent)
+            let abandon = URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems?.first { $0.name == "abandon" }?.value
+            guard devices[caller!.device]!.accounts.contains(id) else { return error(403, "account_not_on_device") }
+            guard abandon == "true" || transfers.values.contains(where: { $0.account == id }) else {
+                return error(409, "account_would_be_lost")
+            }
+            takeOff(id, from: caller!.device)
+            return HTTPResponse(status: 204)
+        case Endpoint.setUpTransfer.description:
+            let email = body["email"] as! String
+            transfers = transfers.filter { $0.value.account != caller!.account }
+            transfers[email] = (caller!.account, body["temporaryPassword"] as! String)
+            return json(201, ["email": email, "expiresAt": "2026-11-22T12:00:00Z"])
+        case Endpoint.cancelTransfer.description:
+            transfers = transfers.filter { $0.value.account != caller!.account }
+            return HTTPResponse(status: 204)
+        case Endpoint.claimTransfer.description:
+            return claim(body)
+        default:  // push endpoints
+            return HTTPResponse(status: 204)
+        }
+    }
+
+    private func login(_ body: [String: Any]) -> HTTPResponse {
+        let deviceId = (body["deviceId"] as! String).lowercased(), secret = body["deviceSecret"] as! String
+        let accountId = body["accountId"] as? String, newAccount = body["newAccount"] as? Bool ?? false
+        guard var device = devices[deviceId] else {
+            if accountId != nil { return error(403, "account_not_on_device") }
+            let id = newID()
+            userNames[id] = deviceId
+            devices[deviceId] = Device(secret: secret, accounts: [id], current: id)
+            return session(Pair(device: deviceId, account: id), created: true, status: 201)
+        }
+        guard device.secret == secret else { return error(401, "invalid_device_credentials") }
+        if let accountId {
+            guard device.accounts.contains(accountId) else { return notOnDevice(Pair(device: deviceId, account: accountId)) }
+            return session(Pair(device: deviceId, account: accountId), created: false, status: 200)
+        }
+        if newAccount {
+            let id = newID()
+            userNames[id] = id
+            device.accounts.append(id)
+            device.current = id
+            devices[deviceId] = device
+            return session(Pair(device: deviceId, account: id), created: true, status: 201)
+        }
+        guard let current = device.current else { return error(403, "account_not_on_device") }
+        guard device.accounts.contains(current) else { return notOnDevice(Pair(device: deviceId, account: current)) }
+        return session(Pair(device: deviceId, account: current), created: false, status: 200)
+    }
+
+    /// `410 device_transferred` (with the accounts left) for a moved account, else `403`.
+    private func notOnDevice(_ pair: Pair) -> HTTPResponse {
+        guard moved.contains(pair) else { return error(403, "account_not_on_device") }
+        let device = devices[pair.device]!
+        return json(410, [
+            "error": "device_transferred", "message": "Fake device_transferred.", "transferredAt": "2026-11-21T13:00:00Z",
+            "accounts": device.accounts.map { ["accountId": $0, "userName": userNames[$0]!, "current": false] },
+        ])
+    }
+
+    private func claim(_ body: [String: Any]) -> HTTPResponse {
+        let email = body["email"] as! String, password = body["temporaryPassword"] as! String
+        let deviceId = (body["deviceId"] as! String).lowercased(), secret = body["deviceSecret"] as! String
+        let replace = body["replaceExistingAccount"] as? Bool ?? false, add = body["addAccount"] as? Bool ?? false
+        if replace && add { return error(400, "invalid_request") }
+        guard let transfer = transfers[email], transfer.password == password else {
+            return error(401, "invalid_transfer_credentials")
+        }
+        var device = devices[deviceId] ?? Device(secret: secret, accounts: [], current: nil)
+        guard device.secret == secret else { return error(401, "invalid_device_credentials") }
+        if !device.accounts.isEmpty && !replace && !add { return error(409, "device_has_account") }
+        transfers[email] = nil
+        for (id, old) in devices where old.accounts.contains(transfer.account) {
+            takeOff(transfer.account, from: id, movedAway: true)
+        }
+        if replace {
+            for id in device.accounts { takeOff(id, from: deviceId) }
+            device.accounts = []
+        }
+        device.accounts.append(transfer.account)
+        device.current = transfer.account
+        devices[deviceId] = device
+        return session(Pair(device: deviceId, account: transfer.account), created: false, status: 200)
+    }
+
+    /// A moved account stays its old device's current one (the plain login keeps answering 410).
+    private func takeOff(_ account: String, from deviceId: String, movedAway: Bool = false) {
+        devices[deviceId]!.accounts.removeAll { $0 == account }
+        if movedAway {
+            moved.insert(Pair(device: deviceId, account: account))
+        } else if devices[deviceId]!.current == account {
+            devices[deviceId]!.current = devices[deviceId]!.accounts.last
+        }
+        refreshTokens = refreshTokens.filter { $0.value.account != account }
+        accessTokens = accessTokens.filter { $0.value.account != account }
+    }
+
+    private func session(_ pair: Pair, created: Bool, status: Int) -> HTTPResponse {
+        let access = "at-\(newID())", refresh = "rt-\(newID())"
+        accessTokens[access] = pair
+        refreshTokens = refreshTokens.filter { $0.value != pair }
+        refreshTokens[refresh] = pair
+        let device = devices[pair.device]!
+        return json(status, [
+            "accountId": pair.account, "userName": userNames[pair.account]!, "deviceId": pair.device,
+            "created": created, "migrationFlag": false, "accessToken": access, "tokenType": "Bearer",
+            "expiresIn": expiresIn, "refreshToken": refresh,
+            "accounts": device.accounts.map { ["accountId": $0, "userName": userNames[$0]!, "current": $0 == device.current] },
+        ])
+    }
+
+    private func newID() -> String {
+        counter += 1
+        return String(format: "00000000-0000-4000-8000-%012d", counter)
+    }
+
+    private func json(_ status: Int, _ object: [String: Any]) -> HTTPResponse {
+        HTTPResponse(status: status, headers: ["content-type": "application/json"], body: try! JSONSerialization.data(withJSONObject: object))
+    }
+
+    private func error(_ status: Int, _ code: String) -> HTTPResponse {
+        json(status, ["error": code, "message": "Fake \(code)."])
+    }
+
+    private func locked<T>(_ body: () throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
+    }
+}
+
+/// A clock the tests move by hand.
+final class TestClock: @unchecked Sendable {
+    private let lock = NSLock()
+    private var current = Date(timeIntervalSince1970: 1_800_000_000)
+    var now: Date {
+        lock.lock()
+        defer { lock.unlock() }
+        return current
+    }
+    func advance(by seconds: TimeInterval) {
+        lock.lock()
+        current += seconds
+        lock.unlock()
+    }
+}
+
+/// Holds whoever passes until it opens; counts arrivals.
+final class Gate: @unchecked Sendable {
+    private let lock = NSLock()
+    private var isOpen = false
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+    private var arrivals = 0
+
+    func pass() async {
+        await withCheckedContinuation { continuation in
+            lock.lock()
+            arrivals += 1
+            if isOpen {
+                lock.unlock()
+                continuation.resume()
+            } else {
+                waiting.append(continuation)
+                lock.unlock()
+            }
+        }
+    }
+
+    func open() {
+        lock.lock()
+        isOpen = true
+        let waiting = self.waiting
+        self.waiting = []
+        lock.unlock()
+        for continuation in waiting { continuation.resume() }
+    }
+
+    private var hasArrivals: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return arrivals > 0
+    }
+
+    /// Waits (up to 5 s) until someone is held at the gate.
+    func waitForArrival() async throws {
+        for _ in 0..<5000 {
+            if hasArrivals { return }
+            try await Task.sleep(nanoseconds: 1_000_000)
+        }
+        throw CancellationError()
+    }
+}
+
+/// Every event a client emits, in order.
+final class EventLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var events: [TransferEvent] = []
+
+    init(_ client: TransferClient) {
+        client.observeEvents { [weak self] event in self?.append(event) }
+    }
+
+    var all: [TransferEvent] {
+        lock.lock()
+        defer { lock.unlock() }
+        return events
+    }
+
+    private func append(_ event: TransferEvent) {
+        lock.lock()
+        events.append(event)
+        lock.unlock()
+    }
+}

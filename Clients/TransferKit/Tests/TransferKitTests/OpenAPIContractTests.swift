@@ -1,0 +1,207 @@
+import Foundation
+import Testing
+@testable import TransferKit
+
+/// The service's OpenAPI document, read line by line (no YAML library): enough to find an
+/// operation's block, a schema's block, and the property names, required fields and query
+/// parameters in them. It relies on the document's two-space indentation.
+struct OpenAPIDocument {
+    /// `Clients/TransferKit/../../Sources/TransferHTTP/Resources/openapi.yaml`, found from this file.
+    static let url: URL = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent()  // TransferKitTests
+        .deletingLastPathComponent()  // Tests
+        .deletingLastPathComponent()  // Clients/TransferKit
+        .appendingPathComponent("../../Sources/TransferHTTP/Resources/openapi.yaml")
+        .standardizedFileURL
+
+    static var isPresent: Bool { FileManager.default.fileExists(atPath: url.path) }
+
+    let lines: [String]
+
+    init() throws {
+        lines = try String(contentsOf: Self.url, encoding: .utf8).components(separatedBy: "\n")
+    }
+
+    /// The lines under `path:` → `method:` in `paths`.
+    func operation(_ method: String, _ path: String) -> [String]? {
+        guard let paths = block(under: "paths:", indent: 0, in: lines),
+            let item = block(under: "\(path):", indent: 2, in: paths)
+        else { return nil }
+        return block(under: "\(method.lowercased()):", indent: 4, in: item)
+    }
+
+    /// The lines of `components` → `schemas` → `name`.
+    func schema(_ name: String) -> [String]? {
+        guard let components = block(under: "components:", indent: 0, in: lines),
+            let schemas = block(under: "schemas:", indent: 2, in: components)
+        else { return nil }
+        return block(under: "\(name):", indent: 4, in: schemas)
+    }
+
+    /// The schema an operation's request body refers to.
+    func requestSchemaName(_ operation: [String]) -> String? {
+        guard let start = operation.firstIndex(where: { $0.trimmed.hasPrefix("requestBody:") }) else { return nil }
+        for line in operation[start...] {
+            if let range = line.range(of: "#/components/schemas/") {
+                return String(line[range.upperBound...].prefix { $0.isLetter || $0.isNumber })
+            }
+        }
+        return nil
+    }
+
+    /// Names of the properties of a schema block: only the schema's own (`topLevel`), or those at
+    /// any depth (nested objects, `allOf` parts, array items).
+    static func properties(_ schema: [String], topLevel: Bool) -> Set<String> {
+        var names: Set<String> = []
+        for (index, line) in schema.enumerated() where line.trimmed == "properties:" {
+            let indent = line.indent
+            if topLevel && indent != 6 { continue }
+            for child in schema[(index + 1)...] {
+                if child.trimmed.isEmpty { continue }
+                if child.indent <= indent { break }
+                if child.indent == indent + 2, let colon = child.trimmed.firstIndex(of: ":") {
+                    names.insert(String(child.trimmed[..<colon]))
+                }
+            }
+        }
+        return names
+    }
+
+    /// Every field named in a `required: [a, b]` list of a schema block, at any depth.
+    static func required(_ schema: [String]) -> Set<String> {
+        var names: Set<String> = []
+        for line in schema where line.trimmed.hasPrefix("required: [") {
+            let list = line.trimmed.dropFirst("required: [".count).prefix { $0 != "]" }
+            for name in list.split(separator: ",") { names.insert(name.trimmingCharacters(in: .whitespaces)) }
+        }
+        return names
+    }
+
+    /// The query parameters (`- name: x` followed by `in: query`) of an operation.
+    static func queryParameters(_ operation: [String]) -> Set<String> {
+        var names: Set<String> = []
+        for (index, line) in operation.enumerated() where line.trimmed.hasPrefix("- name: ") && index + 1 < operation.count {
+            if operation[index + 1].trimmed == "in: query" { names.insert(String(line.trimmed.dropFirst("- name: ".count))) }
+        }
+        return names
+    }
+
+    static func needsBearer(_ operation: [String]) -> Bool {
+        operation.contains { $0.trimmed == "security: [{ bearer: [] }]" }
+    }
+
+    /// The lines after the line `key` at exactly `indent` spaces, up to the next line at that indent or less.
+    private func block(under key: String, indent: Int, in lines: [String]) -> [String]? {
+        guard let start = lines.firstIndex(where: { $0.indent == indent && $0.trimmed == key }) else { return nil }
+        var result: [String] = []
+        for line in lines[(start + 1)...] {
+            if !line.trimmed.isEmpty && line.indent <= indent { break }
+            result.append(line)
+        }
+        return result
+    }
+}
+
+extension String {
+    var indent: Int { prefix { $0 == " " }.count }
+    var trimmed: String { trimmingCharacters(in: .whitespaces) }
+}
+
+/// The stored property names of a value (the JSON keys of our synthesized Codable types), and
+/// which of them are optional.
+private func fields(of value: Any) -> (all: Set<String>, nonOptional: Set<String>) {
+    var all: Set<String> = [], nonOptional: Set<String> = []
+    for child in Mirror(reflecting: value).children {
+        guard let label = child.label else { continue }
+        all.insert(label)
+        if Mirror(reflecting: child.value).displayStyle != .optional { nonOptional.insert(label) }
+    }
+    return (all, nonOptional)
+}
+
+@Suite("Wire format matches openapi.yaml", .enabled(if: OpenAPIDocument.isPresent, "openapi.yaml is not beside this package"))
+struct OpenAPIContractTests {
+    let document: OpenAPIDocument
+
+    init() throws {
+        document = try OpenAPIDocument()
+    }
+
+    @Test("every operation the SDK calls exists, with its request fields, query parameters and security",
+          arguments: Endpoint.all.map { EndpointArgument(endpoint: $0) })
+    func endpoint(_ argument: EndpointArgument) throws {
+        let endpoint = argument.endpoint
+        let operation = try #require(document.operation(endpoint.method, endpoint.path), "\(endpoint) is not in openapi.yaml")
+        #expect(OpenAPIDocument.needsBearer(operation) == endpoint.needsToken, "\(endpoint): bearer security")
+        #expect(Set(endpoint.queryFields).isSubset(of: OpenAPIDocument.queryParameters(operation)), "\(endpoint): query")
+        if endpoint.bodyFields.isEmpty {
+            #expect(document.requestSchemaName(operation) == nil, "\(endpoint) takes a body the SDK does not send")
+        } else {
+            let name = try #require(document.requestSchemaName(operation), "\(endpoint) has no request body in openapi.yaml")
+            let schema = try #require(document.schema(name), "schema \(name)")
+            let properties = OpenAPIDocument.properties(schema, topLevel: true)
+            let unknown = Set(endpoint.bodyFields).subtracting(properties)
+            #expect(unknown.isEmpty, "\(endpoint): \(unknown.sorted()) are not properties of \(name) (\(properties.sorted()))")
+            // The SDK sends every field the document requires.
+            #expect(OpenAPIDocument.required(schema).subtracting(endpoint.bodyFields).isEmpty, "\(endpoint): required fields")
+        }
+    }
+
+    @Test("each request type's fields are exactly its endpoint's declared body fields")
+    func requestTypes() {
+        let samples: [(Any, Endpoint)] = [
+            (LoginRequest(deviceId: "", deviceSecret: ""), .login),
+            (RefreshRequest(refreshToken: ""), .refresh),
+            (TransferRequest(email: "", temporaryPassword: ""), .setUpTransfer),
+            (ClaimRequest(email: "", temporaryPassword: "", deviceId: "", deviceSecret: ""), .claimTransfer),
+            (CurrentAccountRequest(accountId: ""), .setCurrentAccount),
+            (PushTokenRequest(provider: "", token: ""), .registerPushToken),
+            (PushPreferencesRequest(mode: ""), .setPushPreferences),
+            (AccountPushRequest(enabled: true), .setAccountPush),
+        ]
+        for (sample, endpoint) in samples {
+            #expect(fields(of: sample).all == Set(endpoint.bodyFields), "\(type(of: sample)) vs \(endpoint)")
+        }
+        let covered = samples.map(\.1)
+        for endpoint in Endpoint.all where !endpoint.bodyFields.isEmpty {
+            #expect(covered.contains(endpoint), "\(endpoint) has no request type in this test")
+        }
+    }
+
+    @Test("each response type reads only documented properties, and relies only on required ones")
+    func responseTypes() throws {
+        let samples: [(Any, [String])] = [
+            (SessionBody(accountId: "", userName: "", deviceId: "", created: false, migrationFlag: false, accessToken: "",
+                         tokenType: "", expiresIn: 0, refreshToken: "", accounts: []), ["Session"]),
+            (AccountOnDevice(accountId: "", userName: "", current: false), ["AccountOnDevice"]),
+            (DeviceAccountsBody(deviceId: "", accounts: []), ["DeviceAccounts"]),
+            (DeviceAccountBody(accountId: "", userName: "", current: false, addedAt: Date(), lastLoginAt: nil, pushEnabled: true),
+             ["DeviceAccounts"]),
+            (TransferBody(email: "", expiresAt: Date()), ["Transfer"]),
+            (ErrorBody(error: "", message: ""), ["Error", "TransferredError"]),
+        ]
+        for (sample, names) in samples {
+            let schemas = try names.map { try #require(document.schema($0), "schema \($0)") }
+            let properties = schemas.reduce(into: Set<String>()) { $0.formUnion(OpenAPIDocument.properties($1, topLevel: false)) }
+            let required = schemas.reduce(into: Set<String>()) { $0.formUnion(OpenAPIDocument.required($1)) }
+            let (all, nonOptional) = fields(of: sample)
+            #expect(all.subtracting(properties).isEmpty, "\(type(of: sample)): \(all.subtracting(properties).sorted()) not in \(names)")
+            #expect(nonOptional.subtracting(required).isEmpty, "\(type(of: sample)): \(nonOptional.subtracting(required).sorted()) not required in \(names)")
+        }
+    }
+
+    @Test("the error codes apps branch on are the document's; TransferKit's own codes are not")
+    func errorCodes() throws {
+        let error = try #require(document.schema("Error")).joined(separator: " ")
+        let own: Set<TransferError.Kind> = [.storageUnavailable, .notSignedIn, .signedOut, .network, .unexpectedResponse, .other]
+        for kind in TransferError.Kind.allCases {
+            let listed = error.contains(" \(kind.rawValue),") || error.contains(" \(kind.rawValue)]")
+            #expect(listed != own.contains(kind), "\(kind.rawValue)")
+        }
+    }
+}
+
+struct EndpointArgument: Sendable, CustomTestStringConvertible {
+    let endpoint: Endpoint
+    var testDescription: String { endpoint.description }
+}
