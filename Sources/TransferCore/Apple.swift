@@ -36,7 +36,8 @@ public struct AppleGrant: Sendable, Equatable {
         self.sub = sub
     }
 
-    /// Revokes this grant at Apple after the commit.
+    /// Revokes this grant at Apple after the commit. Apple ends the user's whole authorization
+    /// of the app with it, so only for an Apple ID that leaves this service.
     func revocation(accountID: String, at now: Timestamp) -> Effect {
         .enqueue(OutboxEntry(
             kind: .appleRevoke, accountID: accountID, type: "apple.revoke",

@@ -262,16 +262,18 @@ public final class PostgresStore: TransferStore {
     }
 
     /// Writes outbox messages last, each account's under a lock held until the commit (taken in
-    /// account order): an account's messages are numbered (`seq`) in the order their transactions
+    /// the order of the lock keys): an account's messages are numbered (`seq`) in the order their transactions
     /// commit, so a worker never delivers one before an older one that was still uncommitted.
     func enqueue(_ effects: [Effect], _ conn: PostgresConnection) async throws {
-        let accounts = Set(effects.compactMap { effect -> String? in
+        let accounts = effects.compactMap { effect -> String? in
             if case .enqueue(let entry) = effect { return entry.accountID }
             return nil
-        })
-        for account in accounts.sorted() {
-            try await run(conn, "SELECT pg_advisory_xact_lock(\(Self.outboxLockClass), hashtext(\(account)))")
         }
+        // One statement, in the order of the lock keys (accounts whose hashes collide share one lock).
+        try await run(conn, """
+            SELECT pg_advisory_xact_lock(\(Self.outboxLockClass), k)
+            FROM (SELECT DISTINCT hashtext(a) AS k FROM unnest(\(accounts)::text[]) AS a ORDER BY k) AS keys
+            """)
         for effect in effects { try await apply(effect, conn) }
     }
 

@@ -13,8 +13,8 @@ extension TransferService {
 
     /// `PUT /v1/me/apple` with a verified identity: links the caller's account. `created` is
     /// false when the Apple ID was already this account's. `grant` is what Apple gave for the
-    /// authorization code, when the exchange is configured and the app sent one: kept to be
-    /// revoked later, or revoked at once when the link is refused.
+    /// authorization code, when the exchange is configured and the app sent one: kept, to be
+    /// revoked when the Apple ID leaves (unlink, replacement, deletion).
     public func linkApple(
         _ caller: Caller, identity: AppleIdentity, nonce: String, grant: AppleGrant? = nil
     ) async throws -> (link: AppleLink, created: Bool) {
@@ -54,7 +54,7 @@ public enum LinkAppleResult: Sendable, Equatable {
 }
 
 /// Links an account to an Apple ID. The nonce is used up whatever the outcome: a token
-/// presented once with it is never good again. A refused link revokes the grant it came with.
+/// presented once with it is never good again.
 public struct LinkAppleCommand: StoreOperation {
     public var accountID: String
     public var identity: AppleIdentity
@@ -73,32 +73,35 @@ public struct LinkAppleCommand: StoreOperation {
     public var reads: Reads { Reads(account: accountID, appleNonce: nonceHash, appleSub: identity.sub, appleLink: accountID) }
 
     public func plan(_ facts: Facts) -> Plan<LinkAppleResult> {
-        let unkept = grant.map { [$0.revocation(accountID: accountID, at: now)] } ?? []
-        if let refusal = facts.appleNonceRefusal(at: now) { return Plan(.rejected(refusal), unkept) }
+        // Revoking a refresh token at Apple ends the user's whole authorization of the app
+        // (Apple then sends consent-revoked), so a grant is revoked only when its Apple ID
+        // leaves this service. A grant that is not kept is just dropped.
+        if let refusal = facts.appleNonceRefusal(at: now) { return Plan(.rejected(refusal)) }
         var effects: [Effect] = [.consumeAppleNonce(hash: nonceHash)]
         // A code of another sign-in: its grant is not this Apple ID's to keep.
         if let grant, grant.sub != identity.sub {
-            return Plan(.rejected(.invalidAuthorizationCode("it was issued for another Apple ID")), effects + unkept)
+            return Plan(.rejected(.invalidAuthorizationCode("it was issued for another Apple ID")), effects)
         }
         // Deleted while the token was being verified: nothing is linked to a tombstone.
-        guard facts.account != nil, facts.accountDeletedAt == nil else { return Plan(.rejected(.invalidToken), effects + unkept) }
+        guard facts.account != nil, facts.accountDeletedAt == nil else { return Plan(.rejected(.invalidToken), effects) }
         if let holder = facts.appleLinkBySub {
-            guard holder.accountID == accountID else { return Plan(.rejected(.appleIDInUse), effects + unkept) }
+            guard holder.accountID == accountID else { return Plan(.rejected(.appleIDInUse), effects) }
             // Signed in again: Apple sends the email on the first sign-in only; what it sends is kept.
             var link = holder
             link.email = identity.email ?? link.email
             link.isPrivateEmail = identity.isPrivateEmail ?? link.isPrivateEmail
             if let grant, grant.refreshToken != holder.refreshToken {
-                // A new grant: keep it, revoke the one kept before (one live refresh token per link).
+                // The newest grant is kept; the one before is dropped, not revoked (the same Apple ID stays).
                 link.refreshToken = grant.refreshToken
                 link.clientID = grant.clientID
-                effects += holder.revocation(at: now) + [.linkApple(link)]
+                effects.append(.linkApple(link))
             } else if identity.email != nil || identity.isPrivateEmail != nil {
                 effects.append(.updateAppleEmail(accountID: accountID, email: identity.email, isPrivateEmail: identity.isPrivateEmail))
             }
             return Plan(.linked(link, created: false), effects)
         }
-        // A different Apple ID linked before is replaced: the account follows the one the user signs in with now.
+        // A different Apple ID linked before is replaced (the account follows the one the user
+        // signs in with now); the one replaced leaves the service, so its grant is revoked.
         let link = AppleLink(
             accountID: accountID, sub: identity.sub, email: identity.email, isPrivateEmail: identity.isPrivateEmail, linkedAt: now,
             refreshToken: grant?.refreshToken, clientID: grant?.clientID)
