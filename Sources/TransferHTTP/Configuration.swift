@@ -184,7 +184,10 @@ public struct AppleConfiguration: Sendable {
     /// With these the link exchanges the authorization code and keeps Apple's refresh token.
     public var codeExchange: CodeExchange?
 
-    public struct CodeExchange: Sendable {
+    /// Its description never shows the private key.
+    public struct CodeExchange: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+        public var description: String { "CodeExchange(teamID: \(teamID), keyID: \(keyID), privateKey: <redacted>)" }
+        public var debugDescription: String { description }
         public var teamID: String
         public var keyID: String
         /// The Sign in with Apple key from the developer account: a P-256 private key, PEM.

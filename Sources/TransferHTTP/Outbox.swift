@@ -21,7 +21,10 @@ public struct WebhookConfiguration: Sendable {
 
 /// Standard Webhooks signatures: `v1,` and the base64 of HMAC-SHA256, keyed with the secret's
 /// bytes, over `id.timestamp.body`.
-public struct WebhookSignature: Sendable {
+public struct WebhookSignature: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    /// Never the key.
+    public var description: String { "WebhookSignature(<redacted>)" }
+    public var debugDescription: String { description }
     let key: SymmetricKey
 
     /// `whsec_` and the base64 of 24 to 64 bytes (the specification's bounds).

@@ -171,3 +171,10 @@ struct Closer: Service {
         }
     }
 }
+
+// The service lifecycle logs its services (at debug level) by their descriptions: a default
+// one would print every field, the webhook secret and Apple's team key among them.
+extension Closer: CustomStringConvertible { var description: String { "Closer" } }
+extension Pruner: CustomStringConvertible { var description: String { "Pruner" } }
+extension SigningKeyWatcher: CustomStringConvertible { var description: String { "SigningKeyWatcher" } }
+extension OutboxWorker: CustomStringConvertible { var description: String { "OutboxWorker(\(kind.rawValue))" } }

@@ -1,6 +1,8 @@
+import Crypto
 import Foundation
 import Testing
 import TransferCore
+import TransferHTTP
 
 @Suite("Secrets stay secret")
 struct SecurityTests {
@@ -27,10 +29,22 @@ struct SecurityTests {
 
     @Test("logs of a whole scenario contain no password, secret, token or hash")
     func logsHoldNoSecrets() async throws {
-        let harness = Harness()
+        // With a webhook secret and the Apple team key configured: the service lifecycle logs
+        // its services at debug level, and neither may show up there.
+        let teamKey = P256.Signing.PrivateKey().pemRepresentation
+        let port = try await FakeWebhookReceiver.closedPort()
+        let harness = Harness { config in
+            FakeWebhookReceiver.configure(&config, url: "http://127.0.0.1:\(port)/hooks")
+            var apple = AppleConfiguration(clientIDs: [FakeApple.bundleID])
+            apple.codeExchange = .init(teamID: FakeApple.teamID, keyID: FakeApple.keyID, privateKeyPEM: teamKey)
+            config.apple = apple
+        }
         defer { harness.database.remove() }
         let a = Device(), b = Device()
         let seen = LockedStrings()
+        let keyLines = teamKey.split(separator: "\n").filter { !$0.hasPrefix("-----") }.map(String.init)
+        seen.add(String(FakeWebhookReceiver.secret.dropFirst(6)))
+        for line in keyLines { seen.add(line) }
         try await harness.run { api, _ in
             let session = try await api.login(a)
             seen.add(try session.accessToken, try session.refreshToken)
