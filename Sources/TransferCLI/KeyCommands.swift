@@ -25,8 +25,8 @@ struct Keys: AsyncParsableCommand {
                 let keys = try await store.signingKeys()
                 let now = SystemWallClock().now()
                 func state(_ key: SigningKeyRecord) -> String {
-                    guard let leaves = key.leavesJWKS(accessTTL: ttl) else { return "current" }
-                    return now < leaves ? "retired" : "unpublished"
+                    guard key.retiredAt != nil else { return "current" }
+                    return key.isPublished(accessTTL: ttl, now: now) ? "retired" : "unpublished"
                 }
                 if common.json {
                     struct Key: Encodable {

@@ -8,8 +8,7 @@ import TransferCore
 /// service again. With `maxAge`, it also rotates a current key older than that; the
 /// rotation names the key it replaces, so nodes deciding together rotate once.
 struct SigningKeyWatcher: Service {
-    let store: any TransferStore
-    let clock: any WallClock
+    let service: TransferService
     let tokenBox: TokenBox
     let issuer: String
     let audience: String
@@ -35,16 +34,16 @@ struct SigningKeyWatcher: Service {
     }
 
     func check() async throws {
-        var now = clock.now()
+        let store = service.store
+        var now = service.clock.now()
         var records = try await store.signingKeys()
         if let maxAge, let current = SigningKeys.current(records), current.createdAt + maxAge <= now {
-            let result = try await store.execute(RotateSigningKeyCommand(
-                candidate: .generate(now: now), replacing: current.kid, now: now, by: .system,
-                reason: "older than --signing-key-max-age \(maxAge.flagText)"))
+            let result = try await service.rotateSigningKey(
+                replacing: current.kid, by: .system, reason: "older than --signing-key-max-age \(maxAge.flagText)")
             if case .rotated(_, let new) = result {
                 logger.notice("rotated the signing key", metadata: ["retired": "\(current.kid)", "current": "\(new.kid)"])
             }
-            now = clock.now()
+            now = service.clock.now()
             records = try await store.signingKeys()
         }
         guard TokenService.fingerprint(records, accessTTL: accessTTL, now: now) != (try tokenBox.tokens).fingerprint else { return }

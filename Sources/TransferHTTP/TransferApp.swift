@@ -116,7 +116,7 @@ public enum TransferApp {
             store: store, clock: clock, retention: configuration.auditRetention, accessTTL: configuration.accessTokenTTL,
             interval: configuration.pruneInterval, firstDelay: .seconds(300), logger: logger))
         app.addServices(SigningKeyWatcher(
-            store: store, clock: clock, tokenBox: tokenBox, issuer: configuration.issuer, audience: configuration.audience,
+            service: service, tokenBox: tokenBox, issuer: configuration.issuer, audience: configuration.audience,
             accessTTL: configuration.accessTokenTTL, interval: configuration.signingKeyPollInterval,
             maxAge: configuration.signingKeyMaxAge, logger: logger))
         // Outgoing HTTP never runs inside a transaction: events wait in the outbox, written

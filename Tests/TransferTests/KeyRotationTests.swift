@@ -106,7 +106,7 @@ struct KeyRotationTests {
                 let first = try Self.kid(try await api.login(Device()).accessToken)
                 let watchers = (0..<4).map { _ in
                     SigningKeyWatcher(
-                        store: parts.store, clock: harness.clock, tokenBox: TokenBox(), issuer: "transfer-server",
+                        service: parts.service, tokenBox: TokenBox(), issuer: "transfer-server",
                         audience: "transfer-api", accessTTL: .seconds(900), interval: .seconds(5), maxAge: .seconds(90 * 86_400),
                         logger: harness.logs.logger)
                 }

@@ -3,6 +3,27 @@ import Testing
 
 @Suite("Two nodes on one PostgreSQL database", .serialized)
 struct TwoNodeTests {
+    /// Two `transfer-server` processes on one database, ready (the caller stops them).
+    static func twoNodes(_ url: String, extra: [String] = []) async throws -> (Node, Node) {
+        let one = try Node(database: url, extra: extra)
+        let two: Node
+        do {
+            two = try Node(database: url, extra: extra)
+        } catch {
+            one.stop()
+            throw error
+        }
+        do {
+            #expect(try await one.waitReady())
+            #expect(try await two.waitReady())
+        } catch {
+            one.stop()
+            two.stop()
+            throw error
+        }
+        return (one, two)
+    }
+
     static func body(_ d: Device) -> String { #"{"deviceId":"\#(d.id)","deviceSecret":"\#(d.secret)"}"# }
     static func claim(_ email: String, _ password: String, _ d: Device) -> String {
         #"{"email":"\#(email)","temporaryPassword":"\#(password)","deviceId":"\#(d.id)","deviceSecret":"\#(d.secret)"}"#
@@ -12,11 +33,8 @@ struct TwoNodeTests {
           .enabled(if: StoreKind.available.contains(.postgres)))
     func twoNodes() async throws {
         try await TestPostgres.withDatabase { url in
-            let one = try Node(database: url)
-            let two = try Node(database: url)
+            let (one, two) = try await Self.twoNodes(url)
             defer { one.stop(); two.stop() }
-            #expect(try await one.waitReady())
-            #expect(try await two.waitReady())
 
             // A token issued by node 1 is accepted by node 2: one signing key in the database.
             let a = Device()
@@ -74,11 +92,8 @@ struct TwoNodeTests {
           .enabled(if: StoreKind.available.contains(.postgres)))
     func pushAcrossNodes() async throws {
         try await TestPostgres.withDatabase { url in
-            let one = try Node(database: url)
-            let two = try Node(database: url)
+            let (one, two) = try await Self.twoNodes(url)
             defer { one.stop(); two.stop() }
-            #expect(try await one.waitReady())
-            #expect(try await two.waitReady())
             try Self.pushStory(register: one, ask: two, database: url)
         }
     }
@@ -111,11 +126,8 @@ struct TwoNodeTests {
             // Each answer takes 50 ms, so two nodes sending one event would overlap at the receiver.
             try await FakeWebhookReceiver.run(delay: .milliseconds(50)) { receiver in
                 let webhook = ["--webhook-url", receiver.url, "--webhook-secret", FakeWebhookReceiver.secret]
-                let one = try Node(database: url, extra: webhook)
-                let two = try Node(database: url, extra: webhook)
+                let (one, two) = try await Self.twoNodes(url, extra: webhook)
                 defer { one.stop(); two.stop() }
-                #expect(try await one.waitReady())
-                #expect(try await two.waitReady())
                 var accounts: Set<String> = []
                 for i in 0..<40 {
                     let (status, session) = try (i % 2 == 0 ? one : two).post("/v1/devices/login", Self.body(Device()))
@@ -139,11 +151,8 @@ struct TwoNodeTests {
           .enabled(if: StoreKind.available.contains(.postgres)))
     func rotationAcrossNodes() async throws {
         try await TestPostgres.withDatabase { url in
-            let one = try Node(database: url)
-            let two = try Node(database: url)
+            let (one, two) = try await Self.twoNodes(url)
             defer { one.stop(); two.stop() }
-            #expect(try await one.waitReady())
-            #expect(try await two.waitReady())
             let phone = Device()
             func kid(_ node: Node) throws -> String {
                 let (_, session) = try node.post("/v1/devices/login", Self.body(phone))

@@ -35,6 +35,9 @@ public struct SigningKeyRecord: Sendable, Equatable {
     /// When a retired key leaves the JWKS: the longest an access token it signed can live,
     /// after the retirement, plus `SigningKeys.margin`. nil for the current key.
     public func leavesJWKS(accessTTL: Duration) -> Timestamp? { retiredAt.map { $0 + accessTTL + SigningKeys.margin } }
+
+    /// Whether `/.well-known/jwks.json` publishes it (and tokens verify with it) at `now`.
+    public func isPublished(accessTTL: Duration, now: Timestamp) -> Bool { leavesJWKS(accessTTL: accessTTL).map { now < $0 } ?? true }
 }
 
 public enum SigningKeys {
@@ -49,7 +52,7 @@ public enum SigningKeys {
 
     /// The keys `/.well-known/jwks.json` publishes (and tokens verify with) at `now`, oldest first.
     public static func published(_ keys: [SigningKeyRecord], accessTTL: Duration, now: Timestamp) -> [SigningKeyRecord] {
-        keys.filter { key in key.leavesJWKS(accessTTL: accessTTL).map { now < $0 } ?? true }
+        keys.filter { $0.isPublished(accessTTL: accessTTL, now: now) }
     }
 }
 

@@ -168,13 +168,7 @@ public actor TransferClient {
     /// The identity for a claim: the stored one, or a new one when the store says there is none.
     func identityForClaim() throws -> DeviceIdentity {
         if let identity { return identity }
-        let stored: DeviceIdentity?
-        do {
-            stored = try readStored(DeviceIdentity.self, StoreKey.identity, from: credentials)
-        } catch {
-            throw storageUnavailable(error)
-        }
-        guard let identity = stored ?? mintIdentity() else {
+        guard let identity = try readIdentity() ?? mintIdentity() else {
             throw TransferError(.storageUnavailable, "The device identity cannot be stored now.")
         }
         self.identity = identity
@@ -185,15 +179,20 @@ public actor TransferClient {
     /// The stored identity; never generates one.
     func requireIdentity() throws -> DeviceIdentity {
         if let identity { return identity }
-        let stored: DeviceIdentity?
+        guard let stored = try readIdentity() else {
+            throw TransferError(.notSignedIn, "This phone has no device identity yet: call launch() first.")
+        }
+        identity = stored
+        return stored
+    }
+
+    /// The identity in the credential store; nil when there is none, `storageUnavailable` when it cannot be read.
+    private func readIdentity() throws -> DeviceIdentity? {
         do {
-            stored = try readStored(DeviceIdentity.self, StoreKey.identity, from: credentials)
+            return try readStored(DeviceIdentity.self, StoreKey.identity, from: credentials)
         } catch {
             throw storageUnavailable(error)
         }
-        guard let stored else { throw TransferError(.notSignedIn, "This phone has no device identity yet: call launch() first.") }
-        identity = stored
-        return stored
     }
 
     /// A new identity, stored before it is used; nil (and an event) when it cannot be stored,
