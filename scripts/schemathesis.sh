@@ -11,7 +11,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 # fuzzed token is a JWT that would make the server fetch keys).
 "$bin" --database "sqlite:$dir/fuzz.sqlite" --port "$port" --argon2-memory-kib 1024 --argon2-iterations 1 \
     --account-creation-limit off --claim-limit off \
-    --apple-client-ids com.example.fuzz --apple-jwks-url http://127.0.0.1:9/auth/keys >"$dir/server.log" 2>&1 &
+    --apple-client-ids com.example.fuzz --apple-jwks-url http://127.0.0.1:9/auth/keys --handoff-clients com.example.fuzz >"$dir/server.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$dir"' EXIT
 for _ in $(seq 100); do

@@ -28,6 +28,7 @@ struct Account: AsyncParsableCommand {
                     var devices: [DeviceJSON]
                     var pushTokens: [PushTokenJSON]
                     var apple: AppleJSON?
+                    var siblingSessions: [SiblingSessionJSON]
                     var deletedAt: String?
                     var transfer: TransferJSON?
                     var recentEvents: [EventJSON]
@@ -37,7 +38,8 @@ struct Account: AsyncParsableCommand {
                     createdAt: report.createdAt.rfc3339, migrationFlag: report.migrationFlag(at: now), transferId: report.movedToDeviceID,
                     devices: report.devices.compactMap { DeviceJSON($0, account: report.accountID) },
                     pushTokens: report.pushTokens.compactMap { PushTokenJSON($0, report: report) },
-                    apple: report.apple.map(AppleJSON.init), deletedAt: report.deletedAt?.rfc3339,
+                    apple: report.apple.map(AppleJSON.init), siblingSessions: report.siblingSessions.map(SiblingSessionJSON.init),
+                    deletedAt: report.deletedAt?.rfc3339,
                     transfer: report.transfer.map { TransferJSON($0, now: now) },
                     recentEvents: report.recentEvents.map(EventJSON.init)))
                 return
@@ -84,6 +86,14 @@ struct Account: AsyncParsableCommand {
                 ]))
             } else {
                 print("Apple ID\n  not linked")
+            }
+            print("\nSibling apps signed in through a hand-off")
+            if report.siblingSessions.isEmpty {
+                print("  none")
+            } else {
+                print(Text.table(["CLIENT ID", "DEVICE", "STARTED", "EXPIRES"], report.siblingSessions.map {
+                    [$0.clientID, $0.deviceID, Text.time($0.startedAt, now: now), Text.relative($0.expiresAt, now: now)]
+                }))
             }
             print("")
             print(transferSection(report.transfer, now: now))

@@ -143,6 +143,20 @@ struct AppleJSON: Encodable {
     }
 }
 
+/// A sibling app's open session: never its token or its hash.
+struct SiblingSessionJSON: Encodable {
+    var clientId: String
+    var deviceId: String
+    var startedAt: String
+    var expiresAt: String
+    init(_ s: SiblingSession) {
+        clientId = s.clientID
+        deviceId = s.deviceID
+        startedAt = s.startedAt.rfc3339
+        expiresAt = s.expiresAt.rfc3339
+    }
+}
+
 struct TransferJSON: Encodable {
     var transferId: String
     var email: String

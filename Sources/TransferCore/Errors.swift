@@ -14,6 +14,8 @@ public enum TransferError: Error, Equatable, Sendable {
     case deviceRevoked
     case invalidRefreshToken
     case invalidToken
+    /// A sibling app's token on an endpoint that is the host app's (`403 insufficient_scope`, RFC 6750 §3.1).
+    case insufficientScope
 
     // Transfers.
     case emailInUse
@@ -44,6 +46,12 @@ public enum TransferError: Error, Equatable, Sendable {
     /// Apple did not give a refresh token for the `authorizationCode` (used, expired, another
     /// app's, or another Apple ID's): `400 invalid_request`, the message says which.
     case invalidAuthorizationCode(String)
+    // Sibling-app hand-off.
+    /// A hand-off code that is unknown, expired, used, or presented with the wrong verifier or client: one answer for all.
+    case invalidGrant
+    /// A client id that is not one of `--handoff-clients`.
+    case unknownClient
+
     /// A feature that is off in this deployment (`501 not_configured`).
     case notConfigured(String)
 
@@ -65,6 +73,9 @@ extension TransferError {
         case .deviceRevoked: "device_revoked"
         case .invalidRefreshToken: "invalid_refresh_token"
         case .invalidToken: "invalid_token"
+        case .insufficientScope: "insufficient_scope"
+        case .invalidGrant: "invalid_grant"
+        case .unknownClient: "unknown_client"
         case .emailInUse: "email_in_use"
         case .invalidTransferCredentials: "invalid_transfer_credentials"
         case .tooManyAttempts: "too_many_attempts"

@@ -213,6 +213,8 @@ public struct AuditEvent: Sendable, Equatable {
         case deviceRevoked = "device.revoked"
         case logout = "session.logout"
         case refreshReuse = "session.refresh_reuse"
+        case handoff = "session.handoff"
+        case handoffReuse = "session.handoff_reuse"
         case transferSetUp = "transfer.set_up"
         case transferCancelled = "transfer.cancelled"
         case transferClaimed = "transfer.claimed"

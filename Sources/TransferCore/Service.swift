@@ -11,11 +11,14 @@ public struct ServicePolicy: Sendable {
     public var lock: LockPolicy
     /// Accounts one device may hold (`--max-accounts-per-device`).
     public var maxAccountsPerDevice: Int
+    /// Sibling-app hand-off; nil while off.
+    public var handoff: HandoffPolicy?
 
     public init(
         transferTTL: Duration = .seconds(24 * 3600), refreshTokenTTL: Duration = .seconds(30 * 24 * 3600),
-        lock: LockPolicy = .standard, maxAccountsPerDevice: Int = 5
+        lock: LockPolicy = .standard, maxAccountsPerDevice: Int = 5, handoff: HandoffPolicy? = nil
     ) {
+        self.handoff = handoff
         self.transferTTL = transferTTL
         self.refreshTokenTTL = refreshTokenTTL
         self.lock = lock
@@ -33,13 +36,16 @@ public struct SessionGrant: Sendable, Equatable {
     public var sessionID: String
     public var refreshToken: String
     public var created: Bool
-    /// Every account on the device, and which is current.
+    /// Every account on the device, and which is current (a sibling's: its one account).
     public var accounts: [DeviceAccountSummary]
+    /// A sibling app's session: its client id, the access token's `azp`.
+    public var clientID: String?
 
     public init(
         account: SessionAccount, deviceID: String, sessionID: String, refreshToken: String, created: Bool,
-        accounts: [DeviceAccountSummary]
+        accounts: [DeviceAccountSummary], clientID: String? = nil
     ) {
+        self.clientID = clientID
         self.account = account
         self.deviceID = deviceID
         self.sessionID = sessionID
@@ -66,7 +72,10 @@ public struct Caller: Sendable, Equatable {
     public var accountID: String
     public var deviceID: String
     public var sessionID: String
-    public init(accountID: String, deviceID: String, sessionID: String) {
+    /// Set for a sibling app's session (its token's `azp`); nil for the app on the device.
+    public var clientID: String?
+    public init(accountID: String, deviceID: String, sessionID: String, clientID: String? = nil) {
+        self.clientID = clientID
         self.accountID = accountID
         self.deviceID = deviceID
         self.sessionID = sessionID

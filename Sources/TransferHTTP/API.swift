@@ -45,6 +45,8 @@ struct API<Context: AppRequestContext>: Sendable {
             (.delete, "/v1/me/apple", { $0.unlinkApple }),
             (.post, "/v1/transfers/apple", { $0.moveWithApple }),
             (.post, "/v1/apple/notifications", { $0.appleNotification }),
+            (.post, "/v1/handoff/codes", { $0.createHandoffCode }),
+            (.post, "/v1/handoff/token", { $0.redeemHandoffCode }),
             (.get, "/.well-known/jwks.json", { $0.jwks }),
             (.get, "/healthz", { _ in { _, _ in raw(Array(#"{"status":"ok"}"#.utf8), type: "application/json") } }),
             (.get, "/readyz", { api in { _, _ in try await api.ready() } }),
@@ -96,13 +98,13 @@ struct API<Context: AppRequestContext>: Sendable {
     }
 
     func logout(_ request: Request, _ context: Context) async throws -> Response {
-        let caller = try await authenticate(request, context)
+        let caller = try await authenticate(request, context, siblings: true)
         try await service.logout(caller)
         return Response(status: .noContent)
     }
 
     func me(_ request: Request, _ context: Context) async throws -> Response {
-        let caller = try await authenticate(request, context)
+        let caller = try await authenticate(request, context, siblings: true)
         let profile = try await service.profile(caller)
         return try Self.json(MeBody(profile, current: caller.deviceID), status: .ok)
     }
@@ -306,6 +308,37 @@ struct API<Context: AppRequestContext>: Sendable {
         return Response(status: .ok)
     }
 
+    // MARK: Sibling apps
+
+    /// `POST /v1/handoff/codes`: the host app asks for a one-time code for a sibling app.
+    func createHandoffCode(_ request: Request, _ context: Context) async throws -> Response {
+        guard service.policy.handoff != nil else { throw TransferError.notConfigured("Sibling-app hand-off") }
+        let caller = try await authenticate(request, context)
+        let body = try await JSONBody.read(request, context: context)
+        let client = try body.string("clientId")
+        let challenge = try body.string("codeChallenge")
+        let method = try body.string("codeChallengeMethod")
+        guard method == "S256" else { throw APIError.invalidRequest("codeChallengeMethod must be S256 (plain is not accepted).") }
+        guard PKCE.isChallenge(challenge) else {
+            throw APIError.invalidRequest("codeChallenge must be 43 base64url characters: base64url(SHA-256(codeVerifier)) without padding.")
+        }
+        let issued = try await service.createHandoffCode(caller, clientID: client, challenge: challenge)
+        return try Self.json(HandoffCodeBody(code: issued.code, expiresIn: Int(issued.expiresIn.components.seconds)), status: .created)
+    }
+
+    /// `POST /v1/handoff/token`: the sibling app redeems the code with its verifier.
+    func redeemHandoffCode(_ request: Request, _ context: Context) async throws -> Response {
+        guard service.policy.handoff != nil else { throw TransferError.notConfigured("Sibling-app hand-off") }
+        let body = try await JSONBody.read(request, context: context)
+        let code = try body.string("code")
+        let verifier = try body.string("codeVerifier")
+        let client = try body.string("clientId")
+        let grant = try await service.redeemHandoffCode(
+            code: code, verifier: verifier, clientID: client, clientAddress: clientAddress(request, context))
+        context.log.accountID = grant.account.accountID
+        return try await session(grant, status: .ok)
+    }
+
     func jwks(_ request: Request, _ context: Context) async throws -> Response {
         Self.raw(try tokenBox.tokens.jwksJSON, type: "application/json", cache: "public, max-age=300")
     }
@@ -327,13 +360,17 @@ struct API<Context: AppRequestContext>: Sendable {
         return id.value
     }
 
-    func authenticate(_ request: Request, _ context: Context) async throws -> Caller {
+    /// The caller behind the Bearer token. A sibling app's token is accepted only where
+    /// `siblings` says so (`GET /v1/me`, logout); elsewhere it gets `403 insufficient_scope`:
+    /// those endpoints act on the host app's device or are the host app's decision.
+    func authenticate(_ request: Request, _ context: Context, siblings: Bool = false) async throws -> Caller {
         guard let token = Self.bearer(request),
             let claims = await (try tokenBox.tokens).verify(token, now: service.clock.now())
         else { throw TransferError.invalidToken }
         let caller = try await service.authenticate(
-            accountID: claims.sub.value, deviceID: claims.did, sessionID: claims.sid)
+            accountID: claims.sub.value, deviceID: claims.did, sessionID: claims.sid, clientID: claims.azp)
         context.log.accountID = caller.accountID
+        if caller.clientID != nil && !siblings { throw TransferError.insufficientScope }
         return caller
     }
 
@@ -516,6 +553,11 @@ struct PushTargetsBody: Encodable {
         }
     }
     var targets: [Target]
+}
+
+struct HandoffCodeBody: Encodable {
+    var code: String
+    var expiresIn: Int
 }
 
 struct AppleNonceBody: Encodable {

@@ -73,6 +73,13 @@ extension APIError {
         case .invalidToken:
             self.init(.unauthorized, error.code, "The access token is missing, malformed, expired or revoked.",
                       headers: [.wwwAuthenticate: "Bearer"])
+        case .insufficientScope:
+            self.init(.forbidden, error.code, "A sibling app's token cannot call this endpoint; it is the host app's.",
+                      headers: [.wwwAuthenticate: #"Bearer error="insufficient_scope""#])
+        case .invalidGrant:
+            self.init(.badRequest, error.code, "The hand-off code is invalid, expired or used.")
+        case .unknownClient:
+            self.init(.forbidden, error.code, "clientId is not one of this service's sibling apps.")
         case .emailInUse:
             self.init(.conflict, error.code, "Another account has a pending transfer with this email.")
         case .invalidTransferCredentials:

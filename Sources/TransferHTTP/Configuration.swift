@@ -50,6 +50,8 @@ public struct ServerConfiguration: Sendable {
     public var outboxPollInterval = Duration.milliseconds(500)
     /// After this long a node rotates the signing key by itself (once across all nodes); nil: only `transfer keys rotate`.
     public var signingKeyMaxAge: Duration?
+    /// Sibling-app hand-off (`--handoff-clients`, `--handoff-code-ttl`); nil (the default): off, `501 not_configured`.
+    public var handoff: HandoffPolicy?
     /// How often a node looks for a rotation (not a flag: a few seconds, so every node signs with a new key soon).
     public var signingKeyPollInterval = Duration.seconds(5)
 
@@ -109,6 +111,7 @@ public struct ServerConfiguration: Sendable {
             config.signingKeyMaxAge = age
         }
         config.apple = try AppleConfiguration.load(flags: flags, value: value)
+        config.handoff = try handoff(clients: value(flags.handoffClients, "handoff-clients"), ttl: value(flags.handoffCodeTTL, "handoff-code-ttl"))
         switch (value(flags.webhookURL, "webhook-url"), value(flags.webhookSecret, "webhook-secret")) {
         case (nil, nil): break
         case (let (url, urlName)?, let (secret, secretName)?):
@@ -128,6 +131,28 @@ public struct ServerConfiguration: Sendable {
             config.trustedProxy = try boolean(v, n)
         }
         return config
+    }
+
+    /// `--handoff-clients`: client ids (1–255 visible ASCII characters, no comma), comma-separated.
+    static func handoff(clients: (String, String)?, ttl: (String, String)?) throws(Invalid) -> HandoffPolicy? {
+        guard let (list, listName) = clients else {
+            if let (_, name) = ttl { throw Invalid(description: "\(name) needs --handoff-clients (the hand-off is off without it)") }
+            return nil
+        }
+        let ids = list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard !ids.isEmpty else { throw Invalid(description: "\(listName): name at least one sibling app's client id, comma-separated") }
+        for id in ids where id.utf8.count > 255 || !id.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) {
+            throw Invalid(description: "\(listName): '\(id)' is not a client id (1 to 255 visible ASCII characters, such as com.example.news)")
+        }
+        var policy = HandoffPolicy(clients: Set(ids))
+        if let (v, n) = ttl {
+            let codeTTL = try duration(v, n)
+            guard codeTTL >= .seconds(10), codeTTL <= .seconds(600) else {
+                throw Invalid(description: "\(n): '\(v)' is out of range; a hand-off code lives 10s to 10m")
+            }
+            policy.codeTTL = codeTTL
+        }
+        return policy
     }
 
     static func integer(_ text: String, _ name: String, in range: ClosedRange<Int>) throws(Invalid) -> Int {
@@ -303,6 +328,10 @@ public struct ServerFlags: ParsableArguments {
     public var appleTokenURL: String?
     @Option(name: .customLong("apple-revoke-url"), help: "Apple's revoke endpoint (default https://appleid.apple.com/auth/revoke).")
     public var appleRevokeURL: String?
+    @Option(name: .customLong("handoff-clients"), help: "Sibling apps that may receive a hand-off: their client ids, comma-separated (TRANSFER_HANDOFF_CLIENTS; off when unset).")
+    public var handoffClients: String?
+    @Option(name: .customLong("handoff-code-ttl"), help: "Lifetime of a hand-off code, 10s to 10m (TRANSFER_HANDOFF_CODE_TTL; default 60s).")
+    public var handoffCodeTTL: String?
     @Flag(name: .customLong("trusted-proxy"), help: "Take the client address from the last X-Forwarded-For hop (TRANSFER_TRUSTED_PROXY=on).")
     public var trustedProxy = false
 

@@ -11,6 +11,8 @@ struct AccessClaims: JWTPayload {
     var sub: SubjectClaim
     var did: String
     var sid: String
+    /// A sibling app's session: its client id (the authorized party). Absent on the host app's tokens.
+    var azp: String?
     var iat: IssuedAtClaim
     var exp: ExpirationClaim
     /// Never set by us; honoured when present.
@@ -87,7 +89,8 @@ public struct TokenService: Sendable {
         let payload =
             #"{"iss":"# + Self.jsonString(issuer) + #","aud":["# + Self.jsonString(audience)
             + #"],"sub":"# + Self.jsonString(grant.account.accountID) + #","did":"# + Self.jsonString(grant.deviceID)
-            + #","sid":"# + Self.jsonString(grant.sessionID) + #","iat":\#(now.seconds),"exp":\#((now + accessTTL).seconds)}"#
+            + #","sid":"# + Self.jsonString(grant.sessionID) + (grant.clientID.map { #","azp":"# + Self.jsonString($0) } ?? "")
+            + #","iat":\#(now.seconds),"exp":\#((now + accessTTL).seconds)}"#
         let input = encodedHeader + "." + Base64URL.encode(payload.utf8)
         let signature = try signingKey.signature(for: Array(input.utf8))
         return input + "." + Base64URL.encode(signature)

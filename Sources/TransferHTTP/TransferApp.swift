@@ -61,7 +61,7 @@ public enum TransferApp {
             store: store, hasher: passwordHasher ?? argon2, clock: clock,
             policy: ServicePolicy(
                 transferTTL: configuration.transferTTL, refreshTokenTTL: configuration.refreshTokenTTL,
-                maxAccountsPerDevice: configuration.maxAccountsPerDevice),
+                maxAccountsPerDevice: configuration.maxAccountsPerDevice, handoff: configuration.handoff),
             observer: metrics)
 
         var appleSigner: JWTKeyCollection?

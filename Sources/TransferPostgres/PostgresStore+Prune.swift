@@ -64,9 +64,11 @@ extension PostgresStore {
                 ), d AS (
                     DELETE FROM rotated_refresh_tokens r USING w
                     WHERE r.token_hash = w.token_hash
-                      AND (r.expires_at <= \(now) OR NOT EXISTS (
+                      AND (r.expires_at <= \(now)
+                        OR (r.client_id IS NULL AND NOT EXISTS (
                           SELECT 1 FROM device_accounts p
                           WHERE p.device_id = r.device_id AND p.account_id = r.account_id AND p.session_id = r.session_id))
+                        OR (r.client_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM sibling_sessions s WHERE s.session_id = r.session_id)))
                     RETURNING 1
                 )
                 SELECT (SELECT count(*) FROM d) AS n, (SELECT token_hash FROM w ORDER BY token_hash DESC LIMIT 1) AS last
@@ -74,6 +76,20 @@ extension PostgresStore {
             counts.rotatedTokens += Int(try row["n"].decode(Int64.self))
             afterToken = last
         }
+        counts.expiredSessions += try await batches(conn, limit, """
+            WITH d AS (
+                DELETE FROM sibling_sessions WHERE session_id IN (
+                    SELECT session_id FROM sibling_sessions WHERE refresh_expires_at <= \(now) LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+                RETURNING 1
+            ) SELECT count(*) AS n FROM d
+            """)
+        counts.handoffCodes = try await batches(conn, limit, """
+            WITH d AS (
+                DELETE FROM handoff_codes WHERE code_hash IN (
+                    SELECT code_hash FROM handoff_codes WHERE expires_at <= \(now) LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+                RETURNING 1
+            ) SELECT count(*) AS n FROM d
+            """)
         counts.expiredTransfers = try await batches(conn, limit, """
             WITH d AS (
                 UPDATE transfers SET state = 'expired', ended_at = expires_at

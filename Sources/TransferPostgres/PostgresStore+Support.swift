@@ -48,7 +48,10 @@ extension PostgresStore: SupportStore {
                 createdAt: Timestamp(milliseconds: try account["created_at"].decode(Int64.self)),
                 movedToDeviceID: try account["moved_to_device_id"].decode(String?.self), devices: devices, transfer: transfer, recentEvents: events,
                 pushTokens: tokens, apple: try await one(conn, "SELECT * FROM apple_links WHERE account_id = \(accountID)").map(Self.appleLink),
-                deletedAt: try account["deleted_at"].decode(Int64?.self).map(Timestamp.init(milliseconds:)))
+                deletedAt: try account["deleted_at"].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
+                siblingSessions: try await all(
+                    conn, "SELECT * FROM sibling_sessions WHERE account_id = \(accountID) ORDER BY device_id, client_id"
+                ).map(Self.siblingSession))
         }
     }
 

@@ -80,7 +80,7 @@ public final class PostgresStore: TransferStore {
     /// Versioned migrations, `Resources/migrations/vN.sql`; a new schema change is a new file
     /// appended here. `schema.postgres.sql` at the repository's root is what they add up to.
     static func migrations() throws -> [(String, String)] {
-        try ["v1", "v2", "v3", "v4", "v5", "v6", "v7"].map { version in
+        try ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"].map { version in
             guard let url = Bundle.module.url(forResource: version, withExtension: "sql", subdirectory: "migrations") else {
                 throw MissingSchema()
             }
@@ -296,16 +296,32 @@ public final class PostgresStore: TransferStore {
         }
         if let hash = reads.refreshToken {
             facts.refreshToken = try await one(conn, """
-                SELECT device_id, account_id, session_id FROM device_accounts WHERE refresh_hash = \(Data(hash.bytes))
+                SELECT device_id, account_id, session_id, NULL::text AS client_id FROM device_accounts WHERE refresh_hash = \(Data(hash.bytes))
                 UNION ALL
-                SELECT device_id, account_id, session_id FROM rotated_refresh_tokens WHERE token_hash = \(Data(hash.bytes))
+                SELECT device_id, account_id, session_id, client_id FROM sibling_sessions WHERE refresh_hash = \(Data(hash.bytes))
+                UNION ALL
+                SELECT device_id, account_id, session_id, client_id FROM rotated_refresh_tokens WHERE token_hash = \(Data(hash.bytes))
                 LIMIT 1
                 """).map {
                 RefreshTokenLookup(
                     deviceID: try $0["device_id"].decode(String.self), accountID: try $0["account_id"].decode(String.self),
-                    sessionID: try $0["session_id"].decode(String.self))
+                    sessionID: try $0["session_id"].decode(String.self), clientID: try $0["client_id"].decode(String?.self))
             }
-            if let lookup = facts.refreshToken { facts.device = try await device(conn, lookup.deviceID, at: now, lock: true) }
+            if let lookup = facts.refreshToken {
+                facts.device = try await device(conn, lookup.deviceID, at: now, lock: true)
+                if let client = lookup.clientID {
+                    facts.siblingSession = try await one(conn, """
+                        SELECT * FROM sibling_sessions
+                        WHERE device_id = \(lookup.deviceID) AND account_id = \(lookup.accountID) AND client_id = \(client) FOR UPDATE
+                        """).map(Self.siblingSession)
+                }
+            }
+        }
+        if let hash = reads.handoffCode {
+            // Locked: of concurrent redemptions, the second waits and then sees the code used.
+            facts.handoffCode = try await one(conn, "SELECT * FROM handoff_codes WHERE code_hash = \(Data(hash.bytes)) FOR UPDATE")
+                .map(Self.handoffCode)
+            if let code = facts.handoffCode { facts.device = try await device(conn, code.deviceID, at: now, lock: true) }
         }
         if let id = reads.device {
             facts.device = try await device(conn, id, at: now, lock: true)
@@ -415,6 +431,7 @@ public final class PostgresStore: TransferStore {
         case .setCurrentAccount(let device, let account):
             try await run(conn, "UPDATE devices SET current_account_id = \(account) WHERE id = \(device)")
         case .endPair(let device, let account, let state, let reason, let at):
+            try await run(conn, "DELETE FROM sibling_sessions WHERE device_id = \(device) AND account_id = \(account)")
             try await run(conn, """
                 UPDATE device_accounts SET state = \(state.rawValue), ended_at = \(at.milliseconds), ended_reason = \(reason), \(unescaped: Self.noSession)
                 WHERE device_id = \(device) AND account_id = \(account) AND state = 'active'
@@ -450,6 +467,39 @@ public final class PostgresStore: TransferStore {
                 """)
         case .closeSession(let device, let account):
             try await run(conn, "UPDATE device_accounts SET \(unescaped: Self.noSession) WHERE device_id = \(device) AND account_id = \(account)")
+            try await run(conn, "DELETE FROM sibling_sessions WHERE device_id = \(device) AND account_id = \(account)")
+        case .addHandoffCode(let c):
+            try await run(conn, """
+                INSERT INTO handoff_codes (code_hash, device_id, account_id, host_session_id, client_id, challenge, created_at, expires_at)
+                VALUES (\(Data(c.codeHash.bytes)), \(c.deviceID), \(c.accountID), \(c.hostSessionID), \(c.clientID), \(c.challenge),
+                        \(c.createdAt.milliseconds), \(c.expiresAt.milliseconds))
+                """)
+        case .redeemHandoffCode(let hash, let at, let session):
+            try await run(conn, """
+                UPDATE handoff_codes SET redeemed_at = \(at.milliseconds), sibling_session_id = \(session)
+                WHERE code_hash = \(Data(hash.bytes)) AND redeemed_at IS NULL
+                """)
+        case .openSiblingSession(let s):
+            try await run(conn, """
+                INSERT INTO sibling_sessions (device_id, account_id, client_id, session_id, started_at, refresh_hash, refresh_generation, refresh_expires_at)
+                VALUES (\(s.deviceID), \(s.accountID), \(s.clientID), \(s.sessionID), \(s.startedAt.milliseconds), \(Data(s.refreshHash.bytes)),
+                        \(Int32(s.generation)), \(s.expiresAt.milliseconds))
+                ON CONFLICT (device_id, account_id, client_id) DO UPDATE SET session_id = excluded.session_id, started_at = excluded.started_at,
+                    refresh_hash = excluded.refresh_hash, refresh_generation = excluded.refresh_generation,
+                    refresh_expires_at = excluded.refresh_expires_at
+                """)
+        case .rotateSiblingSession(let s, let used, let usedExpiresAt):
+            try await run(conn, """
+                UPDATE sibling_sessions SET refresh_hash = \(Data(s.refreshHash.bytes)), refresh_generation = \(Int32(s.generation)),
+                    refresh_expires_at = \(s.expiresAt.milliseconds)
+                WHERE session_id = \(s.sessionID)
+                """)
+            try await run(conn, """
+                INSERT INTO rotated_refresh_tokens (token_hash, device_id, account_id, session_id, expires_at, client_id)
+                VALUES (\(Data(used.bytes)), \(s.deviceID), \(s.accountID), \(s.sessionID), \(usedExpiresAt.milliseconds), \(s.clientID))
+                """)
+        case .closeSiblingSession(let session):
+            try await run(conn, "DELETE FROM sibling_sessions WHERE session_id = \(session)")
         case .createTransfer(let t):
             try await run(conn, """
                 INSERT INTO transfers (id, account_id, email, email_key, password_hash, state, created_at, expires_at, issued_by)
@@ -542,6 +592,7 @@ public final class PostgresStore: TransferStore {
             try await run(conn, "UPDATE accounts SET deleted_at = \(at.milliseconds) WHERE id = \(id) AND deleted_at IS NULL")
             try await run(conn, "DELETE FROM transfers WHERE account_id = \(id)")
             try await run(conn, "DELETE FROM rotated_refresh_tokens WHERE account_id = \(id)")
+            try await run(conn, "DELETE FROM handoff_codes WHERE account_id = \(id)")
             try await run(conn, "DELETE FROM apple_links WHERE account_id = \(id)")
             try await run(conn, "UPDATE device_accounts SET last_address = NULL WHERE account_id = \(id)")
             try await run(conn, "DELETE FROM audit_events WHERE account_id = \(id)")
@@ -582,9 +633,16 @@ public final class PostgresStore: TransferStore {
 
     // MARK: Reads outside operations
 
-    public func isSessionValid(sessionID: String, accountID: String, deviceID: String) async throws -> Bool {
+    public func isSessionValid(sessionID: String, accountID: String, deviceID: String, clientID: String?) async throws -> Bool {
         try await client.withConnection { conn in
-            try await one(conn, """
+            if let clientID {
+                // A sibling session exists only while its pair is active (the schema's triggers).
+                return try await one(conn, """
+                    SELECT 1 FROM sibling_sessions
+                    WHERE device_id = \(deviceID) AND account_id = \(accountID) AND client_id = \(clientID) AND session_id = \(sessionID)
+                    """) != nil
+            }
+            return try await one(conn, """
                 SELECT 1 FROM device_accounts
                 WHERE device_id = \(deviceID) AND account_id = \(accountID) AND state = 'active' AND session_id = \(sessionID)
                 """) != nil
@@ -724,6 +782,27 @@ public final class PostgresStore: TransferStore {
             token: try row["token"].decode(String.self),
             environment: try row["environment"].decode(String?.self).map { try UnknownStoredValue.decode($0, column: "push_tokens.environment") },
             registeredAt: Timestamp(milliseconds: try row["registered_at"].decode(Int64.self)))
+    }
+
+    static func siblingSession(_ row: PostgresRandomAccessRow) throws -> SiblingSession {
+        SiblingSession(
+            deviceID: try row["device_id"].decode(String.self), accountID: try row["account_id"].decode(String.self),
+            clientID: try row["client_id"].decode(String.self), sessionID: try row["session_id"].decode(String.self),
+            startedAt: Timestamp(milliseconds: try row["started_at"].decode(Int64.self)),
+            generation: Int(try row["refresh_generation"].decode(Int32.self)),
+            refreshHash: SecretHash(bytes: [UInt8](try row["refresh_hash"].decode(Data.self))),
+            expiresAt: Timestamp(milliseconds: try row["refresh_expires_at"].decode(Int64.self)))
+    }
+
+    static func handoffCode(_ row: PostgresRandomAccessRow) throws -> HandoffCodeRecord {
+        HandoffCodeRecord(
+            codeHash: SecretHash(bytes: [UInt8](try row["code_hash"].decode(Data.self))), deviceID: try row["device_id"].decode(String.self),
+            accountID: try row["account_id"].decode(String.self), hostSessionID: try row["host_session_id"].decode(String.self),
+            clientID: try row["client_id"].decode(String.self), challenge: try row["challenge"].decode(String.self),
+            createdAt: Timestamp(milliseconds: try row["created_at"].decode(Int64.self)),
+            expiresAt: Timestamp(milliseconds: try row["expires_at"].decode(Int64.self)),
+            redeemedAt: try row["redeemed_at"].decode(Int64?.self).map(Timestamp.init(milliseconds:)),
+            siblingSessionID: try row["sibling_session_id"].decode(String?.self))
     }
 
     static func appleLink(_ row: PostgresRandomAccessRow) throws -> AppleLink {

@@ -20,11 +20,25 @@ extension SQLiteStore {
                 """
                 DELETE FROM rotated_refresh_tokens
                 WHERE rowid > ? AND rowid <= ?
-                  AND (expires_at <= ? OR NOT EXISTS (
+                  AND (expires_at <= ?
+                    OR (client_id IS NULL AND NOT EXISTS (
                       SELECT 1 FROM device_accounts p
                       WHERE p.device_id = rotated_refresh_tokens.device_id AND p.account_id = rotated_refresh_tokens.account_id
                         AND p.session_id = rotated_refresh_tokens.session_id))
+                    OR (client_id IS NOT NULL AND NOT EXISTS (
+                      SELECT 1 FROM sibling_sessions s WHERE s.session_id = rotated_refresh_tokens.session_id)))
                 """, [low, high, now])
+        }
+        counts.expiredSessions += try await batches(batchSize) { db in
+            try db.run(
+                """
+                DELETE FROM sibling_sessions WHERE rowid IN (SELECT rowid FROM sibling_sessions WHERE refresh_expires_at <= ? LIMIT ?)
+                """, [now, batchSize])
+        }
+        counts.handoffCodes = try await batches(batchSize) { db in
+            try db.run(
+                "DELETE FROM handoff_codes WHERE code_hash IN (SELECT code_hash FROM handoff_codes WHERE expires_at <= ? LIMIT ?)",
+                [now, batchSize])
         }
         counts.expiredTransfers = try await batches(batchSize) { db in
             try db.run(

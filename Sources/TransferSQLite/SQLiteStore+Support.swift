@@ -50,7 +50,10 @@ extension SQLiteStore: SupportStore {
                 accountID: accountID, userName: account["user_name"], createdAt: Timestamp(milliseconds: account["created_at"]),
                 movedToDeviceID: account["moved_to_device_id"], devices: devices, transfer: transfer, recentEvents: events,
                 pushTokens: tokens, apple: try db.one("SELECT * FROM apple_links WHERE account_id = ?", [accountID]).map(Self.appleLink),
-                deletedAt: (account["deleted_at"] as Int64?).map(Timestamp.init(milliseconds:)))
+                deletedAt: (account["deleted_at"] as Int64?).map(Timestamp.init(milliseconds:)),
+                siblingSessions: try db.all(
+                    "SELECT * FROM sibling_sessions WHERE account_id = ? ORDER BY device_id, client_id", [accountID]
+                ).map(Self.siblingSession))
         }
     }
 

@@ -52,7 +52,7 @@ public final class SQLiteStore: TransferStore {
     /// appended here. `schema.sql` at the repository's root is the schema they add up to.
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
-        for version in ["v1", "v2", "v3", "v4", "v5", "v6", "v7"] {
+        for version in ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"] {
             migrator.registerMigration(version) { db in try db.execute(sql: try SQLiteStore.migrationSQL(version)) }
         }
         return migrator
@@ -107,15 +107,29 @@ public final class SQLiteStore: TransferStore {
         if let hash = reads.refreshToken {
             facts.refreshToken = try db.one(
                 """
-                SELECT device_id, account_id, session_id FROM device_accounts WHERE refresh_hash = ?1
+                SELECT device_id, account_id, session_id, NULL AS client_id FROM device_accounts WHERE refresh_hash = ?1
                 UNION ALL
-                SELECT device_id, account_id, session_id FROM rotated_refresh_tokens WHERE token_hash = ?1
+                SELECT device_id, account_id, session_id, client_id FROM sibling_sessions WHERE refresh_hash = ?1
+                UNION ALL
+                SELECT device_id, account_id, session_id, client_id FROM rotated_refresh_tokens WHERE token_hash = ?1
                 LIMIT 1
                 """, [Data(hash.bytes)]
             ).map {
-                RefreshTokenLookup(deviceID: $0["device_id"], accountID: $0["account_id"], sessionID: $0["session_id"])
+                RefreshTokenLookup(deviceID: $0["device_id"], accountID: $0["account_id"], sessionID: $0["session_id"], clientID: $0["client_id"])
             }
-            if let lookup = facts.refreshToken { facts.device = try device(db, lookup.deviceID, at: t) }
+            if let lookup = facts.refreshToken {
+                facts.device = try device(db, lookup.deviceID, at: t)
+                if let client = lookup.clientID {
+                    facts.siblingSession = try db.one(
+                        "SELECT * FROM sibling_sessions WHERE device_id = ? AND account_id = ? AND client_id = ?",
+                        [lookup.deviceID, lookup.accountID, client]
+                    ).map(siblingSession)
+                }
+            }
+        }
+        if let hash = reads.handoffCode {
+            facts.handoffCode = try db.one("SELECT * FROM handoff_codes WHERE code_hash = ?", [Data(hash.bytes)]).map(handoffCode)
+            if let code = facts.handoffCode { facts.device = try device(db, code.deviceID, at: t) }
         }
         if let id = reads.device {
             facts.device = try device(db, id, at: t)
@@ -212,6 +226,7 @@ public final class SQLiteStore: TransferStore {
         case .setCurrentAccount(let device, let account):
             try db.run("UPDATE devices SET current_account_id = ? WHERE id = ?", [account, device])
         case .endPair(let device, let account, let state, let reason, let at):
+            try db.run("DELETE FROM sibling_sessions WHERE device_id = ? AND account_id = ?", [device, account])
             try db.run(
                 "UPDATE device_accounts SET state = ?, ended_at = ?, ended_reason = ?, \(noSession) WHERE device_id = ? AND account_id = ? AND state = 'active'",
                 [state.rawValue, at.milliseconds, reason, device, account])
@@ -246,6 +261,42 @@ public final class SQLiteStore: TransferStore {
                 [Data(used.bytes), device, account, s.sessionID, usedExpiresAt.milliseconds])
         case .closeSession(let device, let account):
             try db.run("UPDATE device_accounts SET \(noSession) WHERE device_id = ? AND account_id = ?", [device, account])
+            try db.run("DELETE FROM sibling_sessions WHERE device_id = ? AND account_id = ?", [device, account])
+        case .addHandoffCode(let c):
+            try db.run(
+                """
+                INSERT INTO handoff_codes (code_hash, device_id, account_id, host_session_id, client_id, challenge, created_at, expires_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+                [Data(c.codeHash.bytes), c.deviceID, c.accountID, c.hostSessionID, c.clientID, c.challenge, c.createdAt.milliseconds,
+                 c.expiresAt.milliseconds])
+        case .redeemHandoffCode(let hash, let at, let session):
+            try db.run(
+                "UPDATE handoff_codes SET redeemed_at = ?, sibling_session_id = ? WHERE code_hash = ? AND redeemed_at IS NULL",
+                [at.milliseconds, session, Data(hash.bytes)])
+        case .openSiblingSession(let s):
+            try db.run(
+                """
+                INSERT INTO sibling_sessions (device_id, account_id, client_id, session_id, started_at, refresh_hash, refresh_generation, refresh_expires_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (device_id, account_id, client_id) DO UPDATE SET session_id = excluded.session_id, started_at = excluded.started_at,
+                    refresh_hash = excluded.refresh_hash, refresh_generation = excluded.refresh_generation,
+                    refresh_expires_at = excluded.refresh_expires_at
+                """,
+                [s.deviceID, s.accountID, s.clientID, s.sessionID, s.startedAt.milliseconds, Data(s.refreshHash.bytes), s.generation,
+                 s.expiresAt.milliseconds])
+        case .rotateSiblingSession(let s, let used, let usedExpiresAt):
+            try db.run(
+                "UPDATE sibling_sessions SET refresh_hash = ?, refresh_generation = ?, refresh_expires_at = ? WHERE session_id = ?",
+                [Data(s.refreshHash.bytes), s.generation, s.expiresAt.milliseconds, s.sessionID])
+            try db.run(
+                """
+                INSERT INTO rotated_refresh_tokens (token_hash, device_id, account_id, session_id, expires_at, client_id)
+                VALUES (?, ?, ?, ?, ?, ?)
+                """,
+                [Data(used.bytes), s.deviceID, s.accountID, s.sessionID, usedExpiresAt.milliseconds, s.clientID])
+        case .closeSiblingSession(let session):
+            try db.run("DELETE FROM sibling_sessions WHERE session_id = ?", [session])
         case .createTransfer(let t):
             try db.run(
                 """
@@ -335,6 +386,7 @@ public final class SQLiteStore: TransferStore {
             try db.run("UPDATE accounts SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL", [at.milliseconds, id])
             try db.run("DELETE FROM transfers WHERE account_id = ?", [id])
             try db.run("DELETE FROM rotated_refresh_tokens WHERE account_id = ?", [id])
+            try db.run("DELETE FROM handoff_codes WHERE account_id = ?", [id])
             try db.run("DELETE FROM apple_links WHERE account_id = ?", [id])
             try db.run("UPDATE device_accounts SET last_address = NULL WHERE account_id = ?", [id])
             try db.run("DELETE FROM audit_events WHERE account_id = ?", [id])
@@ -377,9 +429,15 @@ public final class SQLiteStore: TransferStore {
         _ = try await pool.read { db in try Int.fetchOne(db.cachedStatement(sql: "SELECT 1")) }
     }
 
-    public func isSessionValid(sessionID: String, accountID: String, deviceID: String) async throws -> Bool {
+    public func isSessionValid(sessionID: String, accountID: String, deviceID: String, clientID: String?) async throws -> Bool {
         try await pool.read { db in
-            try db.one(
+            if let clientID {
+                // A sibling session exists only while its pair is active (the schema's triggers).
+                return try db.one(
+                    "SELECT 1 FROM sibling_sessions WHERE device_id = ? AND account_id = ? AND client_id = ? AND session_id = ?",
+                    [deviceID, accountID, clientID, sessionID]) != nil
+            }
+            return try db.one(
                 "SELECT 1 FROM device_accounts WHERE device_id = ? AND account_id = ? AND state = 'active' AND session_id = ?",
                 [deviceID, accountID, sessionID]) != nil
         }
@@ -509,6 +567,21 @@ public final class SQLiteStore: TransferStore {
             token: row["token"],
             environment: try (row["environment"] as String?).map { try UnknownStoredValue.decode($0, column: "push_tokens.environment") },
             registeredAt: Timestamp(milliseconds: row["registered_at"]))
+    }
+
+    static func siblingSession(_ row: Row) -> SiblingSession {
+        SiblingSession(
+            deviceID: row["device_id"], accountID: row["account_id"], clientID: row["client_id"], sessionID: row["session_id"],
+            startedAt: Timestamp(milliseconds: row["started_at"]), generation: row["refresh_generation"],
+            refreshHash: SecretHash(bytes: [UInt8](row["refresh_hash"] as Data)), expiresAt: Timestamp(milliseconds: row["refresh_expires_at"]))
+    }
+
+    static func handoffCode(_ row: Row) -> HandoffCodeRecord {
+        HandoffCodeRecord(
+            codeHash: SecretHash(bytes: [UInt8](row["code_hash"] as Data)), deviceID: row["device_id"], accountID: row["account_id"],
+            hostSessionID: row["host_session_id"], clientID: row["client_id"], challenge: row["challenge"],
+            createdAt: Timestamp(milliseconds: row["created_at"]), expiresAt: Timestamp(milliseconds: row["expires_at"]),
+            redeemedAt: (row["redeemed_at"] as Int64?).map(Timestamp.init(milliseconds:)), siblingSessionID: row["sibling_session_id"])
     }
 
     static func appleLink(_ row: Row) -> AppleLink {

@@ -308,6 +308,54 @@ struct MigrationTests {
         }
     }
 
+    @Test("a v7 database with a signed-in phone and a rotated token upgrades to v8: the phone hands off to a sibling, the old token is still refused, a sibling only on an active pair",
+          arguments: StoreKind.available)
+    func upgradeFromV7(kind: StoreKind) async throws {
+        try await kind.withDatabaseLocation { location, file in
+            let phone = Device()
+            let now = Timestamp(Date()).milliseconds
+            let raw = RawDatabase(location: location)
+            try await raw.migrate(through: 7)
+            let account = "a7000000-0000-4000-8000-000000000001", gone = "a7000000-0000-4000-8000-000000000002"
+            try await raw.run([
+                ("INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)", [.text(account), .text(phone.id), .int(now - 60_000)]),
+                ("INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)", [.text(gone), .text(gone), .int(now - 60_000)]),
+                ("INSERT INTO devices (id, secret_hash, created_at) VALUES (?, ?, ?)", [.text(phone.id), .blob(SecretHash(of: phone.secret).bytes), .int(now - 60_000)]),
+                ("INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES (?, ?, 'active', ?)", [.text(phone.id), .text(account), .int(now - 60_000)]),
+                ("INSERT INTO device_accounts (device_id, account_id, state, added_at, ended_at) VALUES (?, ?, 'removed', ?, ?)",
+                 [.text(phone.id), .text(gone), .int(now - 60_000), .int(now - 30_000)]),
+                ("UPDATE devices SET current_account_id = ? WHERE id = ?", [.text(account), .text(phone.id)]),
+                ("INSERT INTO rotated_refresh_tokens (token_hash, device_id, account_id, session_id, expires_at) VALUES (?, ?, ?, ?, ?)",
+                 [.blob(SecretHash(of: "rotated-before-v8").bytes), .text(phone.id), .text(account), .text("s-old"), .int(now + 86_400_000)]),
+            ])
+            try await Harness(location: location, file: file, configure: HandoffTests.configure).run { api, _ in
+                let session = try await api.login(phone)
+                #expect(try session.accountID == account, "the v7 phone logs in after the upgrade: \(session.text)")
+                let refused = try await api.call(.post, "/v1/tokens/refresh", json: ["refreshToken": "rotated-before-v8"])
+                #expect(refused.error == "invalid_refresh_token", "\(refused.text)")
+                #expect(try await api.me(try session.accessToken).status == .ok, "a v7 rotated token of an older session revokes nothing")
+                let pkce = HandoffTests.PKCEPair()
+                let code = try await HandoffTests.code(api, host: try session.accessToken, pkce: pkce)
+                let sibling = try await HandoffTests.redeem(api, code: code, verifier: pkce.verifier)
+                #expect(sibling.status == .ok, "\(sibling.text)")
+            }
+            await #expect(throws: (any Error).self, "the schema keeps sibling sessions on active pairs") {
+                try await raw.run([(
+                    "INSERT INTO sibling_sessions (device_id, account_id, client_id, session_id, started_at, refresh_hash, refresh_generation, refresh_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [.text(phone.id), .text(gone), .text(HandoffTests.news), .text("s-sib"), .int(now), .blob(SecretHash(of: "t").bytes), .int(0), .int(now + 60_000)])])
+            }
+            await #expect(throws: (any Error).self, "the schema refuses to end a pair that still has sibling sessions") {
+                // Without the pair's own session, so that only the sibling's stands in the way.
+                try await raw.run([(
+                    """
+                    UPDATE device_accounts SET state = 'removed', ended_at = ?, session_id = NULL, session_started_at = NULL, refresh_hash = NULL,
+                        refresh_generation = NULL, refresh_expires_at = NULL, key_by_device = NULL, key_by_token = NULL
+                    WHERE account_id = ?
+                    """, [.int(now), .text(account)])])
+            }
+        }
+    }
+
     @Test("schema.sql is what the SQLite migrations build")
     func sqliteSchemaFile() async throws {
         let migrated = TempDatabase(), fromFile = TempDatabase()

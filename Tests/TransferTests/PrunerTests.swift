@@ -32,7 +32,7 @@ struct PrunerTests {
             #expect(counts.endedTransfers == 0 && counts.auditEvents == 0, "nothing is older than the retention yet: \(counts)")
             #expect(try await store.pendingTransfer(emailKey: "old@example.com") == nil)
             #expect(try await calls.refresh(first.refreshToken, at: later) == .rejected)
-            #expect(try await store.isSessionValid(sessionID: liveSession.sessionID, accountID: liveSession.account.accountID, deviceID: live.value))
+            #expect(try await store.isSessionValid(sessionID: liveSession.sessionID, accountID: liveSession.account.accountID, deviceID: live.value, clientID: nil))
             // The old device logs in again: a new session, on the same account.
             let back = try #require(try await calls.login(old, at: later).grant)
             #expect(back.account.accountID == first.account.accountID)

@@ -68,7 +68,7 @@ struct StoreConformanceTests {
             let third = try #require(try await calls.refresh(second.refreshToken, at: t0 + .seconds(2)).grant)
             #expect(try await calls.refresh(first.refreshToken, at: t0 + .seconds(3)) == .rejected)
             #expect(try await calls.refresh(third.refreshToken, at: t0 + .seconds(4)) == .rejected, "the session ended with the reuse")
-            #expect(try await store.isSessionValid(sessionID: first.sessionID, accountID: first.account.accountID, deviceID: d.value) == false)
+            #expect(try await store.isSessionValid(sessionID: first.sessionID, accountID: first.account.accountID, deviceID: d.value, clientID: nil) == false)
             // The next launch opens a new session.
             let next = try #require(try await calls.login(d, at: t0 + .seconds(5)).grant)
             #expect(next.sessionID != first.sessionID)

@@ -27,7 +27,7 @@ public struct Plan<Result: Sendable>: Sendable {
 }
 
 /// What an operation reads before it decides. Stores read in a fixed order (transfer, pending
-/// transfers, refresh token, device, account devices, account, signing keys, service key,
+/// transfers, refresh token, hand-off code, device, account devices, account, signing keys, service key,
 /// Apple nonce, Apple links, Apple notification, outbox), so concurrent operations lock rows in
 /// the same order.
 public struct Reads: Sendable, Equatable {
@@ -36,8 +36,11 @@ public struct Reads: Sendable, Equatable {
     /// The pending transfers (expired ones too) with this email key or of this account, locked.
     public var pendingTransfers: PendingTransferQuery?
     /// A refresh token: which session it is or was the token of. The store then also reads
-    /// that session's device as `device`.
+    /// that session's device as `device`, and for a sibling app's session that session as
+    /// `siblingSession`, locked.
     public var refreshToken: SecretHash?
+    /// A hand-off code by its SHA-256, locked; the store then also reads its device as `device`.
+    public var handoffCode: SecretHash?
     /// A device with every account it holds or held (and their sessions), locked.
     public var device: String?
     /// The devices an account is active on (at most one), each with all its accounts, locked.
@@ -66,7 +69,7 @@ public struct Reads: Sendable, Equatable {
 
     public init(
         transfer: String? = nil, pendingTransfers: PendingTransferQuery? = nil, refreshToken: SecretHash? = nil,
-        device: String? = nil, accountDevices: String? = nil, account: String? = nil, signingKeys: Bool = false,
+        handoffCode: SecretHash? = nil, device: String? = nil, accountDevices: String? = nil, account: String? = nil, signingKeys: Bool = false,
         serviceKey: String? = nil, appleNonce: SecretHash? = nil, appleSub: String? = nil, appleLink: String? = nil,
         appleNotification: String? = nil, dueOutbox: DueOutboxQuery? = nil, outboxMessage: String? = nil, failedOutbox: Bool = false
     ) {
@@ -81,6 +84,7 @@ public struct Reads: Sendable, Equatable {
         self.transfer = transfer
         self.pendingTransfers = pendingTransfers
         self.refreshToken = refreshToken
+        self.handoffCode = handoffCode
         self.device = device
         self.accountDevices = accountDevices
         self.account = account
@@ -103,6 +107,9 @@ public struct Facts: Sendable {
     /// Oldest first.
     public var pendingTransfers: [TransferRecord] = []
     public var refreshToken: RefreshTokenLookup?
+    /// The sibling session `refreshToken` names (by its device, account and client id), if it is one's.
+    public var siblingSession: SiblingSession?
+    public var handoffCode: HandoffCodeRecord?
     public var device: DeviceRecord?
     /// At most one: an account is active on one device.
     public var accountDevices: [DeviceRecord] = []
@@ -131,7 +138,8 @@ public enum Effect: Sendable, Equatable {
     /// Puts the account on the device (again, if it was there before), active.
     case addAccount(deviceID: String, accountID: String, at: Timestamp)
     case setCurrentAccount(deviceID: String, accountID: String)
-    /// The account leaves the device as `state` (moved, revoked, replaced or removed); its session there ends.
+    /// The account leaves the device as `state` (moved, revoked, replaced or removed); its
+    /// session there ends, and with it the sibling apps' sessions on the pair.
     case endPair(deviceID: String, accountID: String, state: PairState, reason: String?, at: Timestamp)
     /// The device's last account left: its deviceId is never bound again.
     case retireDevice(id: String, at: Timestamp)
@@ -143,7 +151,7 @@ public enum Effect: Sendable, Equatable {
     case renewSession(deviceID: String, accountID: String, expiresAt: Timestamp, at: Timestamp, clientAddress: String?)
     /// A refresh: the session moves to its next generation; `used` is remembered until it expires.
     case rotateSession(deviceID: String, accountID: String, next: PairSession, used: SecretHash, usedExpiresAt: Timestamp)
-    /// Ends the pair's session (logout, reuse of a rotated token).
+    /// Ends the pair's session (logout, reuse of a rotated token), and the sibling apps' sessions on the pair.
     case closeSession(deviceID: String, accountID: String)
     case createTransfer(NewTransfer)
     /// Ends a pending transfer as `state`; `claimedBy` is the device of a claim.
@@ -188,9 +196,19 @@ public enum Effect: Sendable, Equatable {
     /// Apple's notification `jti` was handled.
     case recordAppleNotification(jti: String, at: Timestamp)
 
+    // Sibling-app hand-off.
+    case addHandoffCode(HandoffCodeRecord)
+    /// The code is used; it is kept until it expires, so that a second redemption is recognised.
+    case redeemHandoffCode(hash: SecretHash, at: Timestamp, siblingSessionID: String)
+    /// Opens the sibling's session on the pair, replacing the one it had for this client id.
+    case openSiblingSession(SiblingSession)
+    /// A sibling's refresh: the next generation; `used` is remembered until it expires.
+    case rotateSiblingSession(next: SiblingSession, used: SecretHash, usedExpiresAt: Timestamp)
+    case closeSiblingSession(sessionID: String)
+
     // Deletion.
     /// Erases what the account leaves behind (run after it left its device): it is marked
-    /// deleted; its transfers (emails, password hashes), rotated tokens and Apple link go; the
+    /// deleted; its transfers (emails, password hashes), rotated tokens, hand-off codes and Apple link go; the
     /// addresses its pairs recorded are cleared; its audit events are deleted.
     case eraseAccount(id: String, at: Timestamp)
 

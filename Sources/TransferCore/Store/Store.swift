@@ -13,8 +13,9 @@ public protocol TransferStore: Sendable {
     func login(_ command: LoginCommand) async throws -> LoginResult
 
     /// True while the session is the open session of its (device, account) pair and the
-    /// account is still on the device.
-    func isSessionValid(sessionID: String, accountID: String, deviceID: String) async throws -> Bool
+    /// account is still on the device; with `clientID`, while it is that sibling app's open
+    /// session on the pair.
+    func isSessionValid(sessionID: String, accountID: String, deviceID: String, clientID: String?) async throws -> Bool
     /// A device with every account it holds or held, read without locking.
     func device(_ id: String, at: Timestamp) async throws -> DeviceRecord?
     func profile(accountID: String, at: Timestamp) async throws -> AccountProfile?
@@ -50,7 +51,8 @@ public struct OutboxStats: Sendable, Equatable {
     }
 }
 
-/// What the pruner removes: sessions expired at `now` (their secrets), rotated refresh tokens
+/// What the pruner removes: sessions expired at `now` (their secrets; sibling apps' sessions
+/// entirely), hand-off codes expired at `now`, rotated refresh tokens
 /// expired at `now` or of sessions that ended, pending transfers expired at `now` (marked
 /// expired), ended transfers and audit events from before `retainedSince`, webhook events no
 /// worker attempted within their three days (no `--webhook-url`), failed outbox messages
@@ -80,12 +82,14 @@ public struct PruneCounts: Sendable, Equatable, CustomStringConvertible {
     public var outbox = 0
     public var appleNotifications = 0
     public var signingKeys = 0
+    public var handoffCodes = 0
     public init() {}
     public var total: Int {
         expiredSessions + rotatedTokens + expiredTransfers + endedTransfers + auditEvents + outbox + appleNotifications + signingKeys
+            + handoffCodes
     }
     public var description: String {
-        "sessions=\(expiredSessions) rotatedTokens=\(rotatedTokens) expiredTransfers=\(expiredTransfers) endedTransfers=\(endedTransfers) auditEvents=\(auditEvents) outbox=\(outbox) appleNotifications=\(appleNotifications) signingKeys=\(signingKeys)"
+        "sessions=\(expiredSessions) rotatedTokens=\(rotatedTokens) expiredTransfers=\(expiredTransfers) endedTransfers=\(endedTransfers) auditEvents=\(auditEvents) outbox=\(outbox) appleNotifications=\(appleNotifications) signingKeys=\(signingKeys) handoffCodes=\(handoffCodes)"
     }
 }
 
@@ -111,7 +115,10 @@ public struct RefreshTokenLookup: Sendable, Equatable {
     public var deviceID: String
     public var accountID: String
     public var sessionID: String
-    public init(deviceID: String, accountID: String, sessionID: String) {
+    /// The sibling app's client id, for a sibling session's token.
+    public var clientID: String?
+    public init(deviceID: String, accountID: String, sessionID: String, clientID: String? = nil) {
+        self.clientID = clientID
         self.deviceID = deviceID
         self.accountID = accountID
         self.sessionID = sessionID

@@ -46,12 +46,15 @@ public struct AccountReport: Sendable {
     public var apple: AppleLink?
     /// When the account was deleted.
     public var deletedAt: Timestamp?
+    /// Sibling apps' open sessions on the account's pairs, by device and client id.
+    public var siblingSessions: [SiblingSession]
 
     public init(
         accountID: String, userName: String, createdAt: Timestamp, movedToDeviceID: String?, devices: [DeviceRecord],
         transfer: TransferRecord?, recentEvents: [AuditEvent], pushTokens: [PushToken] = [], apple: AppleLink? = nil,
-        deletedAt: Timestamp? = nil
+        deletedAt: Timestamp? = nil, siblingSessions: [SiblingSession] = []
     ) {
+        self.siblingSessions = siblingSessions
         self.deletedAt = deletedAt
         self.pushTokens = pushTokens
         self.apple = apple

@@ -5,24 +5,30 @@ extension TransferService {
     public func refresh(refreshToken: String) async throws -> SessionGrant {
         let now = clock.now()
         let result = try await store.execute(
-            RefreshCommand(token: refreshToken, now: now, expiresAt: now + policy.refreshTokenTTL, fallbackKey: .random()))
+            RefreshCommand(
+                token: refreshToken, now: now, expiresAt: now + policy.refreshTokenTTL, fallbackKey: .random(),
+                siblingClients: policy.handoff?.clients ?? []))
         switch result {
         case .rotated(let grant): return grant
         case .rejected: throw TransferError.invalidRefreshToken
         }
     }
 
-    /// `POST /v1/logout`: ends the session of the caller's (device, account) pair.
+    /// `POST /v1/logout`: ends the session of the caller's (device, account) pair, and the
+    /// sibling apps' sessions on it; a sibling app's logout ends its own session only.
     public func logout(_ caller: Caller) async throws {
-        try await store.execute(LogoutCommand(accountID: caller.accountID, deviceID: caller.deviceID, now: clock.now()))
+        try await store.execute(LogoutCommand(caller: caller, now: clock.now()))
     }
 
-    /// Checks that a verified access token's session is still its pair's open session.
-    public func authenticate(accountID: String, deviceID: String, sessionID: String) async throws -> Caller {
-        guard try await store.isSessionValid(sessionID: sessionID, accountID: accountID, deviceID: deviceID) else {
+    /// Checks that a verified access token's session is still its pair's open session (or, with
+    /// `clientID`, that sibling app's open session on the pair).
+    public func authenticate(accountID: String, deviceID: String, sessionID: String, clientID: String? = nil) async throws -> Caller {
+        // A sibling app taken off `--handoff-clients` is shut out at once.
+        if let clientID, policy.handoff?.clients.contains(clientID) != true { throw TransferError.invalidToken }
+        guard try await store.isSessionValid(sessionID: sessionID, accountID: accountID, deviceID: deviceID, clientID: clientID) else {
             throw TransferError.invalidToken
         }
-        return Caller(accountID: accountID, deviceID: deviceID, sessionID: sessionID)
+        return Caller(accountID: accountID, deviceID: deviceID, sessionID: sessionID, clientID: clientID)
     }
 
     /// `GET /v1/me`.
@@ -45,7 +51,17 @@ public struct RefreshCommand: StoreOperation {
     public var expiresAt: Timestamp
     /// The key of a session carried over from schema v2, which has none yet.
     public var fallbackKey: SessionKey
-    public init(token: String, now: Timestamp, expiresAt: Timestamp, fallbackKey: SessionKey) {
+    /// The next token, should the token be a sibling app's.
+    public var siblingToken: String
+    /// The sibling client ids configured now: a session of a client taken off the list stops
+    /// refreshing (it is kept, should the client come back).
+    public var siblingClients: Set<String>
+    public init(
+        token: String, now: Timestamp, expiresAt: Timestamp, fallbackKey: SessionKey, siblingToken: String = RandomToken.make(),
+        siblingClients: Set<String> = []
+    ) {
+        self.siblingToken = siblingToken
+        self.siblingClients = siblingClients
         self.token = token
         self.tokenHash = SecretHash(of: token)
         self.now = now
@@ -57,8 +73,10 @@ public struct RefreshCommand: StoreOperation {
 
     public func plan(_ facts: Facts) -> Plan<RefreshResult> {
         guard let lookup = facts.refreshToken, let device = facts.device, let pair = device.account(lookup.accountID),
-            pair.state == .active, let session = pair.session, session.sessionID == lookup.sessionID
+            pair.state == .active
         else { return Plan(.rejected) }
+        if lookup.clientID != nil { return planSibling(facts.siblingSession, lookup: lookup, pair: pair) }
+        guard let session = pair.session, session.sessionID == lookup.sessionID else { return Plan(.rejected) }
         let hash = tokenHash
         guard session.refreshHash.matches(hash) else {
             // A rotated token came back (perhaps rotated a moment ago by a concurrent refresh):
@@ -80,6 +98,31 @@ public struct RefreshCommand: StoreOperation {
     }
 }
 
+extension RefreshCommand {
+    /// A sibling app's session: its token is random each generation, kept only as a hash.
+    func planSibling(_ session: SiblingSession?, lookup: RefreshTokenLookup, pair: DeviceAccount) -> Plan<RefreshResult> {
+        guard let session, session.sessionID == lookup.sessionID else { return Plan(.rejected) }
+        guard session.refreshHash.matches(tokenHash) else {
+            // A rotated token came back: end this sibling session (the host's stays).
+            return Plan(.rejected, [
+                .closeSiblingSession(sessionID: session.sessionID),
+                .audit(AuditEvent(at: now, kind: .refreshReuse, accountID: session.accountID, deviceID: session.deviceID, reason: session.clientID)),
+            ])
+        }
+        guard now < session.expiresAt, siblingClients.contains(session.clientID) else { return Plan(.rejected) }
+        let nextToken = siblingToken
+        var next = session
+        next.generation += 1
+        next.refreshHash = SecretHash(of: nextToken)
+        next.expiresAt = expiresAt
+        let grant = SessionGrant(
+            account: pair.account, deviceID: session.deviceID, sessionID: session.sessionID, refreshToken: nextToken, created: false,
+            accounts: [DeviceAccountSummary(accountID: pair.account.accountID, userName: pair.account.userName, current: true)],
+            clientID: session.clientID)
+        return Plan(.rotated(grant), [.rotateSiblingSession(next: next, used: tokenHash, usedExpiresAt: expiresAt)])
+    }
+}
+
 public enum RefreshResult: Sendable, Equatable {
     case rotated(SessionGrant)
     case rejected
@@ -87,21 +130,22 @@ public enum RefreshResult: Sendable, Equatable {
 
 /// Logout: ends the session of the (device, account) pair; the account stays on the device.
 public struct LogoutCommand: StoreOperation {
-    public var accountID: String
-    public var deviceID: String
+    public var caller: Caller
     public var now: Timestamp
-    public init(accountID: String, deviceID: String, now: Timestamp) {
-        self.accountID = accountID
-        self.deviceID = deviceID
+    public init(caller: Caller, now: Timestamp) {
+        self.caller = caller
         self.now = now
     }
 
     public var reads: Reads { Reads() }
 
     public func plan(_ facts: Facts) -> Plan<Void> {
-        Plan((), [
-            .closeSession(deviceID: deviceID, accountID: accountID),
-            .audit(AuditEvent(at: now, kind: .logout, accountID: accountID, deviceID: deviceID)),
+        let close: Effect =
+            caller.clientID == nil
+            ? .closeSession(deviceID: caller.deviceID, accountID: caller.accountID) : .closeSiblingSession(sessionID: caller.sessionID)
+        return Plan((), [
+            close,
+            .audit(AuditEvent(at: now, kind: .logout, accountID: caller.accountID, deviceID: caller.deviceID, reason: caller.clientID)),
         ])
     }
 }
