@@ -179,4 +179,42 @@ struct TwoNodeTests {
             }
         }
     }
+
+    @Test("a hand-off across two nodes: the host's code from node 1 is redeemed on node 2; the sibling dies on both when the host's account moves",
+          .enabled(if: StoreKind.available.contains(.postgres)))
+    func handoffAcrossNodes() async throws {
+        try await TestPostgres.withDatabase { url in
+            let (one, two) = try await Self.twoNodes(url, extra: ["--handoff-clients", HandoffTests.news])
+            defer { one.stop(); two.stop() }
+            let host = Device()
+            let (_, session) = try one.post("/v1/devices/login", Self.body(host))
+            let token = try #require(session["accessToken"] as? String, "\(session)")
+            let pkce = HandoffTests.PKCEPair()
+            let (created, code) = try one.post(
+                "/v1/handoff/codes", #"{"clientId":"\#(HandoffTests.news)","codeChallenge":"\#(pkce.challenge)","codeChallengeMethod":"S256"}"#,
+                token: token)
+            #expect(created == 201, "\(code)")
+            let redeem = #"{"code":"\#(code["code"] as? String ?? "")","codeVerifier":"\#(pkce.verifier)","clientId":"\#(HandoffTests.news)"}"#
+            let (redeemed, sibling) = try two.post("/v1/handoff/token", redeem)
+            #expect(redeemed == 200, "\(sibling)")
+            let siblingToken = try #require(sibling["accessToken"] as? String)
+            #expect(try HandoffTests.claims(siblingToken)["azp"] as? String == HandoffTests.news)
+            #expect(try one.get("/v1/me", token: siblingToken) == 200, "node 1 accepts the sibling node 2 opened")
+            #expect(try one.post("/v1/handoff/token", redeem).0 == 400, "used, on the other node too")
+            #expect(try two.get("/v1/me", token: siblingToken) == 401, "the replay with the verifier revoked it on every node")
+
+            // A fresh hand-off, then the host's account moves to another phone.
+            let again = HandoffTests.PKCEPair()
+            let (_, second) = try two.post(
+                "/v1/handoff/codes", #"{"clientId":"\#(HandoffTests.news)","codeChallenge":"\#(again.challenge)","codeChallengeMethod":"S256"}"#,
+                token: token)
+            let (_, fresh) = try one.post(
+                "/v1/handoff/token", #"{"code":"\#(second["code"] as? String ?? "")","codeVerifier":"\#(again.verifier)","clientId":"\#(HandoffTests.news)"}"#)
+            let freshToken = try #require(fresh["accessToken"] as? String, "\(fresh)")
+            #expect(try one.put("/v1/me/transfer", #"{"email":"sibling@example.com","temporaryPassword":"plum-harbor-71-sail"}"#, token: token) == 201)
+            #expect(try two.post("/v1/transfers/claim", Self.claim("sibling@example.com", "plum-harbor-71-sail", Device())).0 == 200)
+            #expect(try one.get("/v1/me", token: freshToken) == 401)
+            #expect(try two.get("/v1/me", token: freshToken) == 401)
+        }
+    }
 }
