@@ -26,6 +26,15 @@ public protocol CredentialStore: Sendable {
     func remove(_ key: String) throws
 }
 
+extension CredentialStore {
+    /// Decodes what is stored under `key`; nil when nothing is. Data that does not decode throws
+    /// (it is never silently replaced).
+    func read<T: Decodable>(_ type: T.Type, _ key: String) throws -> T? {
+        guard let data = try read(key) else { return nil }
+        return try Wire.decoder().decode(type, from: data)
+    }
+}
+
 /// The store cannot be used now (locked, or an I/O error); not the same as empty.
 public struct CredentialStoreUnavailable: Error, Sendable, Equatable, CustomStringConvertible {
     /// What went wrong, for logs.

@@ -10,17 +10,6 @@ struct DeviceIdentity: Codable, Sendable, Equatable {
     let deviceSecret: String
 
     static func generate() -> DeviceIdentity {
-        // SystemRandomNumberGenerator is a cryptographically secure source on every platform
-        // (arc4random_buf on Apple platforms, getrandom on Linux).
-        var generator = SystemRandomNumberGenerator()
-        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        return DeviceIdentity(deviceId: UUID().uuidString.lowercased(), deviceSecret: base64URL(Data(bytes)))
-    }
-
-    static func base64URL(_ data: Data) -> String {
-        data.base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        DeviceIdentity(deviceId: UUID().uuidString.lowercased(), deviceSecret: Base64URL.random(bytes: 32))
     }
 }

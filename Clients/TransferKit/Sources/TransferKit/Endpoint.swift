@@ -47,12 +47,17 @@ struct Endpoint: Sendable, Equatable, CustomStringConvertible {
     static let removePushToken = Endpoint("DELETE", "/v1/devices/push-token", query: ["provider"], token: true)
     static let setPushPreferences = Endpoint("PUT", "/v1/devices/push-preferences", body: ["mode"], token: true)
     static let setAccountPush = Endpoint("PUT", "/v1/me/push", body: ["enabled"], token: true)
+    static let createHandoffCode = Endpoint(
+        "POST", "/v1/handoff/codes", body: ["clientId", "codeChallenge", "codeChallengeMethod"], token: true)
+    static let redeemHandoff = Endpoint(
+        "POST", "/v1/handoff/token", body: ["code", "codeVerifier", "clientId"], token: false)
 
     /// Every operation TransferKit calls.
     static let all: [Endpoint] = [
         login, refresh, logout, deviceAccounts, setCurrentAccount, removeAccount,
         setUpTransfer, cancelTransfer, claimTransfer,
         registerPushToken, removePushToken, setPushPreferences, setAccountPush,
+        createHandoffCode, redeemHandoff,
     ]
 
     /// The URL of this endpoint under `baseURL`, with `{name}` path parameters filled in.

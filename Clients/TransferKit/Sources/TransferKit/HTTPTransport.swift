@@ -26,6 +26,31 @@ protocol HTTPTransport: Sendable {
     func send(_ request: HTTPRequest) async throws -> HTTPResponse
 }
 
+extension HTTPTransport {
+    /// Sends one request to `endpoint` under `baseURL`: a JSON body when there is one, the bearer
+    /// token when given. A request that does not reach the service throws ``TransferError/Kind/network``;
+    /// any answer is returned as is.
+    func send(
+        _ endpoint: Endpoint, baseURL: URL, path: [String: String] = [:], query: [String: String] = [:],
+        body: Data? = nil, token: String? = nil
+    ) async throws -> HTTPResponse {
+        var request = HTTPRequest(method: endpoint.method, url: endpoint.url(baseURL: baseURL, path: path, query: query))
+        request.headers["Accept"] = "application/json"
+        if let body {
+            request.body = body
+            request.headers["Content-Type"] = "application/json"
+        }
+        if let token { request.headers["Authorization"] = "Bearer \(token)" }
+        do {
+            return try await send(request)
+        } catch let error as CancellationError {
+            throw error
+        } catch {
+            throw TransferError(.network, "The service could not be reached: \(error.localizedDescription)")
+        }
+    }
+}
+
 /// ``HTTPTransport`` over `URLSession`.
 struct URLSessionTransport: HTTPTransport {
     let session: URLSession

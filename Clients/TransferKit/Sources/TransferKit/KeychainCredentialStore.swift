@@ -86,4 +86,15 @@ extension TransferClient {
         )
     }
 }
+
+extension SiblingSession {
+    /// The session for an iOS or macOS sibling app: its tokens in the Keychain
+    /// (``KeychainCredentialStore``, this device only).
+    public static func standard(
+        baseURL: URL, keychainService: String = "TransferKit", accessGroup: String? = nil
+    ) -> SiblingSession {
+        SiblingSession(
+            baseURL: baseURL, credentials: KeychainCredentialStore(service: keychainService, accessGroup: accessGroup))
+    }
+}
 #endif

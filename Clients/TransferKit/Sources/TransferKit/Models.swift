@@ -88,6 +88,15 @@ public struct PendingTransfer: Sendable, Equatable {
     public let expiresAt: Date
 }
 
+/// A one-time code the host app made for a sibling app
+/// (``TransferClient/createHandoffCode(forClient:codeChallenge:account:)``).
+public struct HandoffCode: Sendable, Equatable {
+    /// The code: 43 characters of base64url, single use. Pass it only in the sibling's universal link.
+    public let code: String
+    /// Seconds until the code expires (60 by default): open the sibling's link right away.
+    public let expiresIn: Int
+}
+
 /// A push provider.
 public enum PushProvider: String, Sendable {
     /// Apple Push Notification service.

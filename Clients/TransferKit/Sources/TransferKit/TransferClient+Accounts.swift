@@ -74,7 +74,8 @@ extension TransferClient {
     /// Ends the account's session on this phone (`POST /v1/logout`) and forgets its tokens.
     ///
     /// The account stays on the phone, and a later call for it logs in again with the device
-    /// secret. A renewal under way for it is dropped when it arrives. Nothing stays stored even if
+    /// secret. The service also ends the sibling app sessions handed off from this session
+    /// (``createHandoffCode(forClient:codeChallenge:account:)``). A renewal under way for it is dropped when it arrives. Nothing stays stored even if
     /// the service cannot be reached.
     public func signOut(_ accountId: String? = nil) async {
         guard let id = try? resolve(accountId) else { return }

@@ -58,20 +58,7 @@ extension TransferClient {
         _ endpoint: Endpoint, path: [String: String] = [:], query: [String: String] = [:], body: Data? = nil,
         token: String? = nil
     ) async throws -> HTTPResponse {
-        var request = HTTPRequest(method: endpoint.method, url: endpoint.url(baseURL: baseURL, path: path, query: query))
-        request.headers["Accept"] = "application/json"
-        if let body {
-            request.body = body
-            request.headers["Content-Type"] = "application/json"
-        }
-        if let token { request.headers["Authorization"] = "Bearer \(token)" }
-        do {
-            return try await transport.send(request)
-        } catch let error as CancellationError {
-            throw error
-        } catch {
-            throw TransferError(.network, "The service could not be reached: \(error.localizedDescription)")
-        }
+        try await transport.send(endpoint, baseURL: baseURL, path: path, query: query, body: body, token: token)
     }
 
     // MARK: Tokens
@@ -185,11 +172,8 @@ extension TransferClient {
 
     /// Keeps a new session's tokens and the account list it brings.
     func apply(_ session: SessionBody) {
-        let lifetime = Double(session.expiresIn)
         try? loadSessionsIfNeeded()
-        sessions[session.accountId] = StoredSession(
-            accessToken: session.accessToken, refreshToken: session.refreshToken,
-            refreshAt: now().addingTimeInterval(lifetime - min(60, lifetime / 10)))
+        sessions[session.accountId] = StoredSession(session, receivedAt: now())
         saveSessions()
         setAccounts(session.accounts.map(Account.init))
     }
@@ -205,7 +189,7 @@ extension TransferClient {
 
     func loadSessionsIfNeeded() throws {
         guard !sessionsLoaded else { return }
-        let stored = try readStored([String: StoredSession].self, StoreKey.sessions, from: credentials) ?? [:]
+        let stored = try credentials.read([String: StoredSession].self, StoreKey.sessions) ?? [:]
         sessions = stored.merging(sessions) { _, inMemory in inMemory }
         sessionsLoaded = true
     }

@@ -112,8 +112,8 @@ public actor TransferClient {
         let storedIdentity: DeviceIdentity?
         let storedList: StoredAccountList?
         do {
-            storedIdentity = try identity ?? readStored(DeviceIdentity.self, StoreKey.identity, from: credentials)
-            storedList = try readStored(StoredAccountList.self, StoreKey.accountList, from: accountListStore)
+            storedIdentity = try identity ?? credentials.read(DeviceIdentity.self, StoreKey.identity)
+            storedList = try accountListStore.read(StoredAccountList.self, StoreKey.accountList)
             try loadSessionsIfNeeded()
         } catch {
             hub.emit(.storageUnavailable)
@@ -189,7 +189,7 @@ public actor TransferClient {
     /// The identity in the credential store; nil when there is none, `storageUnavailable` when it cannot be read.
     private func readIdentity() throws -> DeviceIdentity? {
         do {
-            return try readStored(DeviceIdentity.self, StoreKey.identity, from: credentials)
+            return try credentials.read(DeviceIdentity.self, StoreKey.identity)
         } catch {
             throw storageUnavailable(error)
         }
@@ -246,13 +246,6 @@ public actor TransferClient {
     func publish() {
         hub.setState(DeviceState(deviceId: identity?.deviceId, accounts: accountList))
     }
-
-    /// Decodes what `store` holds under `key`; data that does not decode throws (it is never
-    /// silently replaced).
-    func readStored<T: Decodable>(_ type: T.Type, _ key: String, from store: any CredentialStore) throws -> T? {
-        guard let data = try store.read(key) else { return nil }
-        return try Wire.decoder().decode(type, from: data)
-    }
 }
 
 /// The keys TransferKit stores under.
@@ -260,6 +253,8 @@ enum StoreKey {
     static let identity = "transferkit.identity"
     static let sessions = "transferkit.sessions"
     static let accountList = "transferkit.accounts"
+    /// A ``SiblingSession``'s account and tokens.
+    static let siblingSession = "transferkit.sibling-session"
 }
 
 /// An account's tokens on this phone.
@@ -268,6 +263,16 @@ struct StoredSession: Codable, Sendable, Equatable {
     var refreshToken: String
     /// A little before the access token expires (`expiresIn` less a tenth, at most a minute).
     var refreshAt: Date
+}
+
+extension StoredSession {
+    /// The tokens of a session body the service sent at `receivedAt`.
+    init(_ session: SessionBody, receivedAt: Date) {
+        let lifetime = Double(session.expiresIn)
+        self.init(
+            accessToken: session.accessToken, refreshToken: session.refreshToken,
+            refreshAt: receivedAt.addingTimeInterval(lifetime - min(60, lifetime / 10)))
+    }
 }
 
 /// The account list and the device id it belongs to.

@@ -17,7 +17,8 @@ import Foundation
 /// ```
 public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The contract's error code (`email_in_use`, `device_has_account`, …) or one of TransferKit's
-    /// own (`storage_unavailable`, `not_signed_in`, `signed_out`, `network`, `unexpected_response`).
+    /// own (`storage_unavailable`, `not_signed_in`, `signed_out`, `handoff_required`, `network`,
+    /// `unexpected_response`).
     public let code: String
     /// One sentence for a human. Codes are stable; messages may change.
     public let message: String
@@ -74,6 +75,14 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
         // Push.
         /// The push token does not suit its provider (`400`).
         case invalidPushToken = "invalid_push_token"
+        // Sibling apps.
+        /// The client id is not one of the service's sibling apps (`403`, when making a hand-off code).
+        case unknownClient = "unknown_client"
+        /// The hand-off code is unknown, expired or used, or the verifier or client id does not
+        /// match (`400`, one answer for all). Do not retry with the same code: ask the host again.
+        case invalidGrant = "invalid_grant"
+        /// The service has no sibling apps configured (`501`).
+        case notConfigured = "not_configured"
         // Load.
         /// Too many requests from this client address (`429`, see ``TransferError/retryAfter``).
         case rateLimited = "rate_limited"
@@ -88,6 +97,9 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
         case notSignedIn = "not_signed_in"
         /// The account was signed out or moved while this call waited for its tokens.
         case signedOut = "signed_out"
+        /// A ``SiblingSession`` has no session (none yet, signed out, or the service ended it):
+        /// ask the host app for a new hand-off.
+        case handoffRequired = "handoff_required"
         /// The request did not reach the service or its answer did not arrive.
         case network = "network"
         /// The service answered something TransferKit cannot read.

@@ -58,9 +58,23 @@ struct AccountPushRequest: Codable, Sendable {
     var enabled: Bool
 }
 
+/// `HandoffCodeRequest` (the host app asks for a code for a sibling app).
+struct HandoffCodeRequest: Codable, Sendable {
+    var clientId: String
+    var codeChallenge: String
+    var codeChallengeMethod: String = PKCE.method
+}
+
+/// `HandoffTokenRequest` (the sibling app redeems the code).
+struct HandoffTokenRequest: Codable, Sendable {
+    var code: String
+    var codeVerifier: String
+    var clientId: String
+}
+
 // MARK: Responses
 
-/// `Session` (login, refresh, claim).
+/// `Session` (login, refresh, claim, hand-off).
 struct SessionBody: Codable, Sendable {
     var accountId: String
     var userName: String
@@ -101,6 +115,12 @@ struct DeviceAccountBody: Codable, Sendable {
 struct TransferBody: Codable, Sendable {
     var email: String
     var expiresAt: Date
+}
+
+/// `HandoffCode`.
+struct HandoffCodeBody: Codable, Sendable {
+    var code: String
+    var expiresIn: Int
 }
 
 /// `Error`, and the extra fields of `TransferredError`.

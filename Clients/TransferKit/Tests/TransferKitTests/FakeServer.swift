@@ -29,9 +29,20 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
         var current: String?
     }
 
+    /// A session's (device, account) pair; a sibling app's session also names its client id.
     private struct Pair: Hashable {
         let device: String
         let account: String
+        var client: String? = nil
+
+        var host: Pair { Pair(device: device, account: account) }
+    }
+
+    private struct HandoffGrant {
+        let host: Pair
+        let client: String
+        let challenge: String
+        var used = false
     }
 
     static let baseURL = URL(string: "https://transfer.test/api")!
@@ -42,6 +53,7 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
     private var refreshTokens: [String: Pair] = [:]
     private var accessTokens: [String: Pair] = [:]
     private var transfers: [String: (account: String, password: String)] = [:]
+    private var handoffCodes: [String: HandoffGrant] = [:]
     /// (device, account) pairs a claim moved away.
     private var moved: Set<Pair> = []
     private var scripted: [String: [HTTPResponse]] = [:]
@@ -51,6 +63,8 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
 
     /// `expiresIn` of every session.
     let expiresIn = 900
+    /// The sibling apps' client ids (`--handoff-clients`).
+    let handoffClients: Set<String> = ["com.example.news", "com.example.weather"]
     /// How long a refresh takes.
     var refreshDelayNanoseconds: UInt64 = 0
     /// When set, refreshes wait until it opens.
@@ -81,6 +95,10 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
         clock: TestClock = TestClock()
     ) -> TransferClient {
         TransferClient(baseURL: Self.baseURL, credentials: keychain, accountList: appFiles, transport: self, now: { clock.now })
+    }
+
+    func sibling(keychain: any CredentialStore = MemoryCredentialStore(), clock: TestClock = TestClock()) -> SiblingSession {
+        SiblingSession(baseURL: Self.baseURL, credentials: keychain, transport: self, now: { clock.now })
     }
 
     // MARK: HTTPTransport
@@ -135,6 +153,8 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
         if Endpoint.all.first(where: { $0.description == route })?.needsToken == true, caller == nil {
             return error(401, "invalid_token")
         }
+        // A sibling's token may only log out (and refresh, which takes no token).
+        if caller?.client != nil && route != Endpoint.logout.description { return error(403, "insufficient_scope") }
         switch route {
         case Endpoint.login.description:
             return login(body)
@@ -144,9 +164,11 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
             }
             return session(pair, created: false, status: 200)
         case Endpoint.logout.description:
+            // The host's logout also ends the sibling sessions of its pair.
             let pair = caller!
-            refreshTokens = refreshTokens.filter { $0.value != pair }
-            accessTokens = accessTokens.filter { $0.value != pair }
+            let ends = { (other: Pair) in other == pair || (pair.client == nil && other.host == pair) }
+            refreshTokens = refreshTokens.filter { !ends($0.value) }
+            accessTokens = accessTokens.filter { !ends($0.value) }
             return HTTPResponse(status: 204)
         case Endpoint.deviceAccounts.description:
             let device = devices[caller!.device]!
@@ -179,6 +201,10 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
             return HTTPResponse(status: 204)
         case Endpoint.claimTransfer.description:
             return claim(body)
+        case Endpoint.createHandoffCode.description:
+            return createHandoffCode(body, host: caller!)
+        case Endpoint.redeemHandoff.description:
+            return redeemHandoff(body)
         default:  // push endpoints
             return HTTPResponse(status: 204)
         }
@@ -247,6 +273,36 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
         return session(Pair(device: deviceId, account: transfer.account), created: false, status: 200)
     }
 
+    private func createHandoffCode(_ body: [String: Any], host: Pair) -> HTTPResponse {
+        guard let client = body["clientId"] as? String, let challenge = body["codeChallenge"] as? String,
+            body["codeChallengeMethod"] as? String == "S256", challenge.count == 43
+        else { return error(400, "invalid_request") }
+        guard handoffClients.contains(client) else { return error(403, "unknown_client") }
+        let code = "hc-\(newID())"
+        handoffCodes[code] = HandoffGrant(host: host, client: client, challenge: challenge)
+        return json(201, ["code": code, "expiresIn": 60])
+    }
+
+    /// One `invalid_grant` for every failure; a used code presented again with its verifier
+    /// ends the session its first redemption opened.
+    private func redeemHandoff(_ body: [String: Any]) -> HTTPResponse {
+        guard let code = body["code"] as? String, let verifier = body["codeVerifier"] as? String,
+            let client = body["clientId"] as? String
+        else { return error(400, "invalid_request") }
+        guard let grant = handoffCodes[code], grant.client == client, PKCE.challenge(for: verifier) == grant.challenge,
+            devices[grant.host.device]?.accounts.contains(grant.host.account) == true
+        else { return error(400, "invalid_grant") }
+        let sibling = Pair(device: grant.host.device, account: grant.host.account, client: client)
+        if grant.used {
+            refreshTokens = refreshTokens.filter { $0.value != sibling }
+            accessTokens = accessTokens.filter { $0.value != sibling }
+            return error(400, "invalid_grant")
+        }
+        handoffCodes[code]!.used = true
+        accessTokens = accessTokens.filter { $0.value != sibling }  // a later hand-off replaces the session
+        return session(sibling, created: false, status: 200)
+    }
+
     /// A moved account stays its old device's current one (the plain login keeps answering 410).
     private func takeOff(_ account: String, from deviceId: String, movedAway: Bool = false) {
         devices[deviceId]!.accounts.removeAll { $0 == account }
@@ -265,11 +321,15 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
         refreshTokens = refreshTokens.filter { $0.value != pair }
         refreshTokens[refresh] = pair
         let device = devices[pair.device]!
+        // A sibling's session lists only its account.
+        let accounts = pair.client == nil ? device.accounts : [pair.account]
         return json(status, [
             "accountId": pair.account, "userName": userNames[pair.account]!, "deviceId": pair.device,
             "created": created, "migrationFlag": false, "accessToken": access, "tokenType": "Bearer",
             "expiresIn": expiresIn, "refreshToken": refresh,
-            "accounts": device.accounts.map { ["accountId": $0, "userName": userNames[$0]!, "current": $0 == device.current] },
+            "accounts": accounts.map {
+                ["accountId": $0, "userName": userNames[$0]!, "current": $0 == device.current || pair.client != nil]
+            },
         ])
     }
 

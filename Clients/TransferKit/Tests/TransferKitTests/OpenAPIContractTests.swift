@@ -158,6 +158,8 @@ struct OpenAPIContractTests {
             (PushTokenRequest(provider: "", token: ""), .registerPushToken),
             (PushPreferencesRequest(mode: ""), .setPushPreferences),
             (AccountPushRequest(enabled: true), .setAccountPush),
+            (HandoffCodeRequest(clientId: "", codeChallenge: ""), .createHandoffCode),
+            (HandoffTokenRequest(code: "", codeVerifier: "", clientId: ""), .redeemHandoff),
         ]
         for (sample, endpoint) in samples {
             #expect(fields(of: sample).all == Set(endpoint.bodyFields), "\(type(of: sample)) vs \(endpoint)")
@@ -178,6 +180,7 @@ struct OpenAPIContractTests {
             (DeviceAccountBody(accountId: "", userName: "", current: false, addedAt: Date(), lastLoginAt: nil, pushEnabled: true),
              ["DeviceAccounts"]),
             (TransferBody(email: "", expiresAt: Date()), ["Transfer"]),
+            (HandoffCodeBody(code: "", expiresIn: 0), ["HandoffCode"]),
             (ErrorBody(error: "", message: ""), ["Error", "TransferredError"]),
         ]
         for (sample, names) in samples {
@@ -193,7 +196,9 @@ struct OpenAPIContractTests {
     @Test("the error codes apps branch on are the document's; TransferKit's own codes are not")
     func errorCodes() throws {
         let error = try #require(document.schema("Error")).joined(separator: " ")
-        let own: Set<TransferError.Kind> = [.storageUnavailable, .notSignedIn, .signedOut, .network, .unexpectedResponse, .other]
+        let own: Set<TransferError.Kind> = [
+            .storageUnavailable, .notSignedIn, .signedOut, .handoffRequired, .network, .unexpectedResponse, .other,
+        ]
         for kind in TransferError.Kind.allCases {
             let listed = error.contains(" \(kind.rawValue),") || error.contains(" \(kind.rawValue)]")
             #expect(listed != own.contains(kind), "\(kind.rawValue)")

@@ -1,0 +1,224 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A sibling app's session of the account its host app handed it.
+///
+/// A sibling app has no device identity of its own: it signs in through a host app of the same
+/// family that is signed in. It makes a ``HandoffRequest``, opens the host's universal link with
+/// the client id and challenge, and redeems the code the host sends back through the sibling's
+/// own universal link (``redeemHandoff(code:request:)``). The session is one of the host's
+/// (device, account) pair: it refreshes like any session, and ends with that pair (the account
+/// moved, removed or deleted, the device revoked), with the host's sign-out, or with a later
+/// hand-off to the same client id. Then the calls throw ``TransferError/Kind/handoffRequired``:
+/// ask the host again.
+///
+/// ```swift
+/// let session = SiblingSession.standard(baseURL: URL(string: "https://transfer.example.com")!)
+///
+/// // https://news.example.com/handoff?code=… arrived from the host app.
+/// func handoffArrived(code: String) async throws {
+///     let account = try await session.redeemHandoff(code: code, request: pending)
+///     showHome(account.id)
+/// }
+///
+/// func loadFeed() async throws -> Data {
+///     do {
+///         return try await session.withAccessToken { token in try await myBackend.feed(bearer: token) }
+///     } catch let error as TransferError where error.kind == .handoffRequired {
+///         showSignInThroughHostApp()
+///         throw error
+///     }
+/// }
+/// ```
+///
+/// The tokens are kept in the ``CredentialStore`` under a key of their own, apart from a
+/// ``TransferClient``'s. A sibling token may call only `GET /v1/me`, `POST /v1/logout` and the
+/// refresh; the host's operations answer it `403 insufficient_scope`.
+public actor SiblingSession {
+    let baseURL: URL
+    let transport: any HTTPTransport
+    let credentials: any CredentialStore
+    let now: @Sendable () -> Date
+
+    /// The session; mirrored in `credentials` under ``StoreKey/siblingSession``.
+    var stored: StoredSiblingSession?
+    var loaded = false
+    /// The renewal running, shared by every caller that waits for it.
+    var renewal: Renewal?
+    var renewalSerial = 0
+    /// Bumped when the session is replaced, signed out or ended: a renewal that started under an
+    /// older epoch drops its result.
+    var epoch = 0
+
+    /// A sibling session with the service at `baseURL`.
+    ///
+    /// - Parameters:
+    ///   - credentials: where the tokens are kept; on iOS a ``KeychainCredentialStore``.
+    ///   - urlSession: the session requests go through.
+    public init(baseURL: URL, credentials: any CredentialStore, urlSession: URLSession = .shared) {
+        self.init(baseURL: baseURL, credentials: credentials, transport: URLSessionTransport(session: urlSession))
+    }
+
+    init(
+        baseURL: URL, credentials: any CredentialStore, transport: any HTTPTransport,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.baseURL = baseURL
+        self.credentials = credentials
+        self.transport = transport
+        self.now = now
+    }
+
+    /// The account handed to this app; nil when there is no session (ask the host app).
+    ///
+    /// - Throws: ``TransferError/Kind/storageUnavailable`` when the store cannot be read now.
+    public func account() throws -> Account? {
+        try load().map { Account(id: $0.accountId, userName: $0.userName, isCurrent: true) }
+    }
+
+    /// Redeems the code the host app sent with the request it was made for
+    /// (`POST /v1/handoff/token`), and keeps the session, replacing any earlier one.
+    ///
+    /// Redeem a code once: a second redemption of it ends the session the first one opened.
+    ///
+    /// - Returns: the host's account, now this app's.
+    /// - Throws: ``TransferError/Kind/invalidGrant`` for every refusal (unknown, expired or used
+    ///   code, another request's verifier or client id): make a new ``HandoffRequest`` and ask
+    ///   the host again. ``TransferError/Kind/notConfigured``, network errors.
+    @discardableResult
+    public func redeemHandoff(code: String, request: HandoffRequest) async throws -> Account {
+        let body = HandoffTokenRequest(code: code, codeVerifier: request.codeVerifier, clientId: request.clientId)
+        let response = try await transport.send(.redeemHandoff, baseURL: baseURL, body: Wire.encode(body))
+        guard response.isSuccess else { throw TransferError(response: response) }
+        let session = try Wire.decode(SessionBody.self, from: response)
+        epoch += 1  // a renewal of an earlier session drops its result
+        renewal = nil
+        keep(session)
+        return Account(id: session.accountId, userName: session.userName, isCurrent: true)
+    }
+
+    /// Runs `body` with a valid access token, as ``TransferClient/withAccessToken(of:_:)`` does:
+    /// renewed a little before it expires (one renewal however many callers wait), and when
+    /// `body` throws ``TransferError/accessTokenRejected`` (or any ``TransferError/Kind/invalidToken``),
+    /// renewed once and `body` runs once more.
+    ///
+    /// - Throws: ``TransferError/Kind/handoffRequired`` when there is no session, or the service
+    ///   refused the refresh token (the session ended; its tokens are forgotten): ask the host
+    ///   app again. ``TransferError/Kind/signedOut`` when the session was signed out or replaced
+    ///   while this call waited for a renewal.
+    public func withAccessToken<T: Sendable>(_ body: @Sendable (String) async throws -> T) async throws -> T {
+        let token = try await accessToken()
+        do {
+            return try await body(token)
+        } catch let error as TransferError where error.kind == .invalidToken {
+            return try await body(renewedAccessToken(rejected: token))
+        }
+    }
+
+    /// Ends the session (`POST /v1/logout`, which ends this sibling session only) and forgets
+    /// its tokens, even if the service cannot be reached. A renewal under way drops its result.
+    public func signOut() async {
+        let token = (try? load())?.tokens.accessToken
+        end()
+        if let token { _ = try? await transport.send(.logout, baseURL: baseURL, token: token) }
+    }
+
+    // MARK: Tokens
+
+    /// A token that is not about to expire, renewing it if needed.
+    private func accessToken() async throws -> String {
+        guard let session = try load() else { throw Self.handoffRequired("There is no sibling session") }
+        if session.tokens.refreshAt > now() { return session.tokens.accessToken }
+        return try await renew()
+    }
+
+    /// A token other than `rejected`: the one another caller's renewal brought, or a new one.
+    private func renewedAccessToken(rejected: String) async throws -> String {
+        if let tokens = stored?.tokens, tokens.accessToken != rejected, tokens.refreshAt > now() {
+            return tokens.accessToken
+        }
+        return try await renew()
+    }
+
+    /// Renews the tokens; concurrent callers share one renewal (single flight).
+    private func renew() async throws -> String {
+        if let running = renewal { return try await running.task.value }
+        let epoch = self.epoch
+        renewalSerial += 1
+        let serial = renewalSerial
+        let task = Task { try await self.performRenewal(epoch: epoch) }
+        renewal = Renewal(serial: serial, task: task)
+        defer {
+            if renewal?.serial == serial { renewal = nil }
+        }
+        return try await task.value
+    }
+
+    /// `POST /v1/tokens/refresh`. A refused refresh token means the service ended the session:
+    /// there is no device secret to log in with, so the tokens are forgotten.
+    private func performRenewal(epoch: Int) async throws -> String {
+        guard let refreshToken = stored?.tokens.refreshToken else {
+            throw Self.handoffRequired("There is no sibling session")
+        }
+        let response = try await transport.send(
+            .refresh, baseURL: baseURL, body: Wire.encode(RefreshRequest(refreshToken: refreshToken)))
+        guard self.epoch == epoch else {
+            throw TransferError(.signedOut, "The sibling session was signed out or replaced while its token was renewed.")
+        }
+        guard response.isSuccess else {
+            let error = TransferError(response: response)
+            guard error.kind == .invalidRefreshToken || error.kind == .invalidToken else { throw error }
+            end()
+            throw Self.handoffRequired("The service ended the sibling session (\(error.code))")
+        }
+        let session = try Wire.decode(SessionBody.self, from: response)
+        keep(session)
+        return session.accessToken
+    }
+
+    private static func handoffRequired(_ reason: String) -> TransferError {
+        TransferError(.handoffRequired, "\(reason): ask the host app for a new hand-off.")
+    }
+
+    // MARK: Storage
+
+    /// The stored session, read from the store once.
+    private func load() throws -> StoredSiblingSession? {
+        guard !loaded else { return stored }
+        do {
+            stored = try credentials.read(StoredSiblingSession.self, StoreKey.siblingSession)
+        } catch {
+            throw TransferError(.storageUnavailable, "The credential store cannot be read now: \(error)")
+        }
+        loaded = true
+        return stored
+    }
+
+    /// Keeps a new session's tokens, here and in the store.
+    private func keep(_ session: SessionBody) {
+        let kept = StoredSiblingSession(
+            accountId: session.accountId, userName: session.userName, tokens: StoredSession(session, receivedAt: now()))
+        stored = kept
+        loaded = true
+        // A failed write only loses the session at the next start: the app asks the host again.
+        try? credentials.write(Wire.encode(kept), for: StoreKey.siblingSession)
+    }
+
+    /// Forgets the session, here and in the store, and makes a renewal under way drop its result.
+    private func end() {
+        epoch += 1
+        renewal = nil
+        stored = nil
+        loaded = true
+        try? credentials.remove(StoreKey.siblingSession)
+    }
+}
+
+/// A sibling session as stored: the account and its tokens.
+struct StoredSiblingSession: Codable, Sendable, Equatable {
+    var accountId: String
+    var userName: String
+    var tokens: StoredSession
+}
