@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TransferCore
 
 /// `transfer`: the support-staff command line. Exit codes: 0 done, 1 not found,
 /// 2 usage error, 3 ambiguous or conflicting, 4 database unreachable.
@@ -31,6 +32,10 @@ struct TransferCommand: AsyncParsableCommand {
         } catch let failure as Failure {
             FileHandle.standardError.write(Data("transfer: \(failure.message)\n".utf8))
             Foundation.exit(failure.code)
+        } catch TransferError.unavailable(let outcomeUnknown) {
+            let what = outcomeUnknown ? "the connection was lost while saving; check with `transfer account` before running it again" : "nothing was changed"
+            FileHandle.standardError.write(Data("transfer: the database stopped answering (\(what)).\n".utf8))
+            Foundation.exit(Failure.unreachable("").code)
         } catch {
             let code = exitCode(for: error)
             if code == .success {

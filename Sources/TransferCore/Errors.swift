@@ -56,6 +56,10 @@ public enum TransferError: Error, Equatable, Sendable {
     case notConfigured(String)
 
     // Capacity.
+    /// The database cannot be reached (`503 unavailable`). `outcomeUnknown`: the connection was
+    /// lost after the COMMIT was sent, so the change may or may not have been saved; every
+    /// operation is idempotent or conditional, so the client retries either way.
+    case unavailable(outcomeUnknown: Bool)
     case overloaded(retryAfterSeconds: Int)
     case rateLimited(retryAfterSeconds: Int)
 }
@@ -93,6 +97,7 @@ extension TransferError {
         case .appleIDNotLinked: "apple_id_not_linked"
         case .invalidAuthorizationCode: "invalid_request"
         case .notConfigured: "not_configured"
+        case .unavailable: "unavailable"
         case .overloaded: "overloaded"
         case .rateLimited: "rate_limited"
         }

@@ -120,6 +120,13 @@ extension APIError {
             self.init(.notImplemented, error.code, "\(what) is not configured on this service.")
         case .rateLimited(let retryAfter):
             self = .rateLimited(retryAfter: retryAfter)
+        case .unavailable(let outcomeUnknown):
+            self.init(
+                .serviceUnavailable, error.code,
+                outcomeUnknown
+                    ? "The database connection was lost while the change was being saved, so whether it was saved is unknown; try again shortly, which is safe."
+                    : "The database cannot be reached; nothing was changed. Try again shortly.",
+                headers: [.retryAfter: "5"])
         case .overloaded(let retryAfter):
             self.init(.serviceUnavailable, error.code, "The service is busy; try again shortly.",
                       headers: [.retryAfter: String(retryAfter)])

@@ -8,7 +8,7 @@ extension PostgresStore {
     /// (no long transaction); tables without an index for the condition are walked in key
     /// order, so every batch costs the same however much was pruned before it.
     public func prune(_ cutoffs: PruneCutoffs, batchSize: Int) async throws -> PruneCounts? {
-        try await client.withConnection { conn in
+        try await withConnection { [self] conn in
             let key = Self.advisoryLockKey + 2
             guard try await one(conn, "SELECT pg_try_advisory_lock(\(key)) AS taken")?["taken"].decode(Bool.self) == true else {
                 return nil

@@ -7,7 +7,7 @@ extension PostgresStore: SupportStore {
         let q = query.trimmingCharacters(in: .whitespacesAndNewlines)
         let lower = q.lowercased()
         let emailKey = q.precomposedStringWithCanonicalMapping.lowercased()
-        return try await client.withConnection { conn in
+        return try await withConnection { [self] conn in
             let rows = try await all(conn, """
                 SELECT m.account_id, m.field, a.user_name FROM (
                     SELECT id AS account_id, 'accountId' AS field, 1 AS rank FROM accounts WHERE id = \(lower)
@@ -29,7 +29,7 @@ extension PostgresStore: SupportStore {
     }
 
     public func report(accountID: String, at now: Timestamp, recentEvents: Int) async throws -> AccountReport? {
-        try await client.withConnection { conn in
+        try await withConnection { [self] conn in
             guard let account = try await one(conn, "SELECT * FROM accounts WHERE id = \(accountID)") else { return nil }
             var devices: [DeviceRecord] = []
             for row in try await all(conn, "SELECT device_id FROM device_accounts WHERE account_id = \(accountID) ORDER BY added_at, device_id") {
@@ -56,25 +56,25 @@ extension PostgresStore: SupportStore {
     }
 
     public func serviceKeys() async throws -> [ServiceKeyRecord] {
-        try await client.withConnection { conn in
+        try await withConnection { [self] conn in
             try await all(conn, "SELECT * FROM service_keys ORDER BY created_at, name").map(Self.serviceKey)
         }
     }
 
     public func outbox(limit: Int) async throws -> [OutboxMessage] {
-        try await client.withConnection { conn in
+        try await withConnection { [self] conn in
             try await all(conn, "SELECT * FROM outbox ORDER BY seq LIMIT \(limit)").map(Self.outboxMessage)
         }
     }
 
     public func history(accountID: String) async throws -> [AuditEvent] {
-        try await client.withConnection { conn in
+        try await withConnection { [self] conn in
             try await all(conn, "SELECT * FROM audit_events WHERE account_id = \(accountID) ORDER BY id").map(Self.event)
         }
     }
 
     public func stats(at now: Timestamp) async throws -> SupportStats {
-        try await client.withConnection { conn in
+        try await withConnection { [self] conn in
             let t = now.milliseconds
             let dayAgo = t - 86_400_000
             guard let row = try await one(conn, """

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import Synchronization
 import TransferCore
 
 /// The multi-node store: every node talks to one PostgreSQL database through a pooled
@@ -13,6 +14,8 @@ import TransferCore
 public final class PostgresStore: TransferStore {
     public let client: PostgresClient
     let logger: Logger
+    /// When a query last succeeded: tells a busy pool from an unreachable database.
+    let health = QueryHealth()
 
     public init(client: PostgresClient, logger: Logger = Logger(label: "transfer.postgres")) {
         self.client = client
@@ -104,26 +107,99 @@ public final class PostgresStore: TransferStore {
     // MARK: Transactions
 
     /// Runs `body` in one transaction, retrying when a concurrent transaction won a race
-    /// (unique violation, serialization failure, deadlock).
-    func transaction<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+    /// (unique violation, serialization failure, deadlock). A connection lost before the
+    /// COMMIT was sent leaves nothing behind (PostgreSQL rolls back); lost after it, the
+    /// outcome is unknown, and the error says so.
+    func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         var attempt = 0
         while true {
             attempt += 1
             do {
-                return try await client.withConnection { conn in
+                return try await withConnection { [logger] conn in
                     try await conn.query("BEGIN", logger: logger)
+                    let value: T
                     do {
-                        let value = try await body(conn)
-                        try await conn.query("COMMIT", logger: logger)
-                        return value
+                        value = try await body(conn)
                     } catch {
                         _ = try? await conn.query("ROLLBACK", logger: logger)
                         throw error
                     }
+                    do {
+                        try await conn.query("COMMIT", logger: logger)
+                    } catch where Self.isConnectionLoss(error) {
+                        throw TransferError.unavailable(outcomeUnknown: true)
+                    }
+                    return value
                 }
             } catch let error as PSQLError where attempt < 8 && Self.isRace(error) {
                 try await Task.sleep(for: .milliseconds(Int.random(in: 1...(5 * attempt))))
             }
+        }
+    }
+
+    /// How long a request waits for a pooled connection while no query succeeds. While
+    /// PostgreSQL is unreachable the pool keeps trying to connect and a lease would wait for
+    /// it; the contract wants `503` within 2 seconds instead.
+    static let leaseTimeout = Duration.seconds(1)
+
+    /// Runs `body` on a pooled connection, or throws `TransferError.unavailable` when the
+    /// database cannot be reached: no connection is leased within `leaseTimeout` and no query
+    /// succeeded meanwhile. A pool that is merely busy (queries keep succeeding) is waited for.
+    /// Only the wait for the lease is cut short: once `body` has started it is never cancelled
+    /// (a COMMIT already sent is not interrupted).
+    func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        let gate = LeaseGate()
+        let client = client, health = health
+        do {
+            return try await withThrowingTaskGroup(of: T?.self) { group in
+                group.addTask {
+                    try await client.withConnection { conn in
+                        guard gate.start() else { throw TransferError.unavailable(outcomeUnknown: false) }
+                        let value = try await body(conn)
+                        health.succeeded()
+                        return value
+                    }
+                }
+                group.addTask {
+                    try? await Task.sleep(for: Self.leaseTimeout)
+                    while !Task.isCancelled && health.succeeded(within: Self.leaseTimeout) {
+                        try? await Task.sleep(for: .milliseconds(100))
+                    }
+                    if gate.expire() { throw TransferError.unavailable(outcomeUnknown: false) }
+                    return nil
+                }
+                while let result = try await group.next() {
+                    if let value = result {
+                        group.cancelAll()
+                        return value
+                    }
+                }
+                throw TransferError.unavailable(outcomeUnknown: false)
+            }
+        } catch let error as TransferError {
+            throw error
+        } catch where Self.isConnectionLoss(error) {
+            throw TransferError.unavailable(outcomeUnknown: false)
+        }
+    }
+
+    /// Whether `error` means the database could not be reached or the connection broke (as
+    /// opposed to a statement the database refused, which is a bug or a race).
+    static func isConnectionLoss(_ error: any Error) -> Bool {
+        guard let error = error as? PSQLError else {
+            // The pool's and NIO's own errors (connection refused, circuit breaker, channel closed).
+            return !(error is PostgresDecodingError) && !(error is UnknownStoredValue) && !(error is TransferError)
+        }
+        switch error.code {
+        case .server:
+            // Connection exceptions, operator intervention (shutdown), insufficient resources, system errors.
+            let state = error.serverInfo?[.sqlState] ?? ""
+            return ["08", "57", "53", "58"].contains(String(state.prefix(2)))
+        case .serverClosedConnection, .clientClosedConnection, .connectionError, .uncleanShutdown, .poolClosed,
+            .sslUnsupported, .failedToAddSSLHandler:
+            return true
+        default:
+            return false
         }
     }
 
@@ -151,10 +227,10 @@ public final class PostgresStore: TransferStore {
 
     // MARK: TransferStore
 
-    /// Answers within 2 seconds, or throws: `/readyz` must not hang while the database is down.
+    /// Answers within 1.5 seconds, or throws: `/readyz` must not hang while the database is down.
     public func ping() async throws {
         let client = client
-        try await Self.withTimeout(.seconds(2)) {
+        try await Self.withTimeout(.milliseconds(1500)) {
             _ = try await client.query("SELECT 1")
         }
     }
@@ -178,7 +254,7 @@ public final class PostgresStore: TransferStore {
         case .account(let id): account = id
         case .newAccount: return nil
         }
-        let renewed: RenewOpenSession.Row? = try await client.withConnection { conn in
+        let renewed: RenewOpenSession.Row? = try await withConnection { [self] conn in
             for try await row in try await conn.execute(RenewOpenSession(c, account: account), logger: logger) { return row }
             return nil
         }
@@ -250,7 +326,7 @@ public final class PostgresStore: TransferStore {
     // MARK: Operations
 
     public func execute<Operation: StoreOperation>(_ operation: Operation) async throws -> Operation.Result {
-        try await transaction { conn in
+        try await transaction { [self] conn in
             let plan = operation.plan(try await read(conn, operation.reads, at: operation.now))
             var outbox: [Effect] = []
             for effect in plan.effects {
@@ -634,7 +710,7 @@ public final class PostgresStore: TransferStore {
     // MARK: Reads outside operations
 
     public func isSessionValid(sessionID: String, accountID: String, deviceID: String, clientID: String?) async throws -> Bool {
-        try await client.withConnection { conn in
+        try await withConnection { [self] conn in
             if let clientID {
                 // A sibling session exists only while its pair is active (the schema's triggers).
                 return try await one(conn, """
@@ -650,11 +726,11 @@ public final class PostgresStore: TransferStore {
     }
 
     public func device(_ id: String, at now: Timestamp) async throws -> DeviceRecord? {
-        try await client.withConnection { conn in try await device(conn, id, at: now, lock: false) }
+        try await withConnection { [self] conn in try await device(conn, id, at: now, lock: false) }
     }
 
     public func profile(accountID: String, at now: Timestamp) async throws -> AccountProfile? {
-        try await client.withConnection { conn in
+        try await withConnection { [self] conn in
             guard let account = try await one(conn, "SELECT user_name, created_at, moved_to_device_id FROM accounts WHERE id = \(accountID)") else {
                 return nil
             }
@@ -685,7 +761,7 @@ public final class PostgresStore: TransferStore {
 
     /// `DeviceRecord.routesPushes(to:)` in SQL: active pair, pushes on, mode `all` or the current account.
     public func pushRoutes(accountIDs: [String]) async throws -> [PushRoute] {
-        try await client.withConnection { conn in
+        try await withConnection { [self] conn in
             try await all(conn, """
                 SELECT t.provider, t.token, t.environment, t.device_id, p.account_id
                 FROM unnest(\(accountIDs)::text[]) AS j(id)
@@ -699,7 +775,7 @@ public final class PostgresStore: TransferStore {
     }
 
     public func outboxStats(kind: OutboxKind) async throws -> OutboxStats {
-        try await client.withConnection { conn in
+        try await withConnection { [self] conn in
             let row = try await one(conn, """
                 SELECT COUNT(*) FILTER (WHERE state = 'pending') AS pending, COUNT(*) FILTER (WHERE state = 'failed') AS failed,
                        MIN(created_at) FILTER (WHERE state = 'pending') AS oldest
@@ -712,7 +788,7 @@ public final class PostgresStore: TransferStore {
     }
 
     public func signingKeys() async throws -> [SigningKeyRecord] {
-        try await client.withConnection { conn in try await all(conn, Self.signingKeysQuery).map(Self.signingKey) }
+        try await withConnection { [self] conn in try await all(conn, Self.signingKeysQuery).map(Self.signingKey) }
     }
 
     static var signingKeysQuery: PostgresQuery {
@@ -727,19 +803,19 @@ public final class PostgresStore: TransferStore {
     }
 
     public func appleLink(sub: String) async throws -> AppleLink? {
-        try await client.withConnection { conn in
+        try await withConnection { [self] conn in
             try await one(conn, "SELECT * FROM apple_links WHERE sub = \(sub)").map(Self.appleLink)
         }
     }
 
     public func serviceKey(hash: SecretHash) async throws -> ServiceKeyRecord? {
-        try await client.withConnection { conn in
+        try await withConnection { [self] conn in
             try await one(conn, "SELECT * FROM service_keys WHERE key_hash = \(Data(hash.bytes))").map(Self.serviceKey)
         }
     }
 
     public func pendingTransfer(emailKey: String) async throws -> TransferRecord? {
-        try await client.withConnection { conn in
+        try await withConnection { [self] conn in
             try await one(conn, "SELECT * FROM transfers WHERE email_key = \(emailKey) AND state = 'pending'").map(Self.transfer)
         }
     }
@@ -884,5 +960,41 @@ extension PostgresStore {
         }
         if error is TimedOut { return "timed out" }
         return "\(type(of: error))"
+    }
+}
+
+/// Who got there first: the lease (then the body runs to its end) or the lease timeout (then the body never starts).
+final class LeaseGate: Sendable {
+    private enum State { case waiting, started, expired }
+    private let state = Mutex(State.waiting)
+
+    /// True if the body may run: the timeout has not fired.
+    func start() -> Bool {
+        state.withLock { s in
+            guard case .waiting = s else { return false }
+            s = .started
+            return true
+        }
+    }
+
+    /// True if the lease is abandoned: the body had not started.
+    func expire() -> Bool {
+        state.withLock { s in
+            guard case .waiting = s else { return false }
+            s = .expired
+            return true
+        }
+    }
+}
+
+/// When a query last succeeded, on the monotonic clock.
+final class QueryHealth: Sendable {
+    private let last = Atomic<UInt64>(0)
+
+    func succeeded() { last.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed) }
+
+    func succeeded(within limit: Duration) -> Bool {
+        let age = DispatchTime.now().uptimeNanoseconds &- last.load(ordering: .relaxed)
+        return Double(age) / 1e9 < Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18
     }
 }
