@@ -348,7 +348,7 @@ struct API<Context: AppRequestContext>: Sendable {
             try await service.store.ping()
             return Self.raw(Array(#"{"status":"ready"}"#.utf8), type: "application/json")
         } catch {
-            throw APIError(.serviceUnavailable, "not_ready", "The database does not answer.")
+            throw APIError(.serviceUnavailable, "not_ready", "The database does not answer.", headers: [.retryAfter: "5"])
         }
     }
 

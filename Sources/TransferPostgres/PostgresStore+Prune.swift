@@ -55,6 +55,13 @@ extension PostgresStore {
             counts.expiredSessions += Int(try row["n"].decode(Int64.self))
             after = (try row["device_id"].decode(String.self), try row["account_id"].decode(String.self))
         }
+        counts.expiredSessions += try await batches(conn, limit, """
+            WITH d AS (
+                DELETE FROM sibling_sessions WHERE session_id IN (
+                    SELECT session_id FROM sibling_sessions WHERE refresh_expires_at <= \(now) LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+                RETURNING 1
+            ) SELECT count(*) AS n FROM d
+            """)
         // Rotated refresh tokens that expired or whose session ended, in windows of the primary key.
         var afterToken = Data()
         while true {
@@ -76,13 +83,6 @@ extension PostgresStore {
             counts.rotatedTokens += Int(try row["n"].decode(Int64.self))
             afterToken = last
         }
-        counts.expiredSessions += try await batches(conn, limit, """
-            WITH d AS (
-                DELETE FROM sibling_sessions WHERE session_id IN (
-                    SELECT session_id FROM sibling_sessions WHERE refresh_expires_at <= \(now) LIMIT \(limit) FOR UPDATE SKIP LOCKED)
-                RETURNING 1
-            ) SELECT count(*) AS n FROM d
-            """)
         counts.handoffCodes = try await batches(conn, limit, """
             WITH d AS (
                 DELETE FROM handoff_codes WHERE code_hash IN (

@@ -162,7 +162,7 @@ public final class PostgresStore: TransferStore {
                 }
                 group.addTask {
                     try? await Task.sleep(for: Self.leaseTimeout)
-                    while !Task.isCancelled && health.succeeded(within: Self.leaseTimeout) {
+                    while !Task.isCancelled && !gate.hasStarted && health.succeeded(within: Self.leaseTimeout) {
                         try? await Task.sleep(for: .milliseconds(100))
                     }
                     if gate.expire() { throw TransferError.unavailable(outcomeUnknown: false) }
@@ -188,7 +188,9 @@ public final class PostgresStore: TransferStore {
     static func isConnectionLoss(_ error: any Error) -> Bool {
         guard let error = error as? PSQLError else {
             // The pool's and NIO's own errors (connection refused, circuit breaker, channel closed).
+            // Our own errors and decoding failures are bugs, not outages: they stay 500s.
             return !(error is PostgresDecodingError) && !(error is UnknownStoredValue) && !(error is TransferError)
+                && !(error is CancellationError) && !(error is DecodingError) && !(error is EncodingError) && !(error is MissingSchema)
         }
         switch error.code {
         case .server:
@@ -208,7 +210,10 @@ public final class PostgresStore: TransferStore {
         return ["23505", "40001", "40P01"].contains(state)
     }
 
+    // Each statement that succeeds tells `health` the database answers (a long transaction or
+    // the pruner holding connections is a busy pool, not an outage).
     func one(_ conn: PostgresConnection, _ query: PostgresQuery) async throws -> PostgresRandomAccessRow? {
+        defer { health.succeeded() }
         for try await row in try await conn.query(query, logger: logger) {
             return row.makeRandomAccess()
         }
@@ -218,11 +223,13 @@ public final class PostgresStore: TransferStore {
     func all(_ conn: PostgresConnection, _ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
         var rows: [PostgresRandomAccessRow] = []
         for try await row in try await conn.query(query, logger: logger) { rows.append(row.makeRandomAccess()) }
+        health.succeeded()
         return rows
     }
 
     func run(_ conn: PostgresConnection, _ query: PostgresQuery) async throws {
         try await conn.query(query, logger: logger)
+        health.succeeded()
     }
 
     // MARK: TransferStore
@@ -393,11 +400,15 @@ public final class PostgresStore: TransferStore {
                 }
             }
         }
-        if let hash = reads.handoffCode {
-            // Locked: of concurrent redemptions, the second waits and then sees the code used.
+        if let hash = reads.handoffCode,
+            let device = try await one(conn, "SELECT device_id FROM handoff_codes WHERE code_hash = \(Data(hash.bytes))")
+        {
+            // The device first, as every other operation locks it (deletion erases codes after
+            // locking it); then the code, locked: of concurrent redemptions, the second waits
+            // and then sees the code used.
+            facts.device = try await self.device(conn, try device["device_id"].decode(String.self), at: now, lock: true)
             facts.handoffCode = try await one(conn, "SELECT * FROM handoff_codes WHERE code_hash = \(Data(hash.bytes)) FOR UPDATE")
                 .map(Self.handoffCode)
-            if let code = facts.handoffCode { facts.device = try await device(conn, code.deviceID, at: now, lock: true) }
         }
         if let id = reads.device {
             facts.device = try await device(conn, id, at: now, lock: true)
@@ -977,6 +988,13 @@ final class LeaseGate: Sendable {
         }
     }
 
+    var hasStarted: Bool {
+        state.withLock { s in
+            if case .started = s { return true }
+            return false
+        }
+    }
+
     /// True if the lease is abandoned: the body had not started.
     func expire() -> Bool {
         state.withLock { s in
@@ -989,12 +1007,16 @@ final class LeaseGate: Sendable {
 
 /// When a query last succeeded, on the monotonic clock.
 final class QueryHealth: Sendable {
-    private let last = Atomic<UInt64>(0)
+    /// From the store's creation: a node that just started is given the benefit of the doubt.
+    private let last = Atomic<UInt64>(DispatchTime.now().uptimeNanoseconds)
 
     func succeeded() { last.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed) }
 
     func succeeded(within limit: Duration) -> Bool {
-        let age = DispatchTime.now().uptimeNanoseconds &- last.load(ordering: .relaxed)
+        // `last` first: a success stored after `now` was read counts as age 0, not as a wrap-around.
+        let last = last.load(ordering: .relaxed)
+        let now = DispatchTime.now().uptimeNanoseconds
+        let age = now > last ? now - last : 0
         return Double(age) / 1e9 < Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18
     }
 }

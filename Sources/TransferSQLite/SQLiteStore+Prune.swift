@@ -15,6 +15,12 @@ extension SQLiteStore {
                 WHERE rowid > ? AND rowid <= ? AND session_id IS NOT NULL AND refresh_expires_at <= ?
                 """, [low, high, now])
         }
+        counts.expiredSessions += try await batches(batchSize) { db in
+            try db.run(
+                """
+                DELETE FROM sibling_sessions WHERE rowid IN (SELECT rowid FROM sibling_sessions WHERE refresh_expires_at <= ? LIMIT ?)
+                """, [now, batchSize])
+        }
         counts.rotatedTokens = try await windows(table: "rotated_refresh_tokens", batchSize: batchSize) { db, low, high in
             try db.run(
                 """
@@ -28,12 +34,6 @@ extension SQLiteStore {
                     OR (client_id IS NOT NULL AND NOT EXISTS (
                       SELECT 1 FROM sibling_sessions s WHERE s.session_id = rotated_refresh_tokens.session_id)))
                 """, [low, high, now])
-        }
-        counts.expiredSessions += try await batches(batchSize) { db in
-            try db.run(
-                """
-                DELETE FROM sibling_sessions WHERE rowid IN (SELECT rowid FROM sibling_sessions WHERE refresh_expires_at <= ? LIMIT ?)
-                """, [now, batchSize])
         }
         counts.handoffCodes = try await batches(batchSize) { db in
             try db.run(

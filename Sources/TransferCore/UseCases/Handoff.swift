@@ -219,7 +219,8 @@ public struct RedeemHandoffCommand: StoreOperation {
             // not be the sibling; end the session that redemption opened.
             return Plan(.refused, [
                 .closeSiblingSession(sessionID: redeemed),
-                .audit(AuditEvent(at: now, kind: .handoffReuse, accountID: code.accountID, deviceID: code.deviceID, reason: clientID)),
+                .audit(AuditEvent(
+                    at: now, kind: .handoffReuse, accountID: code.accountID, deviceID: code.deviceID, reason: clientID, clientAddress: clientAddress)),
             ])
         }
         guard now < code.expiresAt, let device = facts.device, let pair = device.account(code.accountID), pair.state == .active,
@@ -228,14 +229,20 @@ public struct RedeemHandoffCommand: StoreOperation {
         let session = SiblingSession(
             deviceID: device.id, accountID: code.accountID, clientID: clientID, sessionID: sessionID, startedAt: now, generation: 0,
             refreshHash: SecretHash(of: refreshToken), expiresAt: expiresAt)
-        let grant = SessionGrant(
-            account: pair.account, deviceID: device.id, sessionID: sessionID, refreshToken: refreshToken, created: false,
-            accounts: [DeviceAccountSummary(accountID: pair.account.accountID, userName: pair.account.userName, current: true)],
-            clientID: clientID)
+        let grant = SessionGrant.sibling(pair.account, deviceID: device.id, sessionID: sessionID, refreshToken: refreshToken, clientID: clientID)
         return Plan(.redeemed(grant), [
             .redeemHandoffCode(hash: codeHash, at: now, siblingSessionID: sessionID),
             .openSiblingSession(session),
             .audit(AuditEvent(at: now, kind: .handoff, accountID: code.accountID, deviceID: device.id, reason: clientID, clientAddress: clientAddress)),
         ])
+    }
+}
+
+extension SessionGrant {
+    /// A sibling app's session: it holds the one account it was handed, shown as its current one.
+    static func sibling(_ account: SessionAccount, deviceID: String, sessionID: String, refreshToken: String, clientID: String) -> SessionGrant {
+        SessionGrant(
+            account: account, deviceID: deviceID, sessionID: sessionID, refreshToken: refreshToken, created: false,
+            accounts: [DeviceAccountSummary(accountID: account.accountID, userName: account.userName, current: true)], clientID: clientID)
     }
 }

@@ -115,10 +115,8 @@ extension RefreshCommand {
         next.generation += 1
         next.refreshHash = SecretHash(of: nextToken)
         next.expiresAt = expiresAt
-        let grant = SessionGrant(
-            account: pair.account, deviceID: session.deviceID, sessionID: session.sessionID, refreshToken: nextToken, created: false,
-            accounts: [DeviceAccountSummary(accountID: pair.account.accountID, userName: pair.account.userName, current: true)],
-            clientID: session.clientID)
+        let grant = SessionGrant.sibling(
+            pair.account, deviceID: session.deviceID, sessionID: session.sessionID, refreshToken: nextToken, clientID: session.clientID)
         return Plan(.rotated(grant), [.rotateSiblingSession(next: next, used: tokenHash, usedExpiresAt: expiresAt)])
     }
 }
