@@ -312,7 +312,7 @@ struct API<Context: AppRequestContext>: Sendable {
 
     /// `POST /v1/handoff/codes`: the host app asks for a one-time code for a sibling app.
     func createHandoffCode(_ request: Request, _ context: Context) async throws -> Response {
-        guard service.policy.handoff != nil else { throw TransferError.notConfigured("Sibling-app hand-off") }
+        _ = try service.handoffPolicy()
         let caller = try await authenticate(request, context)
         let body = try await JSONBody.read(request, context: context)
         let client = try body.string("clientId")
@@ -328,7 +328,7 @@ struct API<Context: AppRequestContext>: Sendable {
 
     /// `POST /v1/handoff/token`: the sibling app redeems the code with its verifier.
     func redeemHandoffCode(_ request: Request, _ context: Context) async throws -> Response {
-        guard service.policy.handoff != nil else { throw TransferError.notConfigured("Sibling-app hand-off") }
+        _ = try service.handoffPolicy()
         let body = try await JSONBody.read(request, context: context)
         let code = try body.string("code")
         let verifier = try body.string("codeVerifier")

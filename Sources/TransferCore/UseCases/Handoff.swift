@@ -111,8 +111,9 @@ public enum PKCE {
 }
 
 extension TransferService {
-    /// The hand-off settings, or `501 not_configured`.
-    func handoffPolicy() throws -> HandoffPolicy {
+    /// The hand-off settings, or `501 not_configured` (the HTTP layer asks first, so that a
+    /// deployment without the feature says so before it looks at the request).
+    public func handoffPolicy() throws -> HandoffPolicy {
         guard let handoff = policy.handoff else { throw TransferError.notConfigured("Sibling-app hand-off") }
         return handoff
     }
