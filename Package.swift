@@ -40,7 +40,7 @@ let package = Package(
         .target(
             name: "TransferCore",
             dependencies: [.product(name: "Crypto", package: "swift-crypto")],
-            resources: [.copy("Resources/common-passwords.txt")],
+            resources: [.embedInCode("Resources/common-passwords.txt")],
             swiftSettings: strict
         ),
         // argon2id hashing on a bounded worker pool.
@@ -60,7 +60,7 @@ let package = Package(
                 "TransferCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
-            resources: [.copy("Resources/migrations")],
+            resources: [.embedInCode("Resources/migrations")],
             swiftSettings: strict
         ),
         // The multi-node store: PostgreSQL through postgres-nio.
@@ -71,7 +71,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            resources: [.copy("Resources/migrations")],
+            resources: [.embedInCode("Resources/migrations")],
             swiftSettings: strict
         ),
         // Opens the store a `--database` value names (the server, the CLI, tests, benchmarks).
@@ -102,7 +102,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
-            resources: [.copy("Resources/openapi.yaml")],
+            resources: [.embedInCode("Resources/openapi.yaml")],
             swiftSettings: strict
         ),
         .executableTarget(

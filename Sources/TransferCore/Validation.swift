@@ -87,16 +87,14 @@ public struct Email: Hashable, Sendable {
     }
 }
 
-/// The list of common passwords shipped with the service (see `Resources/common-passwords.txt`).
+/// The list of common passwords shipped with the service: `Resources/common-passwords.txt`,
+/// compiled into the binary (SwiftPM's `embedInCode`).
 public enum CommonPasswords {
-    static let all: Set<String> = {
-        guard let url = Bundle.module.url(forResource: "common-passwords", withExtension: "txt"),
-            let text = try? String(contentsOf: url, encoding: .utf8)
-        else {
-            fatalError("common-passwords.txt is missing from the TransferCore bundle")
-        }
-        return Set(text.split(whereSeparator: \.isNewline).map { $0.precomposedStringWithCanonicalMapping.lowercased() })
-    }()
+    static var text: [UInt8] { PackageResources.common_passwords_txt }
+
+    static let all: Set<String> = Set(
+        String(decoding: text, as: UTF8.self).split(whereSeparator: \.isNewline)
+            .map { $0.precomposedStringWithCanonicalMapping.lowercased() })
 
     public static var count: Int { all.count }
 

@@ -66,7 +66,7 @@ public enum TransferApp {
 
         var appleSigner: JWTKeyCollection?
         if let team = configuration.apple?.codeExchange { appleSigner = try await AppleTokenClient.signer(team) }
-        let openAPI = try openAPIDocument()
+        let openAPI = openAPIDocument
         // Nothing throws from here until the Closer, which shuts this client down.
         // Outgoing deliveries (webhooks, Apple's token endpoints): no redirects, 10 s to answer.
         let outgoing = configuration.webhook != nil || appleSigner != nil ? Self.outgoingClient() : nil
@@ -145,10 +145,8 @@ public enum TransferApp {
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: http)
     }
 
-    static func openAPIDocument() throws -> [UInt8] {
-        guard let url = Bundle.module.url(forResource: "openapi", withExtension: "yaml") else { return [] }
-        return [UInt8](try Data(contentsOf: url))
-    }
+    /// `openapi.yaml`, compiled into the binary (SwiftPM's `embedInCode`).
+    static var openAPIDocument: [UInt8] { PackageResources.openapi_yaml }
 }
 
 /// Runs `close` once the service group shuts down gracefully.

@@ -58,10 +58,10 @@ public final class PostgresStore: TransferStore {
                 for try await version in try await conn.query("SELECT version FROM schema_migrations", logger: logger).decode(String.self) {
                     applied.insert(version)
                 }
-                for (version, sql) in try Self.migrations() where !applied.contains(version) {
+                for (version, sql) in Self.migrations where !applied.contains(version) {
                     try await conn.query("BEGIN", logger: logger)
                     do {
-                        for statement in Self.statements(sql) {
+                        for statement in Self.statements(String(decoding: sql, as: UTF8.self)) {
                             try await conn.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                         }
                         let now = Timestamp(Date()).milliseconds
@@ -80,17 +80,16 @@ public final class PostgresStore: TransferStore {
         }
     }
 
-    /// Versioned migrations, `Resources/migrations/vN.sql`; a new schema change is a new file
+    /// Versioned migrations, `Resources/migrations/vN.sql`, compiled into the binary (SwiftPM's
+    /// `embedInCode`: no resource bundle to deploy beside it); a new schema change is a new file
     /// appended here. `schema.postgres.sql` at the repository's root is what they add up to.
-    static func migrations() throws -> [(String, String)] {
-        try ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"].map { version in
-            guard let url = Bundle.module.url(forResource: version, withExtension: "sql", subdirectory: "migrations") else {
-                throw MissingSchema()
-            }
-            return (version, try String(contentsOf: url, encoding: .utf8))
-        }
-    }
+    static let migrations: [(version: String, sql: [UInt8])] = [
+        ("v1", PackageResources.v1_sql), ("v2", PackageResources.v2_sql), ("v3", PackageResources.v3_sql),
+        ("v4", PackageResources.v4_sql), ("v5", PackageResources.v5_sql), ("v6", PackageResources.v6_sql),
+        ("v7", PackageResources.v7_sql), ("v8", PackageResources.v8_sql),
+    ]
 
+    /// A query that must answer a row answered none.
     struct MissingSchema: Error {}
 
     /// The statements of a schema file: comments dropped, split at `;` ending a line.

@@ -48,24 +48,22 @@ public final class SQLiteStore: TransferStore {
         try pool.close()
     }
 
-    /// Versioned migrations, `Resources/migrations/vN.sql`; a new schema change is a new file
+    /// Versioned migrations, `Resources/migrations/vN.sql`, compiled into the binary (SwiftPM's
+    /// `embedInCode`: no resource bundle to deploy beside it); a new schema change is a new file
     /// appended here. `schema.sql` at the repository's root is the schema they add up to.
+    static let migrations: [(version: String, sql: [UInt8])] = [
+        ("v1", PackageResources.v1_sql), ("v2", PackageResources.v2_sql), ("v3", PackageResources.v3_sql),
+        ("v4", PackageResources.v4_sql), ("v5", PackageResources.v5_sql), ("v6", PackageResources.v6_sql),
+        ("v7", PackageResources.v7_sql), ("v8", PackageResources.v8_sql),
+    ]
+
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
-        for version in ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"] {
-            migrator.registerMigration(version) { db in try db.execute(sql: try SQLiteStore.migrationSQL(version)) }
+        for (version, sql) in migrations {
+            migrator.registerMigration(version) { db in try db.execute(sql: String(decoding: sql, as: UTF8.self)) }
         }
         return migrator
     }
-
-    static func migrationSQL(_ version: String) throws -> String {
-        guard let url = Bundle.module.url(forResource: version, withExtension: "sql", subdirectory: "migrations") else {
-            throw MissingMigration(version: version)
-        }
-        return try String(contentsOf: url, encoding: .utf8)
-    }
-
-    struct MissingMigration: Error { let version: String }
 
     // MARK: Operations
 

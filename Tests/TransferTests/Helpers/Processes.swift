@@ -25,12 +25,17 @@ enum Executable {
         throw TestFailure("`.build/debug/\(name)` is missing: run `swift build --build-tests` first")
     }
 
-    /// Runs `name` with `arguments` to its end. `environment` nil keeps the test's own.
-    static func run(_ name: String, _ arguments: [String], environment: [String: String]? = nil) throws -> ProcessRun {
+    /// Runs `name` (or the binary at `executable`) with `arguments` to its end, in `folder` when
+    /// given. `environment` nil keeps the test's own.
+    static func run(
+        _ name: String, _ arguments: [String], environment: [String: String]? = nil, executable: URL? = nil,
+        folder: URL? = nil
+    ) throws -> ProcessRun {
         let p = Process()
-        p.executableURL = try url(name)
+        p.executableURL = try executable ?? url(name)
         p.arguments = arguments
         if let environment { p.environment = environment }
+        if let folder { p.currentDirectoryURL = folder }
         let out = Pipe(), err = Pipe()
         p.standardOutput = out
         p.standardError = err
@@ -113,18 +118,24 @@ final class Node: @unchecked Sendable {
     let logFile = FileManager.default.temporaryDirectory.appendingPathComponent("transfer-node-\(UUID().uuidString).log")
     var base: String { "http://127.0.0.1:\(port)" }
 
-    init(database: String, extra: [String] = []) throws {
-        process.executableURL = try Executable.url("transfer-server")
-        process.arguments = [
-            "--port", "0", "--database", database, "--argon2-memory-kib", "1024", "--argon2-iterations", "1",
+    /// `database` nil starts the server on its default (`sqlite:./transfer.sqlite` in `folder`);
+    /// `environment` nil gives it the test's own.
+    init(
+        database: String?, extra: [String] = [], executable: URL? = nil, folder: URL? = nil,
+        environment: [String: String]? = nil
+    ) throws {
+        process.executableURL = try executable ?? Executable.url("transfer-server")
+        process.arguments = ["--port", "0"] + (database.map { ["--database", $0] } ?? []) + [
+            "--argon2-memory-kib", "1024", "--argon2-iterations", "1",
             "--claim-limit", "off", "--account-creation-limit", "off",
         ] + extra
+        if let folder { process.currentDirectoryURL = folder }
         _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
         let log = try FileHandle(forWritingTo: logFile)
         process.standardOutput = log
         process.standardError = log
         // The port is read from the start-up line, which is logged at info.
-        process.environment = ProcessInfo.processInfo.environment.merging(["LOG_LEVEL": "info"]) { $1 }
+        process.environment = (environment ?? ProcessInfo.processInfo.environment).merging(["LOG_LEVEL": "info"]) { $1 }
         try process.run()
     }
 
