@@ -10,14 +10,24 @@ import TransferKitTesting
 struct SDKScenarioTests {
     let password = "plum-harbor-71-sail"
 
-    /// A running server on a fresh database of `kind`.
-    func withNode(_ kind: StoreKind, extra: [String] = [], _ body: @Sendable (Node, URL) async throws -> Void) async throws {
+    /// A running server on a fresh database of `kind`; `body` gets it, its URL and its `--database`
+    /// value (for the support CLI).
+    func withNode(
+        _ kind: StoreKind, extra: [String] = [], _ body: @Sendable (Node, URL, String) async throws -> Void
+    ) async throws {
         try await kind.withDatabaseLocation { location, _ in
             let node = try Node(database: location.argument, extra: extra)
             defer { node.stop() }
             try #require(try await node.waitReady())
-            try await body(node, try #require(URL(string: node.base)))
+            try await body(node, try #require(URL(string: node.base)), location.argument)
         }
+    }
+
+    /// `transfer stats --json` on the node's database.
+    func stats(_ database: String) throws -> [String: Any] {
+        let run = try CLITests.transfer(["stats", "--json"], database: database)
+        #expect(run.code == 0, "\(run)")
+        return try run.json
     }
 
     func signedIn(_ result: LaunchResult) -> (account: String, created: Bool)? {
@@ -28,7 +38,7 @@ struct SDKScenarioTests {
     @Test("first launch, relaunch, set-up on A, claim on B, B relaunches into the account, A is told it moved; then B→C",
           arguments: StoreKind.available)
     func aToBToC(kind: StoreKind) async throws {
-        try await withNode(kind) { _, base in
+        try await withNode(kind) { _, base, _ in
             let a = SimulatedPhone("A", baseURL: base)
             let first = try #require(signedIn(try await a.launch()), "A's first launch signs in")
             #expect(first.created, "the first launch creates the account")
@@ -58,7 +68,7 @@ struct SDKScenarioTests {
     @Test("a phone with two accounts moves one; the new phone adds it beside its own, or refuses without a choice",
           arguments: StoreKind.available)
     func twoAccountsMoveOne(kind: StoreKind) async throws {
-        try await withNode(kind) { _, base in
+        try await withNode(kind) { _, base, _ in
             let a = SimulatedPhone("A", baseURL: base)
             let personal = try #require(signedIn(try await a.launch())).account
             let work = try await a.addAccount()
@@ -77,17 +87,144 @@ struct SDKScenarioTests {
             #expect(added.id == work.id)
             #expect(Set(try await b.accounts().map(\.id)) == [own, work.id], "B keeps its own account beside the moved one")
 
+            // A relaunches into the moved account (still its current one): the launch fails, and
+            // the event names what is left, so the app can offer the personal account.
             let aAfter = a.relaunched()
-            _ = try? await aAfter.launch()
-            #expect(aAfter.saw(.accountMoved), "A is told the work account moved: \(aAfter.events)")
+            await #expect(throws: TransferError.self, "the launch into the moved account fails") { try await aAfter.launch() }
+            let moved = aAfter.events.compactMap { event -> [String]? in
+                if case .accountMoved(let id, _, let remaining) = event, id == work.id { return remaining.map(\.id) }
+                return nil
+            }
+            #expect(moved == [[personal]], "A is told the work account moved and the personal one is left: \(aAfter.events)")
             try await aAfter.switchAccount(to: personal)
             #expect(try await aAfter.accounts().map(\.id) == [personal], "A keeps the personal account")
+            let next = try #require(signedIn(try await aAfter.relaunched().launch()), "A's next launch signs in")
+            #expect(next.account == personal && !next.created, "and into the personal account, creating none")
+        }
+    }
+
+    @Test("a claim with replace: the new phone's own account leaves it, the moved one is its only account",
+          arguments: StoreKind.available)
+    func claimReplacing(kind: StoreKind) async throws {
+        try await withNode(kind) { _, base, _ in
+            let a = SimulatedPhone("A", baseURL: base)
+            let mia = try #require(signedIn(try await a.launch())).account
+            _ = try await a.setUpTransfer(email: "mia@example.com", password: password)
+
+            let b = SimulatedPhone("B", baseURL: base)
+            let own = try #require(signedIn(try await b.launch())).account
+            #expect(try await b.claim(email: "mia@example.com", password: password, choice: .replace).id == mia)
+            #expect(try await b.accounts().map(\.id) == [mia], "B holds only Mia's account")
+            let relaunched = b.relaunched()
+            let onB = try #require(signedIn(try await relaunched.launch()))
+            #expect(onB.account == mia && onB.account != own, "B relaunches into Mia's account")
+
+            let aAfter = a.relaunched()
+            _ = try? await aAfter.launch()
+            #expect(aAfter.saw(.accountMoved), "A is told: \(aAfter.events)")
+        }
+    }
+
+    @Test("removing an account: refused while it would be lost, allowed with a pending transfer or when abandoned",
+          arguments: StoreKind.available)
+    func removal(kind: StoreKind) async throws {
+        try await withNode(kind) { _, base, database in
+            let phone = SimulatedPhone("A", baseURL: base)
+            let personal = try #require(signedIn(try await phone.launch())).account
+            let work = try await phone.addAccount()
+            let spare = try await phone.addAccount()
+            do {
+                try await phone.removeAccount(work.id)
+                Issue.record("an account on its only device, with no way back, was removed without abandon")
+            } catch let error as TransferError {
+                #expect(error.kind == .accountWouldBeLost, "\(error)")
+            }
+            #expect(Set(try await phone.accounts().map(\.id)) == [personal, work.id, spare.id], "the refusal changed nothing")
+
+            // With a pending transfer the account has a way back: it may leave this phone.
+            try await phone.switchAccount(to: work.id)
+            _ = try await phone.setUpTransfer(email: "work@example.com", password: password)
+            try await phone.removeAccount(work.id)
+            #expect(phone.saw(.accountRemoved))
+            // Abandoned: kept at the server for support, gone from the phone.
+            try await phone.removeAccount(spare.id, abandon: true)
+            #expect(try await phone.accounts().map(\.id) == [personal])
+            #expect(try stats(database)["accounts"] as? Int == 3, "the server keeps all three accounts")
+
+            // The moved-off work account still comes back on a new phone through its transfer.
+            let b = SimulatedPhone("B", baseURL: base)
+            #expect(try await b.claim(email: "work@example.com", password: password).id == work.id)
+        }
+    }
+
+    @Test("push routing as a service key sees it: a phone's token reaches its accounts, a muted one is left out, a moved one follows the move",
+          arguments: StoreKind.available)
+    func pushRouting(kind: StoreKind) async throws {
+        try await withNode(kind) { node, base, database in
+            let made = try CLITests.transfer(["service-key", "create", "backend", "--reason", "push test", "--json"], database: database)
+            let key = try #require(try made.json["key"] as? String, "\(made)")
+            /// The tokens the service key is told reach `account`.
+            func tokens(reaching account: String) throws -> [String] {
+                let (status, answer) = try node.post("/v1/service/push-targets", #"{"accountIds":["\#(account)"]}"#, token: key)
+                #expect(status == 200, "\(answer)")
+                let targets = answer["targets"] as? [[String: Any]] ?? []
+                return targets.filter { ($0["accountIds"] as? [String])?.contains(account) == true }.compactMap { $0["token"] as? String }
+            }
+
+            let a = SimulatedPhone("A", baseURL: base)
+            let personal = try #require(signedIn(try await a.launch())).account
+            let work = try await a.addAccount()
+            let tokenA = Data(repeating: 0xA1, count: 32)
+            try await a.client.registerPushToken(apns: tokenA)
+            let hexA = String(repeating: "a1", count: 32)
+            #expect(try tokens(reaching: personal) == [hexA] && tokens(reaching: work.id) == [hexA], "A's token reaches both accounts")
+
+            try await a.client.setPushEnabled(false, for: personal)
+            #expect(try tokens(reaching: personal).isEmpty, "a muted account is reached by no token")
+            #expect(try tokens(reaching: work.id) == [hexA])
+
+            try await a.switchAccount(to: work.id)
+            _ = try await a.setUpTransfer(email: "work@example.com", password: password)
+            let b = SimulatedPhone("B", baseURL: base)
+            _ = try await b.claim(email: "work@example.com", password: password)
+            try await b.client.registerPushToken(apns: Data(repeating: 0xB2, count: 32))
+            #expect(try tokens(reaching: work.id) == [String(repeating: "b2", count: 32)], "the moved account is reached on B only")
+
+            // B's app routes a notification for the work account to it, and ignores others.
+            #expect(b.client.account(forNotification: ["accountId": work.id.uppercased()])?.id == work.id)
+            #expect(b.client.account(forNotification: ["accountId": personal]) == nil)
+        }
+    }
+
+    @Test("a phone locked before its first unlock creates no account and no identity; once unlocked it signs in as before",
+          arguments: StoreKind.available)
+    func lockedKeychain(kind: StoreKind) async throws {
+        try await withNode(kind) { _, base, database in
+            let phone = SimulatedPhone("A", baseURL: base)
+            phone.setLockedBeforeFirstUnlock(true)
+            #expect(try await phone.launch() == .storageUnavailable)
+            #expect(phone.saw(.storageUnavailable))
+            #expect(phone.deviceId == nil && phone.keychain.items.isEmpty, "no identity was minted while locked")
+            #expect(try stats(database)["accounts"] as? Int == 0, "nothing reached the server")
+
+            phone.setLockedBeforeFirstUnlock(false)
+            let first = try #require(signedIn(try await phone.launch()))
+            #expect(first.created)
+
+            // Rebooted: locked again, the relaunch must not start a second account.
+            let rebooted = phone.relaunched()
+            rebooted.setLockedBeforeFirstUnlock(true)
+            #expect(try await rebooted.launch() == .storageUnavailable)
+            rebooted.setLockedBeforeFirstUnlock(false)
+            let again = try #require(signedIn(try await rebooted.launch()))
+            #expect(again.account == first.account && !again.created)
+            #expect(try stats(database)["accounts"] as? Int == 1, "one account after all the launches")
         }
     }
 
     @Test("fifty requests around an access token's expiry make one refresh at the server")
     func oneRefresh() async throws {
-        try await withNode(.sqlite, extra: ["--access-token-ttl", "10s"]) { node, base in
+        try await withNode(.sqlite, extra: ["--access-token-ttl", "10s"]) { node, base, _ in
             let phone = SimulatedPhone("A", baseURL: base)
             _ = try await phone.launch()
             func refreshes() throws -> Int {
