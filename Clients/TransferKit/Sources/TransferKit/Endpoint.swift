@@ -32,6 +32,8 @@ struct Endpoint: Sendable, Equatable, CustomStringConvertible {
         "POST", "/v1/devices/login", body: ["deviceId", "deviceSecret", "accountId", "newAccount"], token: false)
     static let refresh = Endpoint("POST", "/v1/tokens/refresh", body: ["refreshToken"], token: false)
     static let logout = Endpoint("POST", "/v1/logout", token: true)
+    static let me = Endpoint("GET", "/v1/me", token: true)
+    static let deleteAccount = Endpoint("DELETE", "/v1/me", token: true)
     static let deviceAccounts = Endpoint("GET", "/v1/devices/accounts", token: true)
     static let setCurrentAccount = Endpoint("PUT", "/v1/devices/current-account", body: ["accountId"], token: true)
     static let removeAccount = Endpoint(
@@ -51,13 +53,22 @@ struct Endpoint: Sendable, Equatable, CustomStringConvertible {
         "POST", "/v1/handoff/codes", body: ["clientId", "codeChallenge", "codeChallengeMethod"], token: true)
     static let redeemHandoff = Endpoint(
         "POST", "/v1/handoff/token", body: ["code", "codeVerifier", "clientId"], token: false)
+    static let appleNonce = Endpoint("POST", "/v1/apple/nonce", token: false)
+    static let linkApple = Endpoint(
+        "PUT", "/v1/me/apple", body: ["identityToken", "nonce", "authorizationCode"], token: true)
+    static let unlinkApple = Endpoint("DELETE", "/v1/me/apple", token: true)
+    static let claimWithApple = Endpoint(
+        "POST", "/v1/transfers/apple",
+        body: ["identityToken", "nonce", "deviceId", "deviceSecret", "replaceExistingAccount", "addAccount"],
+        token: false)
 
     /// Every operation TransferKit calls.
     static let all: [Endpoint] = [
-        login, refresh, logout, deviceAccounts, setCurrentAccount, removeAccount,
+        login, refresh, logout, me, deleteAccount, deviceAccounts, setCurrentAccount, removeAccount,
         setUpTransfer, cancelTransfer, claimTransfer,
         registerPushToken, removePushToken, setPushPreferences, setAccountPush,
         createHandoffCode, redeemHandoff,
+        appleNonce, linkApple, unlinkApple, claimWithApple,
     ]
 
     /// The URL of this endpoint under `baseURL`, with `{name}` path parameters filled in.

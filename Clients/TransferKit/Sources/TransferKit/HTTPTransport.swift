@@ -51,6 +51,22 @@ extension HTTPTransport {
     }
 }
 
+extension HTTPTransport {
+    /// Ends a session at the service (`POST /v1/logout`) with its tokens. When the access token
+    /// has expired (`401 invalid_token`), the refresh token is exchanged for a new one first, used for the
+    /// logout only and never kept. Every failure is ignored: a refused refresh token means the
+    /// service already ended the session, and the caller has forgotten the tokens anyway.
+    func logOut(_ tokens: StoredSession, baseURL: URL) async {
+        let response = try? await send(.logout, baseURL: baseURL, token: tokens.accessToken)
+        guard response?.status == 401,
+            let refresh = try? Wire.encode(RefreshRequest(refreshToken: tokens.refreshToken)),
+            let refreshed = try? await send(.refresh, baseURL: baseURL, body: refresh), refreshed.isSuccess,
+            let session = try? Wire.decode(SessionBody.self, from: refreshed)
+        else { return }
+        _ = try? await send(.logout, baseURL: baseURL, token: session.accessToken)
+    }
+}
+
 /// ``HTTPTransport`` over `URLSession`.
 struct URLSessionTransport: HTTPTransport {
     let session: URLSession

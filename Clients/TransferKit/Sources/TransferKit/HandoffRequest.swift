@@ -17,7 +17,9 @@ import Foundation
 /// ]
 /// await UIApplication.shared.open(link.url!)
 /// ```
-public struct HandoffRequest: Sendable, Codable, Equatable, CustomStringConvertible {
+public struct HandoffRequest: Sendable, Codable, Equatable, CustomStringConvertible, CustomDebugStringConvertible,
+    CustomReflectable
+{
     /// The sibling app's client id, as listed in the service's `--handoff-clients` (its bundle id).
     public let clientId: String
     /// The PKCE verifier: 256 random bits, base64url without padding (43 characters). A secret.
@@ -37,7 +39,13 @@ public struct HandoffRequest: Sendable, Codable, Equatable, CustomStringConverti
     }
 
     /// Leaves the verifier out, so that a log line never carries it.
-    public var description: String { "HandoffRequest(clientId: \(clientId), codeChallenge: \(codeChallenge))" }
+    public var description: String {
+        "HandoffRequest(clientId: \(clientId), codeVerifier: \(Redacted.text), codeChallenge: \(codeChallenge))"
+    }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror {
+        Mirror(self, children: ["clientId": clientId, "codeVerifier": Redacted.text, "codeChallenge": codeChallenge])
+    }
 }
 
 /// Proof Key for Code Exchange (RFC 7636) with the one method the service takes, `S256`.

@@ -88,13 +88,15 @@ extension TransferClient {
 }
 
 extension SiblingSession {
-    /// The session for an iOS or macOS sibling app: its tokens in the Keychain
-    /// (``KeychainCredentialStore``, this device only).
+    /// The session of the sibling app `clientId` (its bundle id) for iOS or macOS: its tokens in
+    /// the Keychain (``KeychainCredentialStore``, this device only), under a key of this client
+    /// id, so that sibling apps sharing an `accessGroup` keep their sessions apart.
     public static func standard(
-        baseURL: URL, keychainService: String = "TransferKit", accessGroup: String? = nil
+        baseURL: URL, clientId: String, keychainService: String = "TransferKit", accessGroup: String? = nil
     ) -> SiblingSession {
         SiblingSession(
-            baseURL: baseURL, credentials: KeychainCredentialStore(service: keychainService, accessGroup: accessGroup))
+            baseURL: baseURL, clientId: clientId,
+            credentials: KeychainCredentialStore(service: keychainService, accessGroup: accessGroup))
     }
 }
 #endif

@@ -70,7 +70,7 @@ public enum LaunchResult: Sendable, Equatable {
     case storageUnavailable
 }
 
-/// What a claim does when this phone already holds accounts.
+/// What a claim (by email or Apple ID) does when this phone already holds accounts.
 public enum ClaimChoice: String, Sendable, CaseIterable {
     /// Fail with ``TransferError/Kind/deviceHasAccount`` (nothing changes), so the app can ask the user.
     case fail
@@ -78,6 +78,11 @@ public enum ClaimChoice: String, Sendable, CaseIterable {
     case replace
     /// The claimed account is added beside them; sends `addAccount: true`.
     case add
+
+    /// The claim's `replaceExistingAccount`: sent only when true.
+    var replaceExistingAccount: Bool? { self == .replace ? true : nil }
+    /// The claim's `addAccount`: sent only when true.
+    var addAccount: Bool? { self == .add ? true : nil }
 }
 
 /// A transfer waiting on the old phone for the new one to claim it.
@@ -86,15 +91,117 @@ public struct PendingTransfer: Sendable, Equatable {
     public let email: String
     /// When the transfer expires (24 hours by default).
     public let expiresAt: Date
+    /// When the transfer was set up (known from ``TransferClient/profile(of:)``).
+    public var createdAt: Date?
+}
+
+/// An account as the service describes it to one of its sessions (`GET /v1/me`:
+/// ``TransferClient/profile(of:)``, ``SiblingSession/profile()``).
+public struct AccountProfile: Sendable, Equatable, Identifiable {
+    /// The account's id (a lower-case UUID).
+    public let id: String
+    /// The account's user name (see ``Account/userName``).
+    public let userName: String
+    /// When the service created the account.
+    public let createdAt: Date
+    /// True exactly while the account has a pending ``transfer``.
+    public let migrationFlag: Bool
+    /// The device id the account was last moved to by a claim; nil if it never moved.
+    public let transferId: String?
+    /// The account's pending transfer (not claimed, cancelled nor expired); nil when there is none.
+    public let transfer: PendingTransfer?
+    /// The devices the account is active on (an account is on at most one).
+    public let devices: [Device]
+    /// The Apple ID the account is linked to, its way back onto a new phone; nil when none is.
+    public let appleID: AppleIDLink?
+
+    /// A device the account is active on.
+    public struct Device: Sendable, Equatable, Identifiable {
+        /// The device id (a lower-case UUID).
+        public let id: String
+        /// When the account came onto the device.
+        public let boundAt: Date
+        /// The account's last login on the device.
+        public let lastLoginAt: Date?
+        /// Whether this is the device of the session that asked.
+        public let isCurrent: Bool
+    }
+
+    init(_ wire: MeBody) {
+        id = wire.accountId
+        userName = wire.userName
+        createdAt = wire.createdAt
+        migrationFlag = wire.migrationFlag
+        transferId = wire.transferId
+        transfer = wire.transfer.map { PendingTransfer(email: $0.email, expiresAt: $0.expiresAt, createdAt: $0.createdAt) }
+        devices = wire.devices.map {
+            Device(id: $0.deviceId, boundAt: $0.boundAt, lastLoginAt: $0.lastLoginAt, isCurrent: $0.current)
+        }
+        appleID = wire.apple.map(AppleIDLink.init)
+    }
+}
+
+/// The Apple ID an account is linked to with Sign in with Apple.
+public struct AppleIDLink: Sendable, Equatable {
+    /// The email Apple sent, possibly a private relay address; nil when Apple never sent one.
+    /// Apple sends it at the first sign-in only: the service keeps it when a later one leaves it out.
+    public let email: String?
+    /// Whether ``email`` is a private relay address; nil when Apple never said.
+    public let isPrivateEmail: Bool?
+    /// When the account was linked to this Apple ID (known from ``TransferClient/profile(of:)``).
+    public var linkedAt: Date?
+
+    init(_ wire: AppleLinkBody) {
+        self.init(email: wire.email, isPrivateEmail: wire.isPrivateEmail, linkedAt: wire.linkedAt)
+    }
+
+    init(email: String?, isPrivateEmail: Bool?, linkedAt: Date? = nil) {
+        self.email = email
+        self.isPrivateEmail = isPrivateEmail
+        self.linkedAt = linkedAt
+    }
+}
+
+/// A nonce for one Sign in with Apple (``TransferClient/appleNonce()``): single use, good for
+/// ``expiresIn`` seconds.
+///
+/// Set ``sha256`` as the `nonce` of the `ASAuthorizationAppleIDRequest`: Apple signs it into the
+/// identity token. Then pass this nonce with that identity token to
+/// ``TransferClient/linkAppleID(identityToken:nonce:authorizationCode:for:)`` or
+/// ``TransferClient/claimWithAppleID(identityToken:nonce:existingAccounts:)``.
+public struct AppleNonce: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// The nonce: 43 characters of base64url. It goes back to the service only, never to Apple.
+    public let value: String
+    /// Seconds until the nonce expires (300).
+    public let expiresIn: Int
+
+    /// The lower-case hex SHA-256 of ``value``: the `nonce` of Apple's request.
+    public var sha256: String { Hex.encode(SHA256.hash(value.utf8)) }
+
+    /// Leaves the nonce out, so that a log line never carries it.
+    public var description: String { "AppleNonce(value: \(Redacted.text), expiresIn: \(expiresIn))" }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror { Mirror(self, children: ["value": Redacted.text, "expiresIn": expiresIn]) }
 }
 
 /// A one-time code the host app made for a sibling app
 /// (``TransferClient/createHandoffCode(forClient:codeChallenge:account:)``).
-public struct HandoffCode: Sendable, Equatable {
+public struct HandoffCode: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The code: 43 characters of base64url, single use. Pass it only in the sibling's universal link.
     public let code: String
     /// Seconds until the code expires (60 by default): open the sibling's link right away.
     public let expiresIn: Int
+
+    /// Leaves the code out, so that a log line never carries it.
+    public var description: String { "HandoffCode(code: \(Redacted.text), expiresIn: \(expiresIn))" }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror { Mirror(self, children: ["code": Redacted.text, "expiresIn": expiresIn]) }
+}
+
+/// What a secret (a code, token, nonce or verifier) prints as: `description`, `debugDescription`
+/// and the mirror (`dump`) of a type that holds one show this in its place.
+enum Redacted {
+    static let text = "<redacted>"
 }
 
 /// A push provider.

@@ -15,7 +15,8 @@ import FoundationNetworking
 /// ask the host again.
 ///
 /// ```swift
-/// let session = SiblingSession.standard(baseURL: URL(string: "https://transfer.example.com")!)
+/// let session = SiblingSession.standard(
+///     baseURL: URL(string: "https://transfer.example.com")!, clientId: "com.example.news")
 ///
 /// // https://news.example.com/handoff?code=… arrived from the host app.
 /// func handoffArrived(code: String) async throws {
@@ -34,38 +35,42 @@ import FoundationNetworking
 /// ```
 ///
 /// The tokens are kept in the ``CredentialStore`` under a key of their own, apart from a
-/// ``TransferClient``'s. A sibling token may call only `GET /v1/me`, `POST /v1/logout` and the
-/// refresh; the host's operations answer it `403 insufficient_scope`.
+/// ``TransferClient``'s and from other sibling apps' (the key names the client id). A sibling
+/// token may call only `GET /v1/me` (``profile()``), `POST /v1/logout` and the refresh; the
+/// host's operations answer it `403 insufficient_scope`.
 public actor SiblingSession {
+    /// This sibling app's client id, as listed in the service's `--handoff-clients` (its bundle id).
+    public let clientId: String
     let baseURL: URL
     let transport: any HTTPTransport
     let credentials: any CredentialStore
     let now: @Sendable () -> Date
 
-    /// The session; mirrored in `credentials` under ``StoreKey/siblingSession``.
+    /// The session; mirrored in `credentials` under ``StoreKey/siblingSession(clientId:)``.
     var stored: StoredSiblingSession?
     var loaded = false
-    /// The renewal running, shared by every caller that waits for it.
-    var renewal: Renewal?
-    var renewalSerial = 0
-    /// Bumped when the session is replaced, signed out or ended: a renewal that started under an
-    /// older epoch drops its result.
-    var epoch = 0
+    /// The renewal under way (keyed by the client id); dropped when the session is replaced,
+    /// signed out or ended, so that a renewal under way then drops its result.
+    var renewals = Renewals()
 
-    /// A sibling session with the service at `baseURL`.
+    /// A sibling session of the app `clientId` with the service at `baseURL`.
     ///
     /// - Parameters:
-    ///   - credentials: where the tokens are kept; on iOS a ``KeychainCredentialStore``.
+    ///   - clientId: this app's client id, as listed in the service's `--handoff-clients`.
+    ///   - credentials: where the tokens are kept; on iOS a ``KeychainCredentialStore``. Sibling
+    ///     apps may share one (a Keychain access group): each keeps its session under its own key.
     ///   - urlSession: the session requests go through.
-    public init(baseURL: URL, credentials: any CredentialStore, urlSession: URLSession = .shared) {
-        self.init(baseURL: baseURL, credentials: credentials, transport: URLSessionTransport(session: urlSession))
+    public init(baseURL: URL, clientId: String, credentials: any CredentialStore, urlSession: URLSession = .shared) {
+        self.init(
+            baseURL: baseURL, clientId: clientId, credentials: credentials, transport: URLSessionTransport(session: urlSession))
     }
 
     init(
-        baseURL: URL, credentials: any CredentialStore, transport: any HTTPTransport,
+        baseURL: URL, clientId: String, credentials: any CredentialStore, transport: any HTTPTransport,
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.baseURL = baseURL
+        self.clientId = clientId
         self.credentials = credentials
         self.transport = transport
         self.now = now
@@ -83,18 +88,21 @@ public actor SiblingSession {
     ///
     /// Redeem a code once: a second redemption of it ends the session the first one opened.
     ///
+    /// - Parameter request: the request made for this app: its ``HandoffRequest/clientId`` must be
+    ///   ``clientId`` (a precondition).
     /// - Returns: the host's account, now this app's.
     /// - Throws: ``TransferError/Kind/invalidGrant`` for every refusal (unknown, expired or used
     ///   code, another request's verifier or client id): make a new ``HandoffRequest`` and ask
     ///   the host again. ``TransferError/Kind/notConfigured``, network errors.
     @discardableResult
     public func redeemHandoff(code: String, request: HandoffRequest) async throws -> Account {
-        let body = HandoffTokenRequest(code: code, codeVerifier: request.codeVerifier, clientId: request.clientId)
+        precondition(
+            request.clientId == clientId, "TransferKit: a hand-off request of \(request.clientId) redeemed by \(clientId)'s session")
+        let body = HandoffTokenRequest(code: code, codeVerifier: request.codeVerifier, clientId: clientId)
         let response = try await transport.send(.redeemHandoff, baseURL: baseURL, body: Wire.encode(body))
         guard response.isSuccess else { throw TransferError(response: response) }
         let session = try Wire.decode(SessionBody.self, from: response)
-        epoch += 1  // a renewal of an earlier session drops its result
-        renewal = nil
+        renewals.drop(clientId)  // a renewal of an earlier session drops its result
         keep(session)
         return Account(id: session.accountId, userName: session.userName, isCurrent: true)
     }
@@ -117,12 +125,26 @@ public actor SiblingSession {
         }
     }
 
+    /// The account's profile (`GET /v1/me`), as the service describes it to this session.
+    ///
+    /// - Throws: ``TransferError/Kind/handoffRequired`` as ``withAccessToken(_:)`` does, network errors.
+    public func profile() async throws -> AccountProfile {
+        let transport = transport, baseURL = baseURL
+        let response = try await withAccessToken { token in
+            let response = try await transport.send(.me, baseURL: baseURL, token: token)
+            guard response.isSuccess else { throw TransferError(response: response) }
+            return response
+        }
+        return try AccountProfile(Wire.decode(MeBody.self, from: response))
+    }
+
     /// Ends the session (`POST /v1/logout`, which ends this sibling session only) and forgets
-    /// its tokens, even if the service cannot be reached. A renewal under way drops its result.
+    /// its tokens, even if the service cannot be reached. An access token that has expired is
+    /// renewed for the logout only. A renewal under way drops its result.
     public func signOut() async {
-        let token = (try? load())?.tokens.accessToken
+        let tokens = (try? load())?.tokens
         end()
-        if let token { _ = try? await transport.send(.logout, baseURL: baseURL, token: token) }
+        if let tokens { await transport.logOut(tokens, baseURL: baseURL) }
     }
 
     // MARK: Tokens
@@ -144,27 +166,22 @@ public actor SiblingSession {
 
     /// Renews the tokens; concurrent callers share one renewal (single flight).
     private func renew() async throws -> String {
-        if let running = renewal { return try await running.task.value }
-        let epoch = self.epoch
-        renewalSerial += 1
-        let serial = renewalSerial
-        let task = Task { try await self.performRenewal(epoch: epoch) }
-        renewal = Renewal(serial: serial, task: task)
-        defer {
-            if renewal?.serial == serial { renewal = nil }
+        let flight = renewals.join(clientId) { flight in
+            Task { try await self.performRenewal(flight: flight) }
         }
-        return try await task.value
+        defer { renewals.finished(flight, for: clientId) }
+        return try await flight.task.value
     }
 
     /// `POST /v1/tokens/refresh`. A refused refresh token means the service ended the session:
     /// there is no device secret to log in with, so the tokens are forgotten.
-    private func performRenewal(epoch: Int) async throws -> String {
+    private func performRenewal(flight: Int) async throws -> String {
         guard let refreshToken = stored?.tokens.refreshToken else {
             throw Self.handoffRequired("There is no sibling session")
         }
         let response = try await transport.send(
             .refresh, baseURL: baseURL, body: Wire.encode(RefreshRequest(refreshToken: refreshToken)))
-        guard self.epoch == epoch else {
+        guard renewals.isCurrent(flight, for: clientId) else {
             throw TransferError(.signedOut, "The sibling session was signed out or replaced while its token was renewed.")
         }
         guard response.isSuccess else {
@@ -188,7 +205,7 @@ public actor SiblingSession {
     private func load() throws -> StoredSiblingSession? {
         guard !loaded else { return stored }
         do {
-            stored = try credentials.read(StoredSiblingSession.self, StoreKey.siblingSession)
+            stored = try credentials.read(StoredSiblingSession.self, StoreKey.siblingSession(clientId: clientId))
         } catch {
             throw TransferError(.storageUnavailable, "The credential store cannot be read now: \(error)")
         }
@@ -203,16 +220,15 @@ public actor SiblingSession {
         stored = kept
         loaded = true
         // A failed write only loses the session at the next start: the app asks the host again.
-        try? credentials.write(Wire.encode(kept), for: StoreKey.siblingSession)
+        try? credentials.write(Wire.encode(kept), for: StoreKey.siblingSession(clientId: clientId))
     }
 
     /// Forgets the session, here and in the store, and makes a renewal under way drop its result.
     private func end() {
-        epoch += 1
-        renewal = nil
+        renewals.drop(clientId)
         stored = nil
         loaded = true
-        try? credentials.remove(StoreKey.siblingSession)
+        try? credentials.remove(StoreKey.siblingSession(clientId: clientId))
     }
 }
 

@@ -61,9 +61,41 @@ extension TransferClient {
         let wasCurrent = current == id
         _ = try await request(
             .removeAccount, as: id, path: ["accountId": id], query: abandon ? ["abandon": "true"] : [:])
-        forget(id)
-        setAccounts(accountList.filter { $0.id != id })
-        hub.emit(.accountRemoved(accountId: id))
+        await left(id, wasCurrent: wasCurrent, event: .accountRemoved(accountId: id))
+    }
+
+    /// The account's profile (`GET /v1/me`): its pending transfer, its device, its Apple ID.
+    ///
+    /// - Parameter accountId: the account (the current one when nil).
+    public func profile(of accountId: String? = nil) async throws -> AccountProfile {
+        let response = try await request(.me, as: accountId)
+        return try AccountProfile(Wire.decode(MeBody.self, from: response))
+    }
+
+    /// Deletes the account (the current one when nil) for good (`DELETE /v1/me`, App Store
+    /// guideline 5.1.1(v)): ask the user to confirm first.
+    ///
+    /// The service erases it: it leaves this phone, its sessions (sibling apps' too), pending
+    /// transfer, push routing and Apple ID link go. TransferKit forgets its tokens and emits
+    /// ``TransferEvent/accountDeleted(accountId:)``. Then, as after
+    /// ``removeAccount(_:abandon:)``: if it was current, the service makes the most recently used
+    /// remaining account current (``TransferEvent/switched(accountId:)``); when no account is
+    /// left the phone's device id is retired and forgotten, and the next ``launch()`` starts
+    /// with a new one.
+    public func deleteAccount(_ accountId: String? = nil) async throws {
+        let id = try resolve(accountId)
+        let wasCurrent = current == id
+        _ = try await request(.deleteAccount, as: id)
+        await left(id, wasCurrent: wasCurrent, event: .accountDeleted(accountId: id))
+    }
+
+    /// After the account left this phone (removed or deleted): forgets it, emits `event`, and
+    /// catches up with the service: no account left retires the identity, a current one gone
+    /// makes another current.
+    private func left(_ accountId: String, wasCurrent: Bool, event: TransferEvent) async {
+        forget(accountId)
+        setAccounts(accountList.filter { $0.id != accountId })
+        hub.emit(event)
         if accountList.isEmpty {
             try? startOver()
         } else if wasCurrent, (try? await accounts()) != nil, let now = current {
@@ -75,14 +107,16 @@ extension TransferClient {
     ///
     /// The account stays on the phone, and a later call for it logs in again with the device
     /// secret. The service also ends the sibling app sessions handed off from this session
-    /// (``createHandoffCode(forClient:codeChallenge:account:)``). A renewal under way for it is dropped when it arrives. Nothing stays stored even if
-    /// the service cannot be reached.
+    /// (``createHandoffCode(forClient:codeChallenge:account:)``). When the access token has
+    /// expired, the refresh token renews it for the logout only, so that the service still ends
+    /// the session. A renewal under way for it is dropped when it arrives. Nothing stays stored
+    /// even if the service cannot be reached.
     public func signOut(_ accountId: String? = nil) async {
         guard let id = try? resolve(accountId) else { return }
         try? loadSessionsIfNeeded()
-        let token = sessions[id]?.accessToken
+        let tokens = sessions[id]
         forget(id)
         hub.emit(.signedOut(accountId: id))
-        if let token { _ = try? await send(.logout, token: token) }
+        if let tokens { await transport.logOut(tokens, baseURL: baseURL) }
     }
 }

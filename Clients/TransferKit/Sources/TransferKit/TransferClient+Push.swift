@@ -18,13 +18,10 @@ extension TransferClient {
     /// A phone has one token per provider. Register it again after a claim: the claiming phone
     /// may have a new device id.
     public func registerPushToken(apns deviceToken: Data, environment: APNsEnvironment = .production) async throws {
-        let hex = deviceToken.map { byte in
-            let digits = String(byte, radix: 16)
-            return byte < 16 ? "0" + digits : digits
-        }.joined()
         _ = try await request(
             .registerPushToken, as: anyAccountOnDevice(),
-            body: PushTokenRequest(provider: PushProvider.apns.rawValue, token: hex, environment: environment.rawValue))
+            body: PushTokenRequest(
+                provider: PushProvider.apns.rawValue, token: Hex.encode(deviceToken), environment: environment.rawValue))
     }
 
     /// Registers this phone's FCM registration token (`PUT /v1/devices/push-token`).

@@ -84,22 +84,17 @@ extension TransferClient {
 
     /// Renews the account's tokens; concurrent callers share one renewal (single flight).
     func renew(_ accountId: String) async throws -> String {
-        if let running = renewals[accountId] { return try await running.task.value }
-        let epoch = epochs[accountId, default: 0]
-        renewalSerial += 1
-        let serial = renewalSerial
-        let task = Task { try await self.performRenewal(of: accountId, epoch: epoch) }
-        renewals[accountId] = Renewal(serial: serial, task: task)
-        defer {
-            if renewals[accountId]?.serial == serial { renewals[accountId] = nil }
+        let flight = renewals.join(accountId) { flight in
+            Task { try await self.performRenewal(of: accountId, flight: flight) }
         }
-        return try await task.value
+        defer { renewals.finished(flight, for: accountId) }
+        return try await flight.task.value
     }
 
     /// Refresh with the refresh token; when there is none or the service refuses it, log in again
     /// with the device secret. The result is dropped if the account was signed out, moved, removed
     /// or deleted meanwhile.
-    private func performRenewal(of accountId: String, epoch: Int) async throws -> String {
+    private func performRenewal(of accountId: String, flight: Int) async throws -> String {
         let identity = try requireIdentity()
         var renewed: SessionBody?
         if let refreshToken = sessions[accountId]?.refreshToken {
@@ -119,7 +114,7 @@ extension TransferClient {
                 LoginRequest(deviceId: identity.deviceId, deviceSecret: identity.deviceSecret, accountId: accountId),
                 for: accountId)
         }
-        guard epochs[accountId, default: 0] == epoch else {
+        guard renewals.isCurrent(flight, for: accountId) else {
             throw TransferError(.signedOut, "The account was signed out or left this phone while its token was renewed.")
         }
         apply(session)
@@ -180,8 +175,7 @@ extension TransferClient {
 
     /// Drops the account's tokens, here and in the store, and makes a renewal under way drop its result.
     func forget(_ accountId: String) {
-        epochs[accountId, default: 0] += 1
-        renewals[accountId] = nil
+        renewals.drop(accountId)
         try? loadSessionsIfNeeded()
         sessions[accountId] = nil
         saveSessions()

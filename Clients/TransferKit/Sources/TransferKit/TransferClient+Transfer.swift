@@ -44,18 +44,24 @@ extension TransferClient {
     public func claimTransfer(
         email: String, temporaryPassword: String, existingAccounts: ClaimChoice = .fail
     ) async throws -> Account {
+        try await claim(.claimTransfer) { identity in
+            ClaimRequest(
+                email: email, temporaryPassword: temporaryPassword,
+                deviceId: identity.deviceId, deviceSecret: identity.deviceSecret,
+                replaceExistingAccount: existingAccounts.replaceExistingAccount, addAccount: existingAccounts.addAccount)
+        }
+    }
+
+    /// Sends a claim (`endpoint`, its body made with this phone's identity) and keeps the session
+    /// it brings: the claimed account becomes the current one.
+    func claim<Body: Encodable>(_ endpoint: Endpoint, body: (DeviceIdentity) -> Body) async throws -> Account {
         let identity = try identityForClaim()
         do {
             try loadSessionsIfNeeded()
         } catch {
             throw storageUnavailable(error)
         }
-        let claim = ClaimRequest(
-            email: email, temporaryPassword: temporaryPassword,
-            deviceId: identity.deviceId, deviceSecret: identity.deviceSecret,
-            replaceExistingAccount: existingAccounts == .replace ? true : nil,
-            addAccount: existingAccounts == .add ? true : nil)
-        let response = try await send(.claimTransfer, body: Wire.encode(claim))
+        let response = try await send(endpoint, body: Wire.encode(body(identity)))
         guard response.isSuccess else { throw TransferError(response: response) }
         let session = try Wire.decode(SessionBody.self, from: response)
 

@@ -38,12 +38,9 @@ public actor TransferClient {
     /// Tokens by account id; mirrored in `credentials` under ``StoreKey/sessions``.
     var sessions: [String: StoredSession] = [:]
     var sessionsLoaded = false
-    /// The renewal running for an account, shared by every caller that waits for it.
-    var renewals: [String: Renewal] = [:]
-    /// Bumped when an account is signed out, moved, removed or deleted: a renewal that started
-    /// under an older epoch drops its result.
-    var epochs: [String: Int] = [:]
-    var renewalSerial = 0
+    /// The renewals under way, by account id; dropped when the account is signed out, moved,
+    /// removed or deleted, so that a renewal under way then drops its result.
+    var renewals = Renewals()
 
     /// A client of the service at `baseURL`.
     ///
@@ -146,8 +143,7 @@ public actor TransferClient {
     /// (``TransferError/Kind/deviceTransferred`` with no account left), the device was revoked or
     /// retired, or the user declined to bring accounts over after a restore. Nothing is sent.
     public func startOver() throws {
-        for id in Set(sessions.keys).union(accountList.map(\.id)) { epochs[id, default: 0] += 1 }
-        renewals.removeAll()
+        renewals.dropAll()
         do {
             try credentials.remove(StoreKey.sessions)
             try credentials.remove(StoreKey.identity)
@@ -253,16 +249,31 @@ enum StoreKey {
     static let identity = "transferkit.identity"
     static let sessions = "transferkit.sessions"
     static let accountList = "transferkit.accounts"
-    /// A ``SiblingSession``'s account and tokens.
-    static let siblingSession = "transferkit.sibling-session"
+    /// A ``SiblingSession``'s account and tokens, one key per sibling client id: sibling apps
+    /// sharing a Keychain access group keep their sessions apart. The client id is hashed so that
+    /// any id the contract allows makes a short key of `[A-Za-z0-9._-]` (what
+    /// ``FileCredentialStore`` takes). TransferKit has not shipped with the earlier single key,
+    /// so nothing is migrated from it.
+    static func siblingSession(clientId: String) -> String {
+        "transferkit.sibling-session." + Base64URL.encode(SHA256.hash(clientId.utf8))
+    }
 }
 
 /// An account's tokens on this phone.
-struct StoredSession: Codable, Sendable, Equatable {
+struct StoredSession: Codable, Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     var accessToken: String
     var refreshToken: String
     /// A little before the access token expires (`expiresIn` less a tenth, at most a minute).
     var refreshAt: Date
+
+    /// Leaves the secrets out, so that a log line never carries them.
+    var description: String {
+        "StoredSession(accessToken: \(Redacted.text), refreshToken: \(Redacted.text), refreshAt: \(refreshAt))"
+    }
+    var debugDescription: String { description }
+    var customMirror: Mirror {
+        Mirror(self, children: ["accessToken": Redacted.text, "refreshToken": Redacted.text, "refreshAt": refreshAt])
+    }
 }
 
 extension StoredSession {
@@ -279,9 +290,4 @@ extension StoredSession {
 struct StoredAccountList: Codable, Sendable {
     var deviceId: String?
     var accounts: [Account]
-}
-
-struct Renewal {
-    let serial: Int
-    let task: Task<String, any Error>
 }

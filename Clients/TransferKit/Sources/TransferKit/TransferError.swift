@@ -75,13 +75,21 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
         // Push.
         /// The push token does not suit its provider (`400`).
         case invalidPushToken = "invalid_push_token"
+        // Sign in with Apple.
+        /// The identity token failed a check, which the message names: signature, issuer, audience,
+        /// expiry, or a nonce that is not the one sent, not issued by the service, used or expired (`401`).
+        case invalidIdentityToken = "invalid_identity_token"
+        /// Another account is linked to this Apple ID (`409`).
+        case appleIdInUse = "apple_id_in_use"
+        /// No account is linked to this Apple ID (`404`, bringing an account over with it).
+        case appleIdNotLinked = "apple_id_not_linked"
         // Sibling apps.
         /// The client id is not one of the service's sibling apps (`403`, when making a hand-off code).
         case unknownClient = "unknown_client"
         /// The hand-off code is unknown, expired or used, or the verifier or client id does not
         /// match (`400`, one answer for all). Do not retry with the same code: ask the host again.
         case invalidGrant = "invalid_grant"
-        /// The service has no sibling apps configured (`501`).
+        /// The service has the feature off: sibling apps, or Sign in with Apple (`501`).
         case notConfigured = "not_configured"
         // Load.
         /// Too many requests from this client address (`429`, see ``TransferError/retryAfter``).

@@ -22,7 +22,8 @@ public enum TransferEvent: Sendable, Equatable {
     case accountMoved(accountId: String?, transferredAt: Date?, remainingAccounts: [Account])
     /// Support revoked this phone (`403 device_revoked`).
     case deviceRevoked
-    /// The account was deleted (`410 account_deleted`).
+    /// The account was deleted: with ``TransferClient/deleteAccount(_:)``, or elsewhere
+    /// (`410 account_deleted`, e.g. by support).
     case accountDeleted(accountId: String?)
     /// The app's data was restored from another phone's backup, without that phone's device identity:
     /// offer the transfer instead of creating a new account (nothing was created).

@@ -72,6 +72,23 @@ struct HandoffTokenRequest: Codable, Sendable {
     var clientId: String
 }
 
+/// `AppleLinkRequest` (link the caller's account to an Apple ID).
+struct AppleLinkRequest: Codable, Sendable {
+    var identityToken: String
+    var nonce: String
+    var authorizationCode: String? = nil
+}
+
+/// `AppleMoveRequest` (bring the account linked to an Apple ID onto this device, as a claim).
+struct AppleMoveRequest: Codable, Sendable {
+    var identityToken: String
+    var nonce: String
+    var deviceId: String
+    var deviceSecret: String
+    var replaceExistingAccount: Bool? = nil
+    var addAccount: Bool? = nil
+}
+
 // MARK: Responses
 
 /// `Session` (login, refresh, claim, hand-off).
@@ -120,6 +137,46 @@ struct TransferBody: Codable, Sendable {
 /// `HandoffCode`.
 struct HandoffCodeBody: Codable, Sendable {
     var code: String
+    var expiresIn: Int
+}
+
+/// `Me` (`GET /v1/me`).
+struct MeBody: Codable, Sendable {
+    var accountId: String
+    var userName: String
+    var createdAt: Date
+    var migrationFlag: Bool
+    var transferId: String?
+    var transfer: MeTransferBody?
+    var devices: [MeDeviceBody]
+    var apple: AppleLinkBody?
+}
+
+/// `Me.transfer`.
+struct MeTransferBody: Codable, Sendable {
+    var email: String
+    var createdAt: Date
+    var expiresAt: Date
+}
+
+/// An item of `Me.devices`.
+struct MeDeviceBody: Codable, Sendable {
+    var deviceId: String
+    var boundAt: Date
+    var lastLoginAt: Date?
+    var current: Bool
+}
+
+/// `AppleLink` (the answer to linking), and `Me.apple`, which adds `linkedAt`.
+struct AppleLinkBody: Codable, Sendable {
+    var email: String?
+    var isPrivateEmail: Bool?
+    var linkedAt: Date? = nil
+}
+
+/// `AppleNonce`.
+struct AppleNonceBody: Codable, Sendable {
+    var nonce: String
     var expiresIn: Int
 }
 

@@ -107,9 +107,65 @@ public final class SimulatedPhone: @unchecked Sendable {
         try await client.removeAccount(accountId, abandon: abandon)
     }
 
+    /// Deletes the account (the current one when nil) for good.
+    public func deleteAccount(_ accountId: String? = nil) async throws {
+        try await client.deleteAccount(accountId)
+    }
+
+    /// The account's profile (the current one when nil), from the service (`GET /v1/me`).
+    public func profile(of accountId: String? = nil) async throws -> AccountProfile {
+        try await client.profile(of: accountId)
+    }
+
+    /// Ends the account's session (the current one when nil) and forgets its tokens.
+    public func signOut(_ accountId: String? = nil) async {
+        await client.signOut(accountId)
+    }
+
     /// A valid access token of the account (the current one when nil).
     public func accessToken(of accountId: String? = nil) async throws -> String {
         try await client.withAccessToken(of: accountId) { $0 }
+    }
+
+    // MARK: Push
+
+    /// Registers an APNs token for the phone (e.g. 32 bytes of your choice on a staging server).
+    public func registerPushToken(apns deviceToken: Data, environment: APNsEnvironment = .production) async throws {
+        try await client.registerPushToken(apns: deviceToken, environment: environment)
+    }
+
+    /// Registers an FCM registration token for the phone.
+    public func registerPushToken(fcm token: String) async throws {
+        try await client.registerPushToken(fcm: token)
+    }
+
+    // MARK: Sign in with Apple
+
+    /// A nonce for one Sign in with Apple: an identity token for the scenario carries its
+    /// ``AppleNonce/sha256`` as its `nonce` claim.
+    public func appleNonce() async throws -> AppleNonce {
+        try await client.appleNonce()
+    }
+
+    /// Links the current account to the Apple ID of an identity token made with `nonce`.
+    @discardableResult
+    public func linkAppleID(identityToken: String, nonce: AppleNonce, authorizationCode: String? = nil) async throws
+        -> AppleIDLink
+    {
+        try await client.linkAppleID(identityToken: identityToken, nonce: nonce, authorizationCode: authorizationCode)
+    }
+
+    /// Unlinks the current account from its Apple ID.
+    public func unlinkAppleID() async throws {
+        try await client.unlinkAppleID()
+    }
+
+    /// On this (new) phone: brings over the account linked to the Apple ID of an identity token.
+    @discardableResult
+    public func claimWithAppleID(identityToken: String, nonce: AppleNonce, choice: ClaimChoice = .fail) async throws
+        -> Account
+    {
+        try await client.claimWithAppleID(identityToken: identityToken, nonce: nonce, existingAccounts: choice)
     }
 
     /// Forgets the identity so the next launch starts over with a new device id.

@@ -117,6 +117,52 @@ struct AccountTests {
         #expect(phone.server.violations.isEmpty)
     }
 
+    @Test("profile: GET /v1/me with the account's token, typed")
+    func profile() async throws {
+        let phone = try await Launched()
+        let fresh = try await phone.client.profile()
+        #expect(fresh.id == phone.accountId && fresh.userName == phone.client.state.deviceId)
+        #expect(fresh.createdAt == Wire.parseDate("2026-11-21T12:00:00Z"))
+        #expect(!fresh.migrationFlag && fresh.transfer == nil && fresh.transferId == nil && fresh.appleID == nil)
+        #expect(fresh.devices.map(\.id) == [try #require(phone.client.state.deviceId)])
+        #expect(fresh.devices.first?.isCurrent == true && fresh.devices.first?.lastLoginAt == nil)
+
+        try await phone.client.setUpTransfer(email: "ann@example.com", temporaryPassword: "blue-harbor-42")
+        let moving = try await phone.client.profile(of: phone.accountId.uppercased())
+        #expect(moving.migrationFlag)
+        #expect(moving.transfer == PendingTransfer(
+            email: "ann@example.com", expiresAt: Wire.parseDate("2026-11-22T12:00:00Z")!,
+            createdAt: Wire.parseDate("2026-11-21T12:00:00Z")))
+        let call = try #require(phone.server.requests("GET /v1/me").last)
+        #expect(call.bearer == phone.storedSessions[phone.accountId]?.accessToken && call.request.body == nil)
+        #expect(phone.server.violations.isEmpty)
+    }
+
+    @Test("delete: the account leaves the list with accountDeleted; the last one retires the identity")
+    func deleteAccount() async throws {
+        let phone = try await Launched()
+        let second = try await phone.client.addAccount()  // current
+        let token = try #require(phone.storedSessions[second.id]).accessToken
+
+        try await phone.client.deleteAccount()
+        #expect(phone.server.requests("DELETE /v1/me").map(\.bearer) == [token])
+        #expect(phone.client.state.accounts.map(\.id) == [phone.accountId])
+        #expect(phone.client.currentAccountId == phone.accountId)  // the service made it current
+        #expect(phone.storedSessions[second.id] == nil)
+        #expect(phone.events.all.suffix(2) == [.accountDeleted(accountId: second.id), .switched(accountId: phone.accountId)])
+        await #expect { try await phone.client.withAccessToken(of: second.id) { $0 } } throws: {
+            TransferError.kind(of: $0) == .accountDeleted
+        }
+
+        try await phone.client.deleteAccount(phone.accountId)
+        #expect(phone.events.all.contains(.accountDeleted(accountId: phone.accountId)))
+        #expect(phone.storedIdentity == nil && phone.storedSessions.isEmpty)
+        #expect(phone.client.state == DeviceState(deviceId: nil, accounts: []))
+        guard case .signedIn(let next, true) = try await phone.client.launch() else { Issue.record("no new account"); return }
+        #expect(next != phone.accountId)
+        #expect(phone.server.violations.isEmpty)
+    }
+
     @Test("events: every subscription starts with the initial state")
     func eventStream() async throws {
         let phone = try await Launched()

@@ -54,6 +54,10 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
     private var accessTokens: [String: Pair] = [:]
     private var transfers: [String: (account: String, password: String)] = [:]
     private var handoffCodes: [String: HandoffGrant] = [:]
+    /// Apple's `sub` → the account linked to it, and the email Apple sent.
+    private var appleLinks: [String: (account: String, email: String)] = [:]
+    private var appleNonces: Set<String> = []
+    private var deleted: Set<String> = []
     /// (device, account) pairs a claim moved away.
     private var moved: Set<Pair> = []
     private var scripted: [String: [HTTPResponse]] = [:]
@@ -90,6 +94,19 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
 
     func accountsOnDevice(_ deviceId: String) -> [String] { locked { devices[deviceId]?.accounts ?? [] } }
 
+    /// Whether the account's session on its device (or the sibling app `client`'s) is open: its
+    /// refresh token works.
+    func hasOpenSession(_ accountId: String, client: String? = nil) -> Bool {
+        locked { refreshTokens.values.contains { $0.account == accountId && $0.client == client } }
+    }
+
+    /// Every access token issued so far expires (`401 invalid_token`); refresh tokens still work.
+    func expireAccessTokens() { locked { accessTokens.removeAll() } }
+
+    /// An identity token of the Apple ID `sub` for a Sign in with Apple made with `nonce`
+    /// (this fake's format: Apple's are JWTs whose `nonce` claim is the nonce's hex SHA-256).
+    static func identityToken(sub: String, nonce: AppleNonce) -> String { "apple:\(sub):\(nonce.sha256)" }
+
     func client(
         keychain: any CredentialStore = MemoryCredentialStore(), appFiles: any CredentialStore = MemoryCredentialStore(),
         clock: TestClock = TestClock()
@@ -97,8 +114,11 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
         TransferClient(baseURL: Self.baseURL, credentials: keychain, accountList: appFiles, transport: self, now: { clock.now })
     }
 
-    func sibling(keychain: any CredentialStore = MemoryCredentialStore(), clock: TestClock = TestClock()) -> SiblingSession {
-        SiblingSession(baseURL: Self.baseURL, credentials: keychain, transport: self, now: { clock.now })
+    func sibling(
+        clientId: String = "com.example.news", keychain: any CredentialStore = MemoryCredentialStore(),
+        clock: TestClock = TestClock()
+    ) -> SiblingSession {
+        SiblingSession(baseURL: Self.baseURL, clientId: clientId, credentials: keychain, transport: self, now: { clock.now })
     }
 
     // MARK: HTTPTransport
@@ -153,8 +173,10 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
         if Endpoint.all.first(where: { $0.description == route })?.needsToken == true, caller == nil {
             return error(401, "invalid_token")
         }
-        // A sibling's token may only log out (and refresh, which takes no token).
-        if caller?.client != nil && route != Endpoint.logout.description { return error(403, "insufficient_scope") }
+        // A sibling's token may only read the account and log out (and refresh, which takes no token).
+        if caller?.client != nil && ![Endpoint.logout.description, Endpoint.me.description].contains(route) {
+            return error(403, "insufficient_scope")
+        }
         switch route {
         case Endpoint.login.description:
             return login(body)
@@ -186,7 +208,8 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
             let id = String(request.url.lastPathComponent)
             let abandon = URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems?.first { $0.name == "abandon" }?.value
             guard devices[caller!.device]!.accounts.contains(id) else { return error(403, "account_not_on_device") }
-            guard abandon == "true" || transfers.values.contains(where: { $0.account == id }) else {
+            let wayBack = transfers.values.contains { $0.account == id } || appleLinks.values.contains { $0.account == id }
+            guard abandon == "true" || wayBack else {
                 return error(409, "account_would_be_lost")
             }
             takeOff(id, from: caller!.device)
@@ -205,6 +228,34 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
             return createHandoffCode(body, host: caller!)
         case Endpoint.redeemHandoff.description:
             return redeemHandoff(body)
+        case Endpoint.me.description:
+            return me(caller!)
+        case Endpoint.deleteAccount.description:
+            let account = caller!.account
+            takeOff(account, from: caller!.device)
+            transfers = transfers.filter { $0.value.account != account }
+            appleLinks = appleLinks.filter { $0.value.account != account }
+            deleted.insert(account)
+            return HTTPResponse(status: 204)
+        case Endpoint.appleNonce.description:
+            let nonce = "nonce-\(newID())"
+            appleNonces.insert(nonce)
+            return json(201, ["nonce": nonce, "expiresIn": 300])
+        case Endpoint.linkApple.description:
+            guard let sub = appleSub(body) else { return error(401, "invalid_identity_token") }
+            if let link = appleLinks[sub], link.account != caller!.account { return error(409, "apple_id_in_use") }
+            let linked = appleLinks[sub] != nil
+            appleLinks[sub] = (caller!.account, "\(sub)@privaterelay.appleid.com")
+            return json(linked ? 200 : 201, ["email": appleLinks[sub]!.email, "isPrivateEmail": true])
+        case Endpoint.unlinkApple.description:
+            appleLinks = appleLinks.filter { $0.value.account != caller!.account }
+            return HTTPResponse(status: 204)
+        case Endpoint.claimWithApple.description:
+            guard let sub = appleSub(body) else { return error(401, "invalid_identity_token") }
+            guard let link = appleLinks[sub] else { return error(404, "apple_id_not_linked") }
+            let response = move(link.account, onto: body)
+            if response.isSuccess { transfers = transfers.filter { $0.value.account != link.account } }
+            return response
         default:  // push endpoints
             return HTTPResponse(status: 204)
         }
@@ -222,6 +273,7 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
         }
         guard device.secret == secret else { return error(401, "invalid_device_credentials") }
         if let accountId {
+            if deleted.contains(accountId) { return error(410, "account_deleted") }
             guard device.accounts.contains(accountId) else { return notOnDevice(Pair(device: deviceId, account: accountId)) }
             return session(Pair(device: deviceId, account: accountId), created: false, status: 200)
         }
@@ -250,27 +302,62 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
 
     private func claim(_ body: [String: Any]) -> HTTPResponse {
         let email = body["email"] as! String, password = body["temporaryPassword"] as! String
-        let deviceId = (body["deviceId"] as! String).lowercased(), secret = body["deviceSecret"] as! String
-        let replace = body["replaceExistingAccount"] as? Bool ?? false, add = body["addAccount"] as? Bool ?? false
-        if replace && add { return error(400, "invalid_request") }
         guard let transfer = transfers[email], transfer.password == password else {
             return error(401, "invalid_transfer_credentials")
         }
+        let response = move(transfer.account, onto: body)
+        if response.isSuccess { transfers[email] = nil }
+        return response
+    }
+
+    /// The device part of a claim (by password or Apple ID): the account moves onto the body's device.
+    private func move(_ account: String, onto body: [String: Any]) -> HTTPResponse {
+        let deviceId = (body["deviceId"] as! String).lowercased(), secret = body["deviceSecret"] as! String
+        let replace = body["replaceExistingAccount"] as? Bool ?? false, add = body["addAccount"] as? Bool ?? false
+        if replace && add { return error(400, "invalid_request") }
         var device = devices[deviceId] ?? Device(secret: secret, accounts: [], current: nil)
         guard device.secret == secret else { return error(401, "invalid_device_credentials") }
+        if device.accounts.contains(account) { return error(409, "device_already_bound") }
         if !device.accounts.isEmpty && !replace && !add { return error(409, "device_has_account") }
-        transfers[email] = nil
-        for (id, old) in devices where old.accounts.contains(transfer.account) {
-            takeOff(transfer.account, from: id, movedAway: true)
+        for (id, old) in devices where old.accounts.contains(account) {
+            takeOff(account, from: id, movedAway: true)
         }
         if replace {
             for id in device.accounts { takeOff(id, from: deviceId) }
             device.accounts = []
         }
-        device.accounts.append(transfer.account)
-        device.current = transfer.account
+        device.accounts.append(account)
+        device.current = account
         devices[deviceId] = device
-        return session(Pair(device: deviceId, account: transfer.account), created: false, status: 200)
+        return session(Pair(device: deviceId, account: account), created: false, status: 200)
+    }
+
+    private func me(_ caller: Pair) -> HTTPResponse {
+        let account = caller.account
+        let transfer = transfers.first { $0.value.account == account }.map {
+            ["email": $0.key, "createdAt": "2026-11-21T12:00:00Z", "expiresAt": "2026-11-22T12:00:00Z"] as [String: Any]
+        }
+        let link = appleLinks.first { $0.value.account == account }.map {
+            ["email": $0.value.email, "isPrivateEmail": true, "linkedAt": "2026-11-21T12:30:00Z"] as [String: Any]
+        }
+        let onDevices = devices.filter { $0.value.accounts.contains(account) }.map {
+            ["deviceId": $0.key, "boundAt": "2026-11-21T12:00:00Z", "current": $0.key == caller.device] as [String: Any]
+        }
+        return json(200, [
+            "accountId": account, "userName": userNames[account]!, "createdAt": "2026-11-21T12:00:00Z",
+            "migrationFlag": transfer != nil, "transferId": NSNull(), "transfer": transfer ?? NSNull(),
+            "devices": onDevices, "apple": link ?? NSNull(),
+        ])
+    }
+
+    /// The Apple `sub` of the body's identity token, when its nonce is one this server issued
+    /// (used up here) and the token carries its SHA-256; nil: `invalid_identity_token`.
+    private func appleSub(_ body: [String: Any]) -> String? {
+        guard let nonce = body["nonce"] as? String, appleNonces.remove(nonce) != nil,
+            let parts = (body["identityToken"] as? String)?.split(separator: ":"), parts.count == 3, parts[0] == "apple",
+            parts[2] == Hex.encode(SHA256.hash(nonce.utf8))
+        else { return nil }
+        return String(parts[1])
     }
 
     private func createHandoffCode(_ body: [String: Any], host: Pair) -> HTTPResponse {

@@ -11,13 +11,16 @@ struct SiblingOnPhone {
     let request: HandoffRequest
     let account: Account
 
-    init(host: Launched? = nil, account accountId: String? = nil) async throws {
+    init(
+        host: Launched? = nil, account accountId: String? = nil, clientId: String = "com.example.news",
+        keychain: MemoryCredentialStore = MemoryCredentialStore()
+    ) async throws {
         let phone: Launched
         if let host { phone = host } else { phone = try await Launched() }
         self.phone = phone
-        keychain = MemoryCredentialStore()
-        sibling = phone.server.sibling(keychain: keychain, clock: phone.clock)
-        request = HandoffRequest.make(clientId: "com.example.news")
+        self.keychain = keychain
+        sibling = phone.server.sibling(clientId: clientId, keychain: keychain, clock: phone.clock)
+        request = HandoffRequest.make(clientId: clientId)
         let handoff = try await phone.client.createHandoffCode(
             forClient: request.clientId, codeChallenge: request.codeChallenge, account: accountId)
         account = try await sibling.redeemHandoff(code: handoff.code, request: request)
@@ -25,8 +28,10 @@ struct SiblingOnPhone {
 
     /// What the sibling keeps in its Keychain.
     var stored: StoredSiblingSession? {
-        keychain.items[StoreKey.siblingSession].flatMap { try? Wire.decoder().decode(StoredSiblingSession.self, from: $0) }
+        keychain.items[storeKey].flatMap { try? Wire.decoder().decode(StoredSiblingSession.self, from: $0) }
     }
+
+    var storeKey: String { StoreKey.siblingSession(clientId: request.clientId) }
 }
 
 @Suite("Hand-off: host app")
@@ -103,7 +108,7 @@ struct HandoffSiblingTests {
 
         // Its own tokens, under its own key; the host's are untouched and still work.
         let stored = try #require(handoff.stored)
-        #expect(Set(handoff.keychain.items.keys) == [StoreKey.siblingSession])
+        #expect(Set(handoff.keychain.items.keys) == [handoff.storeKey])
         #expect(stored.accountId == phone.accountId)
         #expect(stored.tokens.accessToken != phone.storedSessions[phone.accountId]?.accessToken)
         #expect(try await handoff.sibling.withAccessToken { $0 } == stored.tokens.accessToken)
@@ -120,12 +125,14 @@ struct HandoffSiblingTests {
         let request = HandoffRequest.make(clientId: "com.example.news")
         let handoff = try await phone.client.createHandoffCode(forClient: request.clientId, codeChallenge: request.codeChallenge)
 
+        // Another verifier; the right verifier from another sibling app.
+        let weather = phone.server.sibling(clientId: "com.example.weather", keychain: keychain, clock: phone.clock)
         let impostors = [
-            HandoffRequest.make(clientId: "com.example.news"),
-            HandoffRequest(clientId: "com.example.weather", codeVerifier: request.codeVerifier),
+            (sibling, HandoffRequest.make(clientId: "com.example.news")),
+            (weather, HandoffRequest(clientId: "com.example.weather", codeVerifier: request.codeVerifier)),
         ]
-        for impostor in impostors {
-            await #expect { try await sibling.redeemHandoff(code: handoff.code, request: impostor) } throws: { error in
+        for (session, impostor) in impostors {
+            await #expect { try await session.redeemHandoff(code: handoff.code, request: impostor) } throws: { error in
                 let error = try #require(error as? TransferError)
                 return error.kind == .invalidGrant && error.status == 400
             }
@@ -223,6 +230,60 @@ struct HandoffSiblingTests {
         // The host is still signed in with the same token.
         #expect(try await phone.client.accounts().map(\.id) == [phone.accountId])
         #expect(phone.server.count("POST /v1/tokens/refresh") == 0)
+        #expect(phone.server.violations.isEmpty)
+    }
+
+    @Test("a sign-out with an expired access token renews it to end the session at the service")
+    func signOutExpiredToken() async throws {
+        let handoff = try await SiblingOnPhone()
+        let server = handoff.phone.server
+        let stored = try #require(handoff.stored)
+        server.expireAccessTokens()
+        handoff.phone.clock.advance(by: 1000)
+
+        await handoff.sibling.signOut()
+        #expect(server.requests("POST /v1/logout").map(\.bearer).first == stored.tokens.accessToken)
+        #expect(server.count("POST /v1/logout") == 2)
+        #expect(server.requests("POST /v1/tokens/refresh").map { $0.body["refreshToken"] as? String } == [stored.tokens.refreshToken])
+        #expect(!server.hasOpenSession(handoff.phone.accountId, client: handoff.request.clientId))
+        #expect(server.hasOpenSession(handoff.phone.accountId))  // the host's session stays
+        #expect(handoff.keychain.items.isEmpty)
+        #expect(server.violations.isEmpty)
+    }
+
+    @Test("sibling apps sharing a Keychain access group keep their sessions apart")
+    func sharedKeychain() async throws {
+        let shared = MemoryCredentialStore()
+        let news = try await SiblingOnPhone(keychain: shared)
+        let weather = try await SiblingOnPhone(host: news.phone, clientId: "com.example.weather", keychain: shared)
+        let phone = news.phone
+        #expect(Set(shared.items.keys) == [news.storeKey, weather.storeKey] && news.storeKey != weather.storeKey)
+        let newsTokens = try #require(news.stored).tokens, weatherTokens = try #require(weather.stored).tokens
+        #expect(newsTokens.accessToken != weatherTokens.accessToken)
+
+        // Relaunched, each app reads its own session; one signing out leaves the other's.
+        let relaunchedWeather = phone.server.sibling(clientId: "com.example.weather", keychain: shared, clock: phone.clock)
+        #expect(try await relaunchedWeather.withAccessToken { $0 } == weatherTokens.accessToken)
+        await news.sibling.signOut()
+        #expect(Set(shared.items.keys) == [weather.storeKey])
+        #expect(try await relaunchedWeather.account()?.id == phone.accountId)
+        #expect(phone.server.hasOpenSession(phone.accountId, client: "com.example.weather"))
+
+        // Any client id the contract allows makes a key every store takes.
+        let key = StoreKey.siblingSession(clientId: "com.example+news/ß~!")
+        #expect(key.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) })
+        #expect(phone.server.violations.isEmpty)
+    }
+
+    @Test("the sibling reads the account's profile with its own token")
+    func profile() async throws {
+        let handoff = try await SiblingOnPhone()
+        let phone = handoff.phone
+        let profile = try await handoff.sibling.profile()
+        #expect(profile.id == phone.accountId && profile.userName == handoff.account.userName)
+        #expect(profile.devices.map(\.id) == [try #require(phone.client.state.deviceId)])
+        #expect(profile.devices.first?.isCurrent == true)
+        #expect(phone.server.requests("GET /v1/me").last?.bearer == handoff.stored?.tokens.accessToken)
         #expect(phone.server.violations.isEmpty)
     }
 

@@ -56,6 +56,69 @@ struct SessionTests {
         #expect(phone.server.violations.isEmpty)
     }
 
+    @Test("a sign-out with an expired access token renews it to end the session at the service")
+    func signOutExpiredToken() async throws {
+        let phone = try await Launched()
+        let stored = try #require(phone.storedSessions[phone.accountId])
+        phone.server.expireAccessTokens()
+        phone.clock.advance(by: 1000)
+
+        await phone.client.signOut()
+        let logouts = phone.server.requests("POST /v1/logout")
+        #expect(logouts.count == 2)
+        #expect(logouts[0].bearer == stored.accessToken && logouts[1].bearer != stored.accessToken)
+        #expect(phone.server.requests("POST /v1/tokens/refresh").map { $0.body["refreshToken"] as? String } == [stored.refreshToken])
+        #expect(!phone.server.hasOpenSession(phone.accountId))
+        #expect(phone.storedSessions.isEmpty && phone.keychain.items[StoreKey.sessions] == nil)
+        #expect(phone.events.all.last == .signedOut(accountId: phone.accountId))
+        #expect(!phone.events.all.contains(.tokenRefreshed(accountId: phone.accountId)))  // renewed for the logout only
+        #expect(phone.server.count("POST /v1/devices/login") == 1)
+        #expect(phone.server.violations.isEmpty)
+    }
+
+    @Test("a sign-out forgets the tokens also when the service refuses the renewal or fails")
+    func signOutForgetsInEveryCase() async throws {
+        let phone = try await Launched()
+        phone.server.scriptError("POST /v1/logout", status: 401, "invalid_token")
+        phone.server.scriptError("POST /v1/tokens/refresh", status: 401, "invalid_refresh_token")
+        await phone.client.signOut()
+        #expect(phone.server.count("POST /v1/logout") == 1)  // the session had already ended
+        #expect(phone.server.count("POST /v1/tokens/refresh") == 1)
+        #expect(phone.storedSessions.isEmpty)
+
+        _ = try await phone.client.withAccessToken { $0 }  // logs in again
+        phone.server.scriptError("POST /v1/logout", status: 500, "internal_error")
+        await phone.client.signOut()
+        #expect(phone.server.count("POST /v1/logout") == 2)
+        #expect(phone.storedSessions.isEmpty)
+        #expect(await phone.client.sessions.isEmpty)
+        #expect(phone.server.violations.isEmpty)
+    }
+
+    @Test("renewals: one flight per key until it is finished or dropped")
+    func renewals() async throws {
+        var renewals = Renewals()
+        let started = Counter()
+        let start = { (_: Int) in
+            _ = started.next()
+            return Task<String, any Error> { "token" }
+        }
+        let first = renewals.join("a", start: start)
+        #expect(renewals.join("a", start: start).id == first.id && started.value == 1)
+        #expect(renewals.join("b", start: start).id != first.id && started.value == 2)
+        #expect(renewals.isCurrent(first.id, for: "a") && !renewals.isCurrent(first.id, for: "b"))
+
+        renewals.finished(first, for: "a")
+        #expect(!renewals.isCurrent(first.id, for: "a"))
+        let second = renewals.join("a", start: start)
+        renewals.drop("a")
+        #expect(!renewals.isCurrent(second.id, for: "a"))
+        let third = renewals.join("a", start: start)
+        renewals.finished(second, for: "a")  // a dropped flight's late finish leaves the new one
+        #expect(renewals.isCurrent(third.id, for: "a") && started.value == 4)
+        #expect(try await second.task.value == "token")
+    }
+
     @Test("a 401 on a request makes one refresh and one retry")
     func unauthorizedRetriedOnce() async throws {
         let phone = try await Launched()
