@@ -79,7 +79,7 @@ extension PostgresStore: SupportStore {
             let dayAgo = t - 86_400_000
             guard let row = try await one(conn, """
                 SELECT
-                  (SELECT COUNT(*) FROM accounts) AS accounts,
+                  (SELECT COUNT(*) FROM accounts WHERE deleted_at IS NULL) AS accounts,
                   (SELECT COUNT(*) FROM devices WHERE retired_at IS NULL) AS active_devices,
                   (SELECT COUNT(*) FROM transfers WHERE state = 'pending' AND expires_at > \(t)) AS pending,
                   (SELECT COUNT(*) FROM transfers WHERE state = 'claimed') AS claimed,

@@ -70,7 +70,7 @@ extension SQLiteStore: SupportStore {
             let row = try db.one(
                 """
                 SELECT
-                  (SELECT COUNT(*) FROM accounts) AS accounts,
+                  (SELECT COUNT(*) FROM accounts WHERE deleted_at IS NULL) AS accounts,
                   (SELECT COUNT(*) FROM devices WHERE retired_at IS NULL) AS active_devices,
                   (SELECT COUNT(*) FROM transfers WHERE state = 'pending' AND expires_at > ?1) AS pending,
                   (SELECT COUNT(*) FROM transfers WHERE state = 'claimed') AS claimed,

@@ -71,6 +71,7 @@ public struct AccountReport: Sendable {
 }
 
 public struct SupportStats: Sendable, Equatable, Codable {
+    /// Accounts that exist: a deleted account's tombstone is not counted.
     public var accounts: Int
     public var activeDevices: Int
     public var transfersPending: Int
