@@ -30,6 +30,13 @@ struct SDKScenarioTests {
         return try run.json
     }
 
+    /// `phone` killed and started again; its launch may fail (that is what is looked at).
+    func relaunch(_ phone: SimulatedPhone) async -> SimulatedPhone {
+        let relaunched = phone.relaunched()
+        _ = try? await relaunched.launch()
+        return relaunched
+    }
+
     func signedIn(_ result: LaunchResult) -> (account: String, created: Bool)? {
         if case .signedIn(let account, let created) = result { return (account, created) }
         return nil
@@ -52,16 +59,13 @@ struct SDKScenarioTests {
             let onB = try #require(signedIn(try await b.relaunched().launch()))
             #expect(onB.account == first.account && !onB.created, "B relaunches into the account")
 
-            let aAfter = a.relaunched()
-            _ = try? await aAfter.launch()
+            let aAfter = await relaunch(a)
             #expect(aAfter.saw(.accountMoved), "A is told its account moved: \(aAfter.events)")
 
             _ = try await b.setUpTransfer(email: "mia@example.com", password: password)
             let c = SimulatedPhone("C", baseURL: base)
             #expect(try await c.claim(email: "mia@example.com", password: password).id == first.account)
-            let bAfter = b.relaunched()
-            _ = try? await bAfter.launch()
-            #expect(bAfter.saw(.accountMoved), "B is told too")
+            #expect(await relaunch(b).saw(.accountMoved), "B is told too")
         }
     }
 
@@ -119,8 +123,7 @@ struct SDKScenarioTests {
             let onB = try #require(signedIn(try await relaunched.launch()))
             #expect(onB.account == mia && onB.account != own, "B relaunches into Mia's account")
 
-            let aAfter = a.relaunched()
-            _ = try? await aAfter.launch()
+            let aAfter = await relaunch(a)
             #expect(aAfter.saw(.accountMoved), "A is told: \(aAfter.events)")
         }
     }
@@ -219,6 +222,83 @@ struct SDKScenarioTests {
             let again = try #require(signedIn(try await rebooted.launch()))
             #expect(again.account == first.account && !again.created)
             #expect(try stats(database)["accounts"] as? Int == 1, "one account after all the launches")
+        }
+    }
+
+    @Test("deleting one of two accounts: the phone keeps the other, the server keeps nothing of the deleted one",
+          arguments: StoreKind.available)
+    func deletion(kind: StoreKind) async throws {
+        try await withNode(kind) { _, base, database in
+            let phone = SimulatedPhone("A", baseURL: base)
+            let personal = try #require(signedIn(try await phone.launch())).account
+            let work = try await phone.addAccount()
+            #expect(try await phone.profile(of: work.id).id == work.id)
+            try await phone.deleteAccount(work.id)
+            #expect(phone.saw(.accountDeleted))
+            #expect(try await phone.accounts().map(\.id) == [personal], "the phone keeps the personal account")
+            #expect(try stats(database)["accounts"] as? Int == 1, "the deleted account is gone at the server")
+            let next = try #require(signedIn(try await phone.relaunched().launch()))
+            #expect(next.account == personal && !next.created)
+        }
+    }
+
+    @Test("a lost phone: A linked its Apple ID; B signs in with Apple and gets the account, and A hears it moved",
+          arguments: StoreKind.available)
+    func appleWayBack(kind: StoreKind) async throws {
+        try await FakeApple.run { apple in
+            let flags = ["--apple-client-ids", FakeApple.bundleID, "--apple-jwks-url", apple.jwksURL]
+            try await withNode(kind, extra: flags) { _, base, _ in
+                /// What Apple's sheet hands the app on `phone`: an identity token carrying the nonce's hash.
+                func signInWithApple(_ phone: SimulatedPhone) async throws -> (token: String, nonce: AppleNonce) {
+                    let nonce = try await phone.appleNonce()
+                    let claims = apple.claims(sub: "001234.mia.0101", nonce: nonce.value)
+                    return (try apple.token(claims), nonce)
+                }
+                let a = SimulatedPhone("A", baseURL: base)
+                let mia = try #require(signedIn(try await a.launch())).account
+                let (linkToken, linkNonce) = try await signInWithApple(a)
+                try await a.linkAppleID(identityToken: linkToken, nonce: linkNonce)
+                #expect(try await a.profile().appleID != nil, "A's account shows its Apple ID")
+
+                let b = SimulatedPhone("B", baseURL: base)
+                let own = try #require(signedIn(try await b.launch())).account
+                let (token, nonce) = try await signInWithApple(b)
+                do {
+                    _ = try await b.claimWithAppleID(identityToken: token, nonce: nonce)
+                    Issue.record("a phone with an account took another without a choice")
+                } catch let error as TransferError {
+                    #expect(error.code == "device_has_account", "\(error)")
+                }
+                let (again, againNonce) = try await signInWithApple(b)
+                #expect(try await b.claimWithAppleID(identityToken: again, nonce: againNonce, choice: .add).id == mia)
+                #expect(Set(try await b.accounts().map(\.id)) == [own, mia], "B holds Mia's account beside its own")
+                #expect(await relaunch(a).saw(.accountMoved), "A, if it ever starts again, hears the account moved")
+            }
+        }
+    }
+
+    @Test("a sibling app signed in by hand-off uses the account until the host's account moves away, then asks again",
+          arguments: StoreKind.available)
+    func siblingSession(kind: StoreKind) async throws {
+        let news = "com.example.news"
+        try await withNode(kind, extra: ["--handoff-clients", news]) { _, base, _ in
+            let host = SimulatedPhone("A", baseURL: base)
+            let mia = try #require(signedIn(try await host.launch())).account
+            let sibling = SiblingSession(baseURL: base, clientId: news, credentials: MemoryCredentialStore())
+            let request = HandoffRequest.make(clientId: news)
+            let handoff = try await host.client.createHandoffCode(forClient: news, codeChallenge: request.codeChallenge)
+            #expect(try await sibling.redeemHandoff(code: handoff.code, request: request).id == mia)
+            #expect(try await sibling.profile().id == mia, "the sibling reads the account")
+
+            _ = try await host.setUpTransfer(email: "mia@example.com", password: password)
+            _ = try await SimulatedPhone("B", baseURL: base).claim(email: "mia@example.com", password: password)
+            do {
+                _ = try await sibling.profile()
+                Issue.record("the sibling kept using an account that moved to another phone")
+            } catch let error as TransferError {
+                #expect(error.kind == .handoffRequired, "\(error)")
+            }
+            #expect(try await sibling.account() == nil, "the sibling forgot the session")
         }
     }
 

@@ -219,7 +219,7 @@ final class FakeApple: Sendable {
     }
 
     /// The claims of a normal identity token for `sub`, issued now (by `now`), for the iOS app.
-    func claims(sub: String, nonce: String?, now: Timestamp, email: String? = "mia@privaterelay.appleid.com") -> [String: Any] {
+    func claims(sub: String, nonce: String?, now: Timestamp = Timestamp(Date()), email: String? = "mia@privaterelay.appleid.com") -> [String: Any] {
         var claims: [String: Any] = [
             "iss": Self.issuer, "aud": Self.bundleID, "sub": sub, "iat": now.seconds, "exp": now.seconds + 600,
             "email_verified": true, "is_private_email": true, "auth_time": now.seconds, "nonce_supported": true,
