@@ -89,15 +89,18 @@ public actor SiblingSession {
     /// Redeem a code once: a second redemption of it ends the session the first one opened.
     ///
     /// - Parameter request: the request made for this app: its ``HandoffRequest/clientId`` must be
-    ///   ``clientId`` (a precondition).
+    ///   ``clientId``; a request of another app is refused (`invalid_grant`) before anything is sent.
     /// - Returns: the host's account, now this app's.
     /// - Throws: ``TransferError/Kind/invalidGrant`` for every refusal (unknown, expired or used
     ///   code, another request's verifier or client id): make a new ``HandoffRequest`` and ask
     ///   the host again. ``TransferError/Kind/notConfigured``, network errors.
     @discardableResult
     public func redeemHandoff(code: String, request: HandoffRequest) async throws -> Account {
-        precondition(
-            request.clientId == clientId, "TransferKit: a hand-off request of \(request.clientId) redeemed by \(clientId)'s session")
+        guard request.clientId == clientId else {
+            throw TransferError(
+                .invalidGrant,
+                "The hand-off request was made for \(request.clientId), not for this session's app \(clientId); nothing was sent.")
+        }
         let body = HandoffTokenRequest(code: code, codeVerifier: request.codeVerifier, clientId: clientId)
         let response = try await transport.send(.redeemHandoff, baseURL: baseURL, body: Wire.encode(body))
         guard response.isSuccess else { throw TransferError(response: response) }

@@ -147,6 +147,21 @@ struct HandoffSiblingTests {
         #expect(phone.server.violations.isEmpty)
     }
 
+    @Test("a request made for another sibling app is refused before anything is sent")
+    func requestOfAnotherApp() async throws {
+        let phone = try await Launched()
+        let keychain = MemoryCredentialStore()
+        let news = phone.server.sibling(keychain: keychain, clock: phone.clock)
+        let request = HandoffRequest.make(clientId: "com.example.weather")
+        let sent = phone.server.log.count
+        await #expect { try await news.redeemHandoff(code: "any-code", request: request) } throws: { error in
+            let error = try #require(error as? TransferError)
+            return error.kind == .invalidGrant && error.status == nil && error.message.contains("com.example.weather")
+        }
+        #expect(phone.server.log.count == sent, "nothing was sent")
+        #expect(keychain.items.isEmpty)
+    }
+
     @Test("50 concurrent withAccessToken calls around an expiry make exactly one refresh")
     func singleFlightRefresh() async throws {
         let handoff = try await SiblingOnPhone()
