@@ -59,8 +59,11 @@ struct ChangeOptions: ParsableArguments {
         }
     }
 
+    /// `--operator`, else the login name. Under `sudo -u transfer` (how the README runs the CLI
+    /// as the service's user) `USER` names the service's user; `SUDO_USER` names the person.
     var initiator: Initiator {
-        let name = operatorName ?? ProcessInfo.processInfo.environment["USER"] ?? ProcessInfo.processInfo.environment["LOGNAME"]
+        let environment = ProcessInfo.processInfo.environment
+        let name = operatorName ?? environment["SUDO_USER"] ?? environment["USER"] ?? environment["LOGNAME"]
             ?? getpwuid(getuid()).map { String(cString: $0.pointee.pw_name) } ?? "unknown"
         return .support(operator: name)
     }

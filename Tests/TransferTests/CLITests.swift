@@ -242,6 +242,19 @@ struct CLITests {
         }
     }
 
+    @Test("run through sudo as the service's user, a change records the person who ran sudo")
+    func operatorUnderSudo() throws {
+        let db = TempDatabase()
+        defer { db.remove() }
+        let asService = ["USER": "transfer", "LOGNAME": "transfer", "SUDO_USER": "agent-smith"]
+        let made = try Executable.run(
+            "transfer", ["service-key", "create", "backend", "--reason", "ticket 9", "--database", "sqlite:\(db.path)"],
+            environment: asService)
+        #expect(made.code == 0, "\(made)")
+        let keys = try Self.transfer(["service-key", "list", "--json"], database: "sqlite:\(db.path)").json["keys"] as? [[String: Any]]
+        #expect(keys?.first?["createdBy"] as? String == "operator:agent-smith", "\(String(describing: keys))")
+    }
+
     @Test("account shows the push tokens on the account's phone, their last 8 characters only, and whether they reach it", arguments: StoreKind.available)
     func pushRouting(store: StoreKind) async throws {
         try await withHarness(store) { harness in
