@@ -243,16 +243,18 @@ struct CLITests {
     }
 
     @Test("run through sudo as the service's user, a change records the person who ran sudo")
-    func operatorUnderSudo() throws {
-        let db = TempDatabase()
-        defer { db.remove() }
-        let asService = ["USER": "transfer", "LOGNAME": "transfer", "SUDO_USER": "agent-smith"]
-        let made = try Executable.run(
-            "transfer", ["service-key", "create", "backend", "--reason", "ticket 9", "--database", "sqlite:\(db.path)"],
-            environment: asService)
-        #expect(made.code == 0, "\(made)")
-        let keys = try Self.transfer(["service-key", "list", "--json"], database: "sqlite:\(db.path)").json["keys"] as? [[String: Any]]
-        #expect(keys?.first?["createdBy"] as? String == "operator:agent-smith", "\(String(describing: keys))")
+    func operatorUnderSudo() async throws {
+        try await withHarness(.sqlite) { harness in
+            try await harness.run { _, _ in  // the server made the database
+                let db = harness.databaseArgument
+                let asService = ["USER": "transfer", "LOGNAME": "transfer", "SUDO_USER": "agent-smith"]
+                let made = try Executable.run(
+                    "transfer", ["service-key", "create", "backend", "--reason", "ticket 9", "--database", db], environment: asService)
+                #expect(made.code == 0, "\(made)")
+                let keys = try Self.transfer(["service-key", "list", "--json"], database: db).json["keys"] as? [[String: Any]]
+                #expect(keys?.first?["createdBy"] as? String == "operator:agent-smith", "\(String(describing: keys))")
+            }
+        }
     }
 
     @Test("account shows the push tokens on the account's phone, their last 8 characters only, and whether they reach it", arguments: StoreKind.available)
