@@ -46,34 +46,20 @@ final class OwnCluster: @unchecked Sendable {
         if getuid() == 0 { try Self.run("/usr/sbin/runuser", ["-u", "postgres", "--", tool] + arguments) } else { try Self.run(tool, arguments) }
     }
 
-    /// posix_spawn and waitpid: Foundation's `Process.waitUntilExit` never returned for
-    /// `pg_ctl start`, whose server outlives it (the exited child was left a zombie).
+    /// `tool` to its end (a ChildProcess: Foundation's `Process.waitUntilExit` never returned
+    /// for `pg_ctl start`, whose server outlives it).
     private static func run(_ tool: String, _ arguments: [String]) throws {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        let argv = ([tool] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, tool, &actions, nil, argv, environ)
-        guard spawned == 0 else { throw TestFailure("\(tool) could not be started: error \(spawned)") }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-        let exited = (status & 0x7f) == 0 ? (status >> 8) & 0xff : -1
-        guard exited == 0 else { throw TestFailure("\(tool) \(arguments.joined(separator: " ")) exited \(exited)") }
+        let run = try ChildProcess.capture(URL(fileURLWithPath: tool), arguments)
+        guard run.code == 0 else {
+            throw TestFailure("\(tool) \(arguments.joined(separator: " ")) exited \(run.code): \(String(decoding: run.err, as: UTF8.self))")
+        }
     }
 
     private static func freePort() throws -> Int {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["python3", "-c", "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"]
-        let out = Pipe()
-        p.standardOutput = out
-        try p.run()
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
+        let run = try ChildProcess.capture(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            ["python3", "-c", "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"])
+        let text = String(decoding: run.out, as: UTF8.self)
         return try #require(Int(text.trimmingCharacters(in: .whitespacesAndNewlines)))
     }
 }

@@ -62,14 +62,9 @@ struct TwoNodeTests {
             let running = try claimants.enumerated().map { i, d in
                 try (i % 2 == 0 ? one : two).startPost("/v1/transfers/claim", Self.claim("race@example.com", "plum-harbor-71-sail", d))
             }
-            var statuses: [String] = []
-            for p in running {
-                let out = (p.standardOutput as! Pipe).fileHandleForReading.readDataToEndOfFile()
-                p.waitUntilExit()
-                statuses.append(String(decoding: out, as: UTF8.self))
-            }
-            #expect(statuses.filter { $0 == "200" }.count == 1, "\(statuses)")
-            #expect(statuses.filter { $0 == "401" }.count == 15, "\(statuses)")
+            let statuses = running.map { $0.status() }
+            #expect(statuses.filter { $0 == 200 }.count == 1, "\(statuses)")
+            #expect(statuses.filter { $0 == 401 }.count == 15, "\(statuses)")
             #expect(try one.post("/v1/devices/login", Self.body(c)).0 == 410)
             #expect(try two.post("/v1/devices/login", Self.body(c)).0 == 410)
 

@@ -180,17 +180,11 @@ struct WebhookTests {
             expected = "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
             sys.exit(0 if any(hmac.compare_digest(expected, s) for s in os.environ["SIG"].split(" ")) else 1)
             """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", script]
-        process.environment = ["SECRET": FakeWebhookReceiver.secret, "ID": d.id, "TS": d.timestamp, "SIG": d.signature, "PATH": "/usr/bin:/bin"]
-        let input = Pipe()
-        process.standardInput = input
-        try process.run()
-        input.fileHandleForWriting.write(Data(d.body.utf8))
-        try input.fileHandleForWriting.close()
-        process.waitUntilExit()
-        return process.terminationStatus == 0
+        let run = try ChildProcess.capture(
+            URL(fileURLWithPath: "/usr/bin/env"), ["python3", "-c", script],
+            environment: ["SECRET": FakeWebhookReceiver.secret, "ID": d.id, "TS": d.timestamp, "SIG": d.signature, "PATH": "/usr/bin:/bin"],
+            input: Data(d.body.utf8))
+        return run.code == 0
     }
 
     static func waitFor(

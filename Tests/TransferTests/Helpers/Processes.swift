@@ -31,21 +31,10 @@ enum Executable {
         _ name: String, _ arguments: [String], environment: [String: String]? = nil, executable: URL? = nil,
         folder: URL? = nil
     ) throws -> ProcessRun {
-        let p = Process()
-        p.executableURL = try executable ?? url(name)
-        p.arguments = arguments
-        if let environment { p.environment = environment }
-        if let folder { p.currentDirectoryURL = folder }
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
+        let run = try ChildProcess.capture(try executable ?? url(name), arguments, environment: environment, folder: folder)
         return ProcessRun(
-            command: ([name] + arguments).joined(separator: " "), code: p.terminationStatus,
-            out: String(decoding: o, as: UTF8.self), err: String(decoding: e, as: UTF8.self))
+            command: ([name] + arguments).joined(separator: " "), code: run.code,
+            out: String(decoding: run.out, as: UTF8.self), err: String(decoding: run.err, as: UTF8.self))
     }
 }
 
@@ -88,29 +77,34 @@ enum Curl {
 
     /// The HTTP status and body curl got. Throws, with curl's own error, when no HTTP answer came at all.
     static func call(_ arguments: [String]) throws -> (status: Int, body: String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["curl", "-sS", "-m", "10", "-w", "\n%{http_code}"] + arguments
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        let error = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
+        let run = try ChildProcess.capture(URL(fileURLWithPath: "/usr/bin/env"), ["curl", "-sS", "-m", "10", "-w", "\n%{http_code}"] + arguments)
+        let data = run.out, error = String(decoding: run.err, as: UTF8.self)
         let text = String(decoding: data, as: UTF8.self)
         // `-w` writes the status on a line of its own after the body; the body keeps its own newlines.
         guard let cut = text.lastIndex(of: "\n"), let status = Int(text[text.index(after: cut)...]), status != 0 else {
             throw TestFailure(
-                "curl \(arguments.joined(separator: " ")) got no HTTP answer: exit \(p.terminationStatus), \(error.isEmpty ? "no error" : error), output: \(text)")
+                "curl \(arguments.joined(separator: " ")) got no HTTP answer: exit \(run.code), \(error.isEmpty ? "no error" : error), output: \(text)")
         }
         return (status, String(text[..<cut]))
     }
 }
 
+/// A request `Node.startPost` started.
+struct StartedRequest {
+    let curl: ChildProcess
+    let output: URL
+
+    /// The HTTP status once curl has ended (0: no answer).
+    func status() -> Int {
+        curl.waitUntilExit()
+        defer { try? FileManager.default.removeItem(at: output) }
+        return Int((try? String(contentsOf: output, encoding: .utf8)) ?? "") ?? 0
+    }
+}
+
 /// A real `transfer-server` process.
 final class Node: @unchecked Sendable {
-    let process = Process()
+    let process: ChildProcess
     /// Known once the server says where it listens: it binds port 0, so the kernel picks a
     /// free port (a random pick collided with the tests' own client ports).
     private(set) var port = 0
@@ -124,18 +118,15 @@ final class Node: @unchecked Sendable {
         database: String?, extra: [String] = [], executable: URL? = nil, folder: URL? = nil,
         environment: [String: String]? = nil
     ) throws {
-        process.executableURL = try executable ?? Executable.url("transfer-server")
-        process.arguments = ["--port", "0"] + (database.map { ["--database", $0] } ?? []) + [
+        let arguments = ["--port", "0"] + (database.map { ["--database", $0] } ?? []) + [
             "--argon2-memory-kib", "1024", "--argon2-iterations", "1",
             "--claim-limit", "off", "--account-creation-limit", "off",
         ] + extra
-        if let folder { process.currentDirectoryURL = folder }
-        _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
-        let log = try FileHandle(forWritingTo: logFile)
-        process.standardOutput = log
-        process.standardError = log
         // The port is read from the start-up line, which is logged at info.
-        process.environment = (environment ?? ProcessInfo.processInfo.environment).merging(["LOG_LEVEL": "info"]) { $1 }
+        let environment = (environment ?? ProcessInfo.processInfo.environment).merging(["LOG_LEVEL": "info"]) { $1 }
+        process = ChildProcess(
+            try executable ?? Executable.url("transfer-server"), arguments, environment: environment, folder: folder,
+            stdout: logFile.path, stderr: logFile.path)
         try process.run()
     }
 
@@ -179,15 +170,16 @@ final class Node: @unchecked Sendable {
         try? FileManager.default.removeItem(at: logFile)
     }
 
-    /// Starts a JSON POST without waiting for it, so many run at once. Its standard output is the status.
-    func startPost(_ path: String, _ json: String) throws -> Process {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["curl", "-s", "-o", "/dev/null", "-m", "30", "-w", "%{http_code}", "-X", "POST",
-                       "-H", "Content-Type: application/json", "-d", json, "\(base)\(path)"]
-        p.standardOutput = Pipe()
-        try p.run()
-        return p
+    /// Starts a JSON POST without waiting for it, so many run at once; `status()` waits for its HTTP status.
+    func startPost(_ path: String, _ json: String) throws -> StartedRequest {
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("post-\(UUID().uuidString).status")
+        let curl = ChildProcess(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            ["curl", "-s", "-o", "/dev/null", "-m", "30", "-w", "%{http_code}", "-X", "POST",
+             "-H", "Content-Type: application/json", "-d", json, "\(base)\(path)"],
+            stdout: output.path)
+        try curl.run()
+        return StartedRequest(curl: curl, output: output)
     }
 
     /// POSTs `json`; throws, with the status and the body, when the answer is not a JSON object.
