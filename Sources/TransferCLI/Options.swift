@@ -63,7 +63,8 @@ struct ChangeOptions: ParsableArguments {
     /// as the service's user) `USER` names the service's user; `SUDO_USER` names the person.
     var initiator: Initiator {
         let environment = ProcessInfo.processInfo.environment
-        let name = operatorName ?? environment["SUDO_USER"] ?? environment["USER"] ?? environment["LOGNAME"]
+        let name = operatorName ?? [environment["SUDO_USER"], environment["USER"], environment["LOGNAME"]]
+            .compactMap { $0 }.first { !$0.isEmpty }
             ?? getpwuid(getuid()).map { String(cString: $0.pointee.pw_name) } ?? "unknown"
         return .support(operator: name)
     }

@@ -149,7 +149,7 @@ struct CrashTests {
                         }
                     }
                     try await Task.sleep(for: .milliseconds(Int.random(in: 300...900)))
-                    kill(node.process.processIdentifier, SIGKILL)
+                    node.process.signal(SIGKILL)
                     dead.store(true, ordering: .relaxed)
                     defer { node.stop() }
                     node.process.waitUntilExit()
@@ -219,7 +219,7 @@ struct CrashTests {
             let token = try #require(session["accessToken"] as? String)
             #expect(try node.put("/v1/me/transfer", #"{"email":"crash@example.com","temporaryPassword":"plum-harbor-71-sail"}"#, token: token) == 201)
             #expect(try node.post("/v1/transfers/claim", TwoNodeTests.claim("crash@example.com", "plum-harbor-71-sail", b)).0 == 200)
-            kill(node.process.processIdentifier, SIGKILL)
+            node.process.signal(SIGKILL)
             node.process.waitUntilExit()
             node.stop()
 

@@ -56,17 +56,32 @@ final class ChildProcess: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_APPEND, 0o600)
         posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_APPEND, 0o600)
         // The test process's sockets and files stay out of the child.
-        if let closefrom = Self.addClosefrom { _ = closefrom(&actions, 3) }
-        if let folder {
-            guard let chdir = Self.addChdir else { throw TestFailure("this glibc cannot start a process in another folder") }
-            _ = chdir(&actions, folder.path)
+        guard let closefrom = Self.addClosefrom, closefrom(&actions, 3) == 0 else {
+            throw TestFailure("this glibc (before 2.34) cannot close the test's descriptors in a child")
         }
+        if let folder {
+            guard let chdir = Self.addChdir, chdir(&actions, folder.path) == 0 else {
+                throw TestFailure("this glibc cannot start a process in \(folder.path)")
+            }
+        }
+        // The child starts with no signal blocked and SIGTERM, SIGINT and SIGPIPE at their
+        // defaults, whatever the spawning thread had.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t(), defaults = sigset_t()
+        sigemptyset(&none)
+        sigemptyset(&defaults)
+        for signal in [SIGTERM, SIGINT, SIGPIPE] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         let env = (environment ?? ProcessInfo.processInfo.environment).map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { env.forEach { free($0) } }
         var child: pid_t = 0
-        let spawned = posix_spawn(&child, executable, &actions, nil, argv, env)
+        let spawned = posix_spawn(&child, executable, &actions, &attributes, argv, env)
         guard spawned == 0 else {
             throw TestFailure("\(executable) could not be started: \(String(cString: strerror(spawned)))")
         }
@@ -80,32 +95,37 @@ final class ChildProcess: @unchecked Sendable {
         lock.withLock {
             if let status { return status }
             var raw: Int32 = 0
-            guard pid != 0 else { return nil }
+            precondition(pid != 0, "\(executable) was never started (call run())")
             let reaped = waitpid(pid, &raw, WNOHANG)
             if reaped == -1 && errno == ECHILD {
                 status = -1  // reaped elsewhere: it has ended, how is unknown
                 return status
             }
             guard reaped == pid else { return nil }
-            // WIFEXITED: the exit code; otherwise the signal that ended it (as Foundation's Process).
-            status = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : raw & 0x7f
+            // WIFEXITED: the exit code; ended by a signal: 128 + the signal, as a shell says it, so
+            // that a crash (SIGILL 4, SIGSEGV 11) never reads as an expected exit code like 4.
+            status = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
             return status
         }
     }
 
     var isRunning: Bool { reap() == nil }
 
-    /// SIGTERM.
-    func terminate() {
-        if isRunning { kill(processIdentifier, SIGTERM) }
+    /// Sends `signal` while the process runs: a reaped pid may already be another process's.
+    func signal(_ signal: Int32) {
+        _ = reap()
+        lock.withLock { if status == nil { _ = kill(pid, signal) } }
     }
+
+    /// SIGTERM.
+    func terminate() { signal(SIGTERM) }
 
     /// Blocks until the process has ended (polling, so `isRunning` stays answerable meanwhile).
     func waitUntilExit() {
         while reap() == nil { usleep(5_000) }
     }
 
-    /// The exit code, or the signal that ended the process; call after `waitUntilExit`.
+    /// The exit code, or 128 + the signal that ended the process; call after `waitUntilExit`.
     var terminationStatus: Int32 { reap() ?? -1 }
 
     /// Runs `executable` to its end and returns what it wrote; `input` is its standard input.
