@@ -127,10 +127,11 @@ extension PostgresStore {
             ) SELECT count(*) AS n FROM d
             """)
         if let retiredBefore = cutoffs.signingKeysRetiredBefore?.milliseconds {
-            counts.signingKeys = try await batches(conn, limit, """
+            // A handful of rows: one statement, not batches.
+            counts.signingKeys = Int(try await one(conn, """
                 WITH d AS (DELETE FROM signing_keys WHERE retired_at IS NOT NULL AND retired_at < \(retiredBefore) RETURNING 1)
                 SELECT count(*) AS n FROM d
-                """)
+                """)?["n"].decode(Int64.self) ?? 0)
         }
         return counts
     }

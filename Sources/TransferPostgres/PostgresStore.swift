@@ -212,11 +212,13 @@ public final class PostgresStore: TransferStore {
     // Each statement that succeeds tells `health` the database answers (a long transaction or
     // the pruner holding connections is a busy pool, not an outage).
     func one(_ conn: PostgresConnection, _ query: PostgresQuery) async throws -> PostgresRandomAccessRow? {
-        defer { health.succeeded() }
+        var first: PostgresRandomAccessRow?
         for try await row in try await conn.query(query, logger: logger) {
-            return row.makeRandomAccess()
+            first = row.makeRandomAccess()
+            break
         }
-        return nil
+        health.succeeded()  // not on a throw: a failing statement is no sign the database answers
+        return first
     }
 
     func all(_ conn: PostgresConnection, _ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
@@ -1016,6 +1018,6 @@ final class QueryHealth: Sendable {
         let last = last.load(ordering: .relaxed)
         let now = DispatchTime.now().uptimeNanoseconds
         let age = now > last ? now - last : 0
-        return Double(age) / 1e9 < Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18
+        return Duration.nanoseconds(Int64(clamping: age)) < limit
     }
 }
