@@ -23,10 +23,10 @@ public final class SQLiteStore: TransferStore {
             // WAL + NORMAL: a committed transaction survives a crash of the process;
             // an OS crash or power loss may lose the last commits, never corrupt the file.
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
-            // Deleted rows and replaced values are overwritten in the file, not left in free
-            // space: an erased account's email and addresses must not stay readable in it.
-            try db.execute(sql: "PRAGMA secure_delete = ON")
             if !db.configuration.readonly {
+                // Deleted rows and replaced values are overwritten in the file, not left in free
+                // space: an erased account's email and addresses must not stay readable in it.
+                try db.execute(sql: "PRAGMA secure_delete = ON")
                 // `Checkpointer` copies WAL pages off the writer and has the writer restart the
                 // WAL past 4 000 frames (16 MiB); SQLite's own checkpoint on commit is only the
                 // last resort, should that thread ever stall (256 MiB).
