@@ -62,6 +62,19 @@ public struct DeviceRecord: Sendable, Equatable {
             .max { ($0.lastLoginAt ?? $0.addedAt, $0.account.accountID) < ($1.lastLoginAt ?? $1.addedAt, $1.account.accountID) }?
             .account.accountID
     }
+
+    /// `accountID` leaves the device: its pair ends as `state`; if it was current, the most
+    /// recently used of the others becomes current; a device left with none is retired (the
+    /// account stays its current one, so the device's login says what happened to it).
+    public func leave(_ accountID: String, state: PairState, reason: String, at now: Timestamp) -> [Effect] {
+        var effects: [Effect] = [.endPair(deviceID: id, accountID: accountID, state: state, reason: reason, at: now)]
+        if let next = successor(leaving: accountID) {
+            if currentAccountID == accountID { effects.append(.setCurrentAccount(deviceID: id, accountID: next)) }
+        } else {
+            effects.append(.retireDevice(id: id, at: now))
+        }
+        return effects
+    }
 }
 
 /// One account on one device: the pair, and its app session.

@@ -32,7 +32,7 @@ struct Pruner: Service {
             do {
                 guard let counts = try await store.prune(PruneCutoffs(
                     now: now, retainedSince: now - retention,
-                    signingKeysRetiredBefore: now - accessTTL - SigningKeys.margin - SigningKeys.keptAfterLeaving), batchSize: Self.batchSize)
+                    signingKeysRetiredBefore: SigningKeys.pruneRetiredBefore(now: now, accessTTL: accessTTL)), batchSize: Self.batchSize)
                 else {
                     logger.debug("prune skipped: another node is pruning")
                     continue

@@ -72,7 +72,7 @@ struct KeyRotationTests {
                 let pruned = try await parts.store.prune(
                     PruneCutoffs(
                         now: now, retainedSince: harness.clock.now() - .seconds(86_400 * 400),
-                        signingKeysRetiredBefore: now - harness.configuration.accessTokenTTL - SigningKeys.margin - SigningKeys.keptAfterLeaving),
+                        signingKeysRetiredBefore: SigningKeys.pruneRetiredBefore(now: now, accessTTL: harness.configuration.accessTokenTTL)),
                     batchSize: 10)
                 #expect(pruned?.signingKeys == 1)
                 #expect(try await parts.store.signingKeys().map(\.kid) == [new.kid])

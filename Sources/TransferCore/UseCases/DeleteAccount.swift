@@ -47,14 +47,9 @@ public struct DeleteAccountCommand: StoreOperation {
         guard facts.account != nil else { return Plan(.unknownAccount) }
         guard facts.accountDeletedAt == nil else { return Plan(.alreadyDeleted) }
         var effects: [Effect] = []
-        for device in facts.accountDevices where device.account(accountID)?.state == .active {
-            effects.append(.endPair(deviceID: device.id, accountID: accountID, state: .removed, reason: "account deleted", at: now))
-            if let next = device.successor(leaving: accountID) {
-                if device.currentAccountID == accountID { effects.append(.setCurrentAccount(deviceID: device.id, accountID: next)) }
-            } else {
-                // It stays the device's current account, so the device's login answers `account_deleted`.
-                effects.append(.retireDevice(id: device.id, at: now))
-            }
+        // A device left with no account keeps this one as current: its login answers `account_deleted`.
+        for device in facts.accountDevices where device.holds(accountID) {
+            effects += device.leave(accountID, state: .removed, reason: "account deleted", at: now)
         }
         effects += (facts.appleLink?.revocation(at: now) ?? []) + [
             .eraseAccount(id: accountID, at: now),

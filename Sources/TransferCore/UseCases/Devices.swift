@@ -82,14 +82,8 @@ public struct RemoveAccountCommand: StoreOperation {
         }
         let wayBack = facts.pendingTransfers.contains { $0.accountID == accountID && $0.isOpen(at: now) } || facts.appleLink != nil
         guard abandon || wayBack else { return Plan(.accountWouldBeLost) }
-        var effects: [Effect] = [
-            .endPair(deviceID: deviceID, accountID: accountID, state: .removed, reason: abandon ? "removed by the app (abandoned)" : "removed by the app", at: now)
-        ]
-        if let next = device.successor(leaving: accountID) {
-            if device.currentAccountID == accountID { effects.append(.setCurrentAccount(deviceID: deviceID, accountID: next)) }
-        } else {
-            effects.append(.retireDevice(id: deviceID, at: now))
-        }
+        var effects = device.leave(
+            accountID, state: .removed, reason: abandon ? "removed by the app (abandoned)" : "removed by the app", at: now)
         effects.append(.audit(AuditEvent(
             at: now, kind: .accountRemoved, accountID: accountID, deviceID: deviceID, reason: abandon ? "abandon=true" : nil)))
         effects.append(.webhook(.accountRemovedFromDevice, accountID: accountID, at: now, ["deviceId": deviceID]))

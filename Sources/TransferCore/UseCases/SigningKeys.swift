@@ -47,6 +47,12 @@ public enum SigningKeys {
     /// A key that left the JWKS is deleted once it has been out this long (its private key too).
     public static let keptAfterLeaving = Duration.seconds(86_400)
 
+    /// The pruner deletes the keys retired before this: a key retired then left the JWKS
+    /// (``SigningKeyRecord/leavesJWKS(accessTTL:)``) at least `keptAfterLeaving` ago.
+    public static func pruneRetiredBefore(now: Timestamp, accessTTL: Duration) -> Timestamp {
+        now - accessTTL - margin - keptAfterLeaving
+    }
+
     /// The key that signs: the one not retired.
     public static func current(_ keys: [SigningKeyRecord]) -> SigningKeyRecord? { keys.last { $0.retiredAt == nil } }
 
