@@ -93,8 +93,7 @@ struct Webhooks: AsyncParsableCommand {
 
         func run() async throws {
             try await common.withStore { store in
-                let service = try await store.service()
-                let retried = try await service.store.execute(RetryOutboxCommand(
+                let retried = try await store.execute(RetryOutboxCommand(
                     id: eventId?.lowercased(), now: SystemWallClock().now(), by: change.initiator, reason: change.trimmedReason))
                 if retried.isEmpty {
                     if let eventId { throw Failure.notFound("no failed delivery \(eventId) (pending ones are being retried already).") }

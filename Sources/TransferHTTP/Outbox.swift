@@ -119,7 +119,7 @@ struct OutboxWorker: Service {
             }
             if ContinuousClock.now - lastStats >= .seconds(5) {
                 lastStats = ContinuousClock.now
-                if let stats = try? await store.outboxStats(kind: kind) { metrics.record(stats, kind: kind, now: clock.now()) }
+                if let stats = try? await store.outboxStats(kind: kind) { metrics.record(stats, now: clock.now()) }
             }
             if sent == 0 {
                 do {
@@ -149,13 +149,13 @@ struct OutboxWorker: Service {
         do {
             let state = try await store.execute(RecordDeliveryCommand(message: message, outcome: outcome, now: clock.now(), policy: policy))
             switch (outcome, state) {
-            case (.delivered, _): metrics.delivered(kind)
+            case (.delivered, _): metrics.delivered()
             case (.failed(let error), .failed?):
-                metrics.failed(kind)
+                metrics.failed()
                 logger.error(
                     "outbox message failed for good", metadata: ["kind": "\(kind.rawValue)", "id": "\(message.id)", "error": "\(error)"])
             case (.failed(let error), _):
-                metrics.retried(kind)
+                metrics.retried()
                 logger.warning(
                     "outbox delivery failed; will retry",
                     metadata: ["kind": "\(kind.rawValue)", "id": "\(message.id)", "attempt": "\(message.attempts + 1)", "error": "\(error)"])
@@ -167,23 +167,32 @@ struct OutboxWorker: Service {
     }
 }
 
-/// Outbox depth, deliveries by outcome, and the age of the oldest pending message, per kind.
+/// Outbox depth, deliveries by outcome, and the age of the oldest pending message, of one
+/// kind; the metric handles are made once, as `ServiceMetrics` does.
 struct OutboxMetrics: Sendable {
-    let factory: any MetricsFactory
+    private let deliveredCount, retriedCount, failedCount: Metrics.Counter
+    private let pending, failing, oldestPendingSeconds: Metrics.Gauge
 
-    func delivered(_ kind: OutboxKind) { counter(kind, "delivered").increment() }
-    func retried(_ kind: OutboxKind) { counter(kind, "retry").increment() }
-    func failed(_ kind: OutboxKind) { counter(kind, "failed").increment() }
-
-    private func counter(_ kind: OutboxKind, _ outcome: String) -> Metrics.Counter {
-        Metrics.Counter(label: "transfer_outbox_deliveries_total", dimensions: [("kind", kind.rawValue), ("outcome", outcome)], factory: factory)
+    init(kind: OutboxKind, factory: any MetricsFactory) {
+        func deliveries(_ outcome: String) -> Metrics.Counter {
+            Metrics.Counter(label: "transfer_outbox_deliveries_total", dimensions: [("kind", kind.rawValue), ("outcome", outcome)], factory: factory)
+        }
+        deliveredCount = deliveries("delivered")
+        retriedCount = deliveries("retry")
+        failedCount = deliveries("failed")
+        let dimensions = [("kind", kind.rawValue)]
+        pending = Metrics.Gauge(label: "transfer_outbox_pending", dimensions: dimensions, factory: factory)
+        failing = Metrics.Gauge(label: "transfer_outbox_failed", dimensions: dimensions, factory: factory)
+        oldestPendingSeconds = Metrics.Gauge(label: "transfer_outbox_oldest_pending_seconds", dimensions: dimensions, factory: factory)
     }
 
-    func record(_ stats: OutboxStats, kind: OutboxKind, now: Timestamp) {
-        let dimensions = [("kind", kind.rawValue)]
-        Metrics.Gauge(label: "transfer_outbox_pending", dimensions: dimensions, factory: factory).record(stats.pending)
-        Metrics.Gauge(label: "transfer_outbox_failed", dimensions: dimensions, factory: factory).record(stats.failed)
-        let age = stats.oldestPendingAt.map { max(0, Double(now.milliseconds - $0.milliseconds) / 1000) } ?? 0
-        Metrics.Gauge(label: "transfer_outbox_oldest_pending_seconds", dimensions: dimensions, factory: factory).record(age)
+    func delivered() { deliveredCount.increment() }
+    func retried() { retriedCount.increment() }
+    func failed() { failedCount.increment() }
+
+    func record(_ stats: OutboxStats, now: Timestamp) {
+        pending.record(stats.pending)
+        failing.record(stats.failed)
+        oldestPendingSeconds.record(stats.oldestPendingAt.map { max(0, Double(now.milliseconds - $0.milliseconds) / 1000) } ?? 0)
     }
 }

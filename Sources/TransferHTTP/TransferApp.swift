@@ -121,17 +121,17 @@ public enum TransferApp {
             maxAge: configuration.signingKeyMaxAge, logger: logger))
         // Outgoing HTTP never runs inside a transaction: events wait in the outbox, written
         // with their change, and a worker delivers them after the commit.
+        func outboxWorker(_ kind: OutboxKind, _ sender: any OutboxSender) -> OutboxWorker {
+            OutboxWorker(
+                kind: kind, store: store, clock: clock, policy: configuration.outboxPolicy,
+                pollInterval: configuration.outboxPollInterval, sender: sender,
+                metrics: OutboxMetrics(kind: kind, factory: metrics.factory), ready: { tokenBox.isLoaded }, logger: logger)
+        }
         if let webhook = configuration.webhook, let client = outgoing {
-            app.addServices(OutboxWorker(
-                kind: .webhook, store: store, clock: clock, policy: configuration.outboxPolicy,
-                pollInterval: configuration.outboxPollInterval, sender: WebhookSender(configuration: webhook, client: client),
-                metrics: OutboxMetrics(factory: metrics.factory), ready: { tokenBox.isLoaded }, logger: logger))
+            app.addServices(outboxWorker(.webhook, WebhookSender(configuration: webhook, client: client)))
         }
         if let tokens = apple?.tokens {
-            app.addServices(OutboxWorker(
-                kind: .appleRevoke, store: store, clock: clock, policy: configuration.outboxPolicy,
-                pollInterval: configuration.outboxPollInterval, sender: AppleRevokeSender(tokens: tokens),
-                metrics: OutboxMetrics(factory: metrics.factory), ready: { tokenBox.isLoaded }, logger: logger))
+            app.addServices(outboxWorker(.appleRevoke, AppleRevokeSender(tokens: tokens)))
         }
         return (app, Parts(service: service, hasher: argon2, store: store))
     }
