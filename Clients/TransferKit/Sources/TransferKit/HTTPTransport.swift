@@ -18,6 +18,12 @@ struct HTTPResponse: Sendable {
     var body: Data = Data()
 
     var isSuccess: Bool { (200..<300).contains(status) }
+
+    /// The response when it is 2xx; otherwise throws the service's error.
+    func succeeded() throws -> HTTPResponse {
+        guard isSuccess else { throw TransferError(response: self) }
+        return self
+    }
 }
 
 /// The one thing TransferKit needs from the network. Production uses ``URLSessionTransport``;
@@ -58,12 +64,14 @@ extension HTTPTransport {
     /// service already ended the session, and the caller has forgotten the tokens anyway.
     func logOut(_ tokens: StoredSession, baseURL: URL) async {
         let response = try? await send(.logout, baseURL: baseURL, token: tokens.accessToken)
-        guard response?.status == 401,
-            let refresh = try? Wire.encode(RefreshRequest(refreshToken: tokens.refreshToken)),
-            let refreshed = try? await send(.refresh, baseURL: baseURL, body: refresh), refreshed.isSuccess,
-            let session = try? Wire.decode(SessionBody.self, from: refreshed)
-        else { return }
+        guard response?.status == 401, let session = try? await refresh(tokens.refreshToken, baseURL: baseURL) else { return }
         _ = try? await send(.logout, baseURL: baseURL, token: session.accessToken)
+    }
+
+    /// `POST /v1/tokens/refresh`: the renewed session, or the service's refusal as a ``TransferError``.
+    func refresh(_ refreshToken: String, baseURL: URL) async throws -> SessionBody {
+        let response = try await send(.refresh, baseURL: baseURL, body: Wire.encode(RefreshRequest(refreshToken: refreshToken)))
+        return try Wire.decode(SessionBody.self, from: response.succeeded())
     }
 }
 

@@ -102,8 +102,7 @@ public actor SiblingSession {
                 "The hand-off request was made for \(request.clientId), not for this session's app \(clientId); nothing was sent.")
         }
         let body = HandoffTokenRequest(code: code, codeVerifier: request.codeVerifier, clientId: clientId)
-        let response = try await transport.send(.redeemHandoff, baseURL: baseURL, body: Wire.encode(body))
-        guard response.isSuccess else { throw TransferError(response: response) }
+        let response = try await transport.send(.redeemHandoff, baseURL: baseURL, body: Wire.encode(body)).succeeded()
         let session = try Wire.decode(SessionBody.self, from: response)
         renewals.drop(clientId)  // a renewal of an earlier session drops its result
         keep(session)
@@ -133,11 +132,7 @@ public actor SiblingSession {
     /// - Throws: ``TransferError/Kind/handoffRequired`` as ``withAccessToken(_:)`` does, network errors.
     public func profile() async throws -> AccountProfile {
         let transport = transport, baseURL = baseURL
-        let response = try await withAccessToken { token in
-            let response = try await transport.send(.me, baseURL: baseURL, token: token)
-            guard response.isSuccess else { throw TransferError(response: response) }
-            return response
-        }
+        let response = try await withAccessToken { token in try await transport.send(.me, baseURL: baseURL, token: token).succeeded() }
         return try AccountProfile(Wire.decode(MeBody.self, from: response))
     }
 

@@ -93,8 +93,7 @@ extension TransferClient {
     /// catches up with the service: no account left retires the identity, a current one gone
     /// makes another current.
     private func left(_ accountId: String, wasCurrent: Bool, event: TransferEvent) async {
-        forget(accountId)
-        setAccounts(accountList.filter { $0.id != accountId })
+        drop(accountId)
         hub.emit(event)
         if accountList.isEmpty {
             try? startOver()

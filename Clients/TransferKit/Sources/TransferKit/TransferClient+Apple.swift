@@ -19,9 +19,7 @@ extension TransferClient {
     ///
     /// - Throws: ``TransferError/Kind/notConfigured`` (the service has Sign in with Apple off), network errors.
     public func appleNonce() async throws -> AppleNonce {
-        let response = try await send(.appleNonce)
-        guard response.isSuccess else { throw TransferError(response: response) }
-        let body = try Wire.decode(AppleNonceBody.self, from: response)
+        let body = try Wire.decode(AppleNonceBody.self, from: try await send(.appleNonce).succeeded())
         return AppleNonce(value: body.nonce, expiresIn: body.expiresIn)
     }
 

@@ -47,9 +47,7 @@ extension TransferClient {
         let accountId = try resolve(accountId)
         let data = try body.map { try Wire.encode($0) }
         return try await authorized(accountId) { token in
-            let response = try await self.send(endpoint, path: path, query: query, body: data, token: token)
-            guard response.isSuccess else { throw TransferError(response: response) }
-            return response
+            try await self.send(endpoint, path: path, query: query, body: data, token: token).succeeded()
         }
     }
 
@@ -98,12 +96,10 @@ extension TransferClient {
         let identity = try requireIdentity()
         var renewed: SessionBody?
         if let refreshToken = sessions[accountId]?.refreshToken {
-            let response = try await send(.refresh, body: Wire.encode(RefreshRequest(refreshToken: refreshToken)))
-            if response.isSuccess {
-                renewed = try Wire.decode(SessionBody.self, from: response)
-            } else {
-                let error = TransferError(response: response)
-                guard error.kind == .invalidRefreshToken else { throw error }
+            do {
+                renewed = try await transport.refresh(refreshToken, baseURL: baseURL)
+            } catch let error as TransferError where error.kind == .invalidRefreshToken {
+                // Rotated or ended: the login below opens the session again.
             }
         }
         let session: SessionBody
@@ -148,15 +144,11 @@ extension TransferClient {
             for id in Array(sessions.keys) { forget(id) }
             hub.emit(.deviceRevoked)
         case .accountDeleted:
-            if let accountId {
-                forget(accountId)
-                setAccounts(accountList.filter { $0.id != accountId })
-            }
+            if let accountId { drop(accountId) }
             hub.emit(.accountDeleted(accountId: accountId))
         case .accountNotOnDevice:
             if let accountId, accountList.contains(where: { $0.id == accountId }) {
-                forget(accountId)
-                setAccounts(accountList.filter { $0.id != accountId })
+                drop(accountId)
                 hub.emit(.accountRemoved(accountId: accountId))
             }
         default:
@@ -171,6 +163,12 @@ extension TransferClient {
         sessions[session.accountId] = StoredSession(session, receivedAt: now())
         saveSessions()
         setAccounts(session.accounts.map(Account.init))
+    }
+
+    /// The account left this phone: its tokens are forgotten and it leaves the local list.
+    func drop(_ accountId: String) {
+        forget(accountId)
+        setAccounts(accountList.filter { $0.id != accountId })
     }
 
     /// Drops the account's tokens, here and in the store, and makes a renewal under way drop its result.

@@ -61,9 +61,7 @@ extension TransferClient {
         } catch {
             throw storageUnavailable(error)
         }
-        let response = try await send(endpoint, body: Wire.encode(body(identity)))
-        guard response.isSuccess else { throw TransferError(response: response) }
-        let session = try Wire.decode(SessionBody.self, from: response)
+        let session = try Wire.decode(SessionBody.self, from: try await send(endpoint, body: Wire.encode(body(identity))).succeeded())
 
         // With `.replace` the phone's other accounts left it: drop their tokens.
         let onDevice = Set(session.accounts.map(\.accountId))
