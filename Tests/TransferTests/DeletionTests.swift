@@ -11,10 +11,8 @@ struct DeletionTests {
     static let address = "203.0.113.77"
     static let forwarded: HTTPFields = [HTTPField.Name("X-Forwarded-For")!: address]
 
-    func login(_ api: Client, _ device: Device, newAccount: Bool = false) async throws -> Reply {
-        var body = device.loginBody
-        if newAccount { body["newAccount"] = true }
-        return try await api.call(.post, "/v1/devices/login", json: body, headers: Self.forwarded)
+    func login(_ api: Client, _ device: Device) async throws -> Reply {
+        try await api.call(.post, "/v1/devices/login", json: device.loginBody, headers: Self.forwarded)
     }
 
     @Test("deleting from the app: the phone hears 410 account_deleted, its tokens die, and no email or address is left in the database file")

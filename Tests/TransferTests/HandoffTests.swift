@@ -44,10 +44,7 @@ struct HandoffTests {
     }
 
     /// The claims of an access token (its payload, unverified: the server verified it).
-    static func claims(_ token: String) throws -> [String: Any] {
-        let payload = try #require(Base64URL.decode(token.split(separator: ".")[1]), "a JWS payload")
-        return try #require(try JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any])
-    }
+    static func claims(_ token: String) throws -> [String: Any] { try TokenAttackTests.parts(token).payload }
 
     @Test("the whole hand-off: the sibling gets a session for the host's account with azp and did; it may read and refresh, not act for the host", arguments: StoreKind.available)
     func wholeHandoff(kind: StoreKind) async throws {

@@ -11,9 +11,8 @@ import TransferCore
 struct KeyRotationTests {
     /// The `kid` in a token's header.
     static func kid(_ token: String) throws -> String {
-        let header = try #require(Base64URL.decode(token.split(separator: ".")[0]), "a JWS header")
-        let object = try JSONSerialization.jsonObject(with: Data(header)) as? [String: Any]
-        return try #require(object?["kid"] as? String, "a kid in \(String(decoding: header, as: UTF8.self))")
+        let header = try TokenAttackTests.parts(token).header
+        return try #require(header["kid"] as? String, "a kid in the header \(header) of \(token)")
     }
 
     /// The kids `/.well-known/jwks.json` publishes.

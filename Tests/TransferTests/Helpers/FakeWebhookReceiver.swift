@@ -102,8 +102,6 @@ final class FakeWebhookReceiver: Sendable {
         config.outboxPollInterval = .milliseconds(20)
     }
 
-    func configure(_ config: inout ServerConfiguration) { Self.configure(&config, url: url) }
-
     var deliveries: [Delivery] { received.withLock { $0 } }
 
     /// Waits until `count` requests were received, or fails saying what did arrive.

@@ -83,16 +83,14 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
     var violations: [String] { locked { problems } }
 
     /// The next answer to `route` is this one, before any behaviour.
-    func script(_ route: String, status: Int, _ body: [String: Any], headers: [String: String] = [:]) {
+    func script(_ route: String, status: Int, _ body: [String: Any]) {
         let data = try! JSONSerialization.data(withJSONObject: body)
-        locked { scripted[route, default: []].append(HTTPResponse(status: status, headers: headers, body: data)) }
+        locked { scripted[route, default: []].append(HTTPResponse(status: status, body: data)) }
     }
 
     func scriptError(_ route: String, status: Int, _ code: String) {
         script(route, status: status, ["error": code, "message": "Scripted \(code)."])
     }
-
-    func accountsOnDevice(_ deviceId: String) -> [String] { locked { devices[deviceId]?.accounts ?? [] } }
 
     /// Whether the account's session on its device (or the sibling app `client`'s) is open: its
     /// refresh token works.
