@@ -53,11 +53,14 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The SQL both stores speak, written once: statements with bound values rendered per
+        // dialect, the effects' statements, the reads as plans, the row decoders.
+        .target(name: "TransferSQL", dependencies: ["TransferCore"], swiftSettings: strict),
         // The embedded store: GRDB on system SQLite.
         .target(
             name: "TransferSQLite",
             dependencies: [
-                "TransferCore",
+                "TransferCore", "TransferSQL",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             resources: [.embedInCode("Resources/migrations")],
@@ -67,7 +70,7 @@ let package = Package(
         .target(
             name: "TransferPostgres",
             dependencies: [
-                "TransferCore",
+                "TransferCore", "TransferSQL",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -146,6 +149,7 @@ let package = Package(
             dependencies: [
                 "TransferCore",
                 "TransferArgon2",
+                "TransferSQL",
                 "TransferSQLite",
                 "TransferHTTP",
                 "TransferPostgres",

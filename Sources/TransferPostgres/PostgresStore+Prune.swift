@@ -1,6 +1,7 @@
 import Foundation
 import PostgresNIO
 import TransferCore
+import TransferSQL
 
 extension PostgresStore {
     /// The pruner. One node at a time: the first to take a session advisory lock prunes, the
@@ -45,7 +46,7 @@ extension PostgresStore {
                     WHERE p.session_id IS NOT NULL AND p.refresh_expires_at <= \(now)
                     FOR UPDATE OF p SKIP LOCKED
                 ), u AS (
-                    UPDATE device_accounts p SET \(unescaped: Self.noSession) FROM x
+                    UPDATE device_accounts p SET \(unescaped: SQL.noSession.render(.postgres).text) FROM x
                     WHERE p.device_id = x.device_id AND p.account_id = x.account_id
                     RETURNING 1
                 )

@@ -1,78 +1,76 @@
 import GRDB
 import TransferCore
+import TransferSQL
 
 extension SQLiteStore {
     /// The pruner. Each batch is a short write of its own through `GroupCommit`, so logins
     /// never wait behind a long delete; tables without an index for the condition are walked
     /// in rowid windows, so every batch costs the same however much was pruned before it.
     public func prune(_ cutoffs: PruneCutoffs, batchSize: Int) async throws -> PruneCounts? {
-        let now = cutoffs.now.milliseconds, since = cutoffs.retainedSince.milliseconds
+        let now = cutoffs.now, since = cutoffs.retainedSince
         var counts = PruneCounts()
         counts.expiredSessions = try await windows(table: "device_accounts", batchSize: batchSize) { db, low, high in
             try db.run(
                 """
-                UPDATE device_accounts SET \(Self.noSession)
-                WHERE rowid > ? AND rowid <= ? AND session_id IS NOT NULL AND refresh_expires_at <= ?
-                """, [low, high, now])
+                UPDATE device_accounts SET \(SQL.noSession)
+                WHERE rowid > \(low) AND rowid <= \(high) AND session_id IS NOT NULL AND refresh_expires_at <= \(now)
+                """)
         }
         counts.expiredSessions += try await batches(batchSize) { db in
             try db.run(
                 """
-                DELETE FROM sibling_sessions WHERE rowid IN (SELECT rowid FROM sibling_sessions WHERE refresh_expires_at <= ? LIMIT ?)
-                """, [now, batchSize])
+                DELETE FROM sibling_sessions WHERE rowid IN (SELECT rowid FROM sibling_sessions WHERE refresh_expires_at <= \(now) LIMIT \(batchSize))
+                """)
         }
         counts.rotatedTokens = try await windows(table: "rotated_refresh_tokens", batchSize: batchSize) { db, low, high in
             try db.run(
                 """
                 DELETE FROM rotated_refresh_tokens
-                WHERE rowid > ? AND rowid <= ?
-                  AND (expires_at <= ?
+                WHERE rowid > \(low) AND rowid <= \(high)
+                  AND (expires_at <= \(now)
                     OR (client_id IS NULL AND NOT EXISTS (
                       SELECT 1 FROM device_accounts p
                       WHERE p.device_id = rotated_refresh_tokens.device_id AND p.account_id = rotated_refresh_tokens.account_id
                         AND p.session_id = rotated_refresh_tokens.session_id))
                     OR (client_id IS NOT NULL AND NOT EXISTS (
                       SELECT 1 FROM sibling_sessions s WHERE s.session_id = rotated_refresh_tokens.session_id)))
-                """, [low, high, now])
+                """)
         }
         counts.handoffCodes = try await batches(batchSize) { db in
             try db.run(
-                "DELETE FROM handoff_codes WHERE code_hash IN (SELECT code_hash FROM handoff_codes WHERE expires_at <= ? LIMIT ?)",
-                [now, batchSize])
+                "DELETE FROM handoff_codes WHERE code_hash IN (SELECT code_hash FROM handoff_codes WHERE expires_at <= \(now) LIMIT \(batchSize))")
         }
         counts.expiredTransfers = try await batches(batchSize) { db in
             try db.run(
                 """
                 UPDATE transfers SET state = 'expired', ended_at = expires_at
-                WHERE rowid IN (SELECT rowid FROM transfers WHERE state = 'pending' AND expires_at <= ? LIMIT ?)
-                """, [now, batchSize])
+                WHERE rowid IN (SELECT rowid FROM transfers WHERE state = 'pending' AND expires_at <= \(now) LIMIT \(batchSize))
+                """)
         }
         counts.endedTransfers = try await batches(batchSize) { db in
             try db.run(
-                "DELETE FROM transfers WHERE rowid IN (SELECT rowid FROM transfers WHERE state <> 'pending' AND ended_at < ? LIMIT ?)",
-                [since, batchSize])
+                "DELETE FROM transfers WHERE rowid IN (SELECT rowid FROM transfers WHERE state <> 'pending' AND ended_at < \(since) LIMIT \(batchSize))")
         }
         counts.auditEvents = try await batches(batchSize) { db in
-            try db.run("DELETE FROM audit_events WHERE id IN (SELECT id FROM audit_events WHERE at < ? ORDER BY at LIMIT ?)", [since, batchSize])
+            try db.run("DELETE FROM audit_events WHERE id IN (SELECT id FROM audit_events WHERE at < \(since) ORDER BY at LIMIT \(batchSize))")
         }
         counts.outbox = try await batches(batchSize) { db in
             try db.run(
                 """
                 DELETE FROM outbox WHERE seq IN (
                     SELECT seq FROM outbox
-                    WHERE (kind = 'webhook' AND state = 'pending' AND attempts = 0 AND give_up_at <= ?) OR (state = 'failed' AND failed_at < ?)
-                    LIMIT ?)
-                """, [now, since, batchSize])
+                    WHERE (kind = 'webhook' AND state = 'pending' AND attempts = 0 AND give_up_at <= \(now)) OR (state = 'failed' AND failed_at < \(since))
+                    LIMIT \(batchSize))
+                """)
         }
-        let notificationsSince = cutoffs.appleNotificationsSince.milliseconds
+        let notificationsSince = cutoffs.appleNotificationsSince
         counts.appleNotifications = try await batches(batchSize) { db in
             try db.run(
-                "DELETE FROM apple_notifications WHERE jti IN (SELECT jti FROM apple_notifications WHERE received_at < ? LIMIT ?)",
-                [notificationsSince, batchSize])
+                "DELETE FROM apple_notifications WHERE jti IN (SELECT jti FROM apple_notifications WHERE received_at < \(notificationsSince) LIMIT \(batchSize))")
         }
-        if let retiredBefore = cutoffs.signingKeysRetiredBefore?.milliseconds {
+        if let retiredBefore = cutoffs.signingKeysRetiredBefore {
             counts.signingKeys = try await commits.write { db in
-                try db.run("DELETE FROM signing_keys WHERE retired_at IS NOT NULL AND retired_at < ?", [retiredBefore])
+                try db.run("DELETE FROM signing_keys WHERE retired_at IS NOT NULL AND retired_at < \(retiredBefore)")
                 return db.changesCount
             }
         }

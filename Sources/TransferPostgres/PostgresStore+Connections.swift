@@ -1,0 +1,249 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Synchronization
+import TransferCore
+import TransferSQL
+
+/// Connections, transactions and outage detection: how every statement reaches PostgreSQL.
+extension PostgresStore {
+    /// A client for a `postgres://user:pass@host:port/db` URL.
+    public static func makeClient(url: String, maxConnections: Int = 20, logger: Logger) throws(InvalidDatabaseURL) -> PostgresClient {
+        guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty,
+            let user = components.user, !user.isEmpty
+        else {
+            throw InvalidDatabaseURL(description: "'\(DatabaseLocation.redacted(url))' is not postgres://user:pass@host:5432/db")
+        }
+        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        let query = Dictionary(
+            (components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
+        let tls: PostgresClient.Configuration.TLS = query["sslmode"] == "require" ? .require(.makeClientConfiguration()) : .disable
+        var config = PostgresClient.Configuration(
+            host: host, port: components.port ?? 5432, username: user, password: components.password,
+            database: database.isEmpty ? nil : database, tls: tls)
+        config.options.maximumConnections = maxConnections
+        config.options.connectTimeout = .seconds(5)
+        return PostgresClient(configuration: config, backgroundLogger: logger)
+    }
+
+    // MARK: Transactions
+
+    /// Runs `body` in one transaction, retrying when a concurrent transaction won a race
+    /// (unique violation, serialization failure, deadlock). A connection lost before the
+    /// COMMIT was sent leaves nothing behind (PostgreSQL rolls back); lost after it, the
+    /// outcome is unknown, and the error says so.
+    func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try await withConnection { [logger] conn in
+                    try await conn.query("BEGIN", logger: logger)
+                    let value: T
+                    do {
+                        value = try await body(conn)
+                    } catch {
+                        _ = try? await conn.query("ROLLBACK", logger: logger)
+                        throw error
+                    }
+                    do {
+                        try await conn.query("COMMIT", logger: logger)
+                    } catch where Self.isConnectionLoss(error) {
+                        throw TransferError.unavailable(outcomeUnknown: true)
+                    }
+                    return value
+                }
+            } catch let error as PSQLError where attempt < 8 && Self.isRace(error) {
+                try await Task.sleep(for: .milliseconds(Int.random(in: 1...(5 * attempt))))
+            }
+        }
+    }
+
+    /// How long a request waits for a pooled connection while no query succeeds. While
+    /// PostgreSQL is unreachable the pool keeps trying to connect and a lease would wait for
+    /// it; the contract wants `503` within 2 seconds instead.
+    static let leaseTimeout = Duration.seconds(1)
+
+    /// Runs `body` on a pooled connection, or throws `TransferError.unavailable` when the
+    /// database cannot be reached: no connection is leased within `leaseTimeout` and no query
+    /// succeeded meanwhile. A pool that is merely busy (queries keep succeeding) is waited for.
+    /// Only the wait for the lease is cut short: once `body` has started it is never cancelled
+    /// (a COMMIT already sent is not interrupted).
+    func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        let gate = LeaseGate()
+        let client = client, health = health
+        do {
+            return try await withThrowingTaskGroup(of: T?.self) { group in
+                group.addTask {
+                    try await client.withConnection { conn in
+                        guard gate.start() else { throw TransferError.unavailable(outcomeUnknown: false) }
+                        let value = try await body(conn)
+                        health.succeeded()
+                        return value
+                    }
+                }
+                group.addTask {
+                    try? await Task.sleep(for: Self.leaseTimeout)
+                    while !Task.isCancelled && !gate.hasStarted && health.succeeded(within: Self.leaseTimeout) {
+                        try? await Task.sleep(for: .milliseconds(100))
+                    }
+                    if gate.expire() { throw TransferError.unavailable(outcomeUnknown: false) }
+                    return nil
+                }
+                while let result = try await group.next() {
+                    if let value = result {
+                        group.cancelAll()
+                        return value
+                    }
+                }
+                throw TransferError.unavailable(outcomeUnknown: false)
+            }
+        } catch let error as TransferError {
+            throw error
+        } catch where Self.isConnectionLoss(error) {
+            throw TransferError.unavailable(outcomeUnknown: false)
+        }
+    }
+
+    /// Whether `error` means the database could not be reached or the connection broke (as
+    /// opposed to a statement the database refused, which is a bug or a race).
+    static func isConnectionLoss(_ error: any Error) -> Bool {
+        guard let error = error as? PSQLError else {
+            // The pool's and NIO's own errors (connection refused, circuit breaker, channel closed).
+            // Our own errors and decoding failures are bugs, not outages: they stay 500s.
+            return !(error is PostgresDecodingError) && !(error is UnknownStoredValue) && !(error is TransferError)
+                && !(error is CancellationError) && !(error is DecodingError) && !(error is EncodingError) && !(error is MissingRow)
+        }
+        switch error.code {
+        case .server:
+            // Connection exceptions, operator intervention (shutdown), insufficient resources, system errors.
+            let state = error.serverInfo?[.sqlState] ?? ""
+            return ["08", "57", "53", "58"].contains(String(state.prefix(2)))
+        case .serverClosedConnection, .clientClosedConnection, .connectionError, .uncleanShutdown, .poolClosed,
+            .sslUnsupported, .failedToAddSSLHandler:
+            return true
+        default:
+            return false
+        }
+    }
+
+    static func isRace(_ error: PSQLError) -> Bool {
+        guard let state = error.serverInfo?[.sqlState] else { return false }
+        return ["23505", "40001", "40P01"].contains(state)
+    }
+
+    // Each statement that succeeds tells `health` the database answers (a long transaction or
+    // the pruner holding connections is a busy pool, not an outage).
+    func one(_ conn: PostgresConnection, _ query: PostgresQuery) async throws -> PostgresRandomAccessRow? {
+        var first: PostgresRandomAccessRow?
+        for try await row in try await conn.query(query, logger: logger) {
+            first = row.makeRandomAccess()
+            break
+        }
+        health.succeeded()  // not on a throw: a failing statement is no sign the database answers
+        return first
+    }
+
+    func all(_ conn: PostgresConnection, _ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
+        var rows: [PostgresRandomAccessRow] = []
+        for try await row in try await conn.query(query, logger: logger) { rows.append(row.makeRandomAccess()) }
+        health.succeeded()
+        return rows
+    }
+
+    func run(_ conn: PostgresConnection, _ query: PostgresQuery) async throws {
+        try await conn.query(query, logger: logger)
+        health.succeeded()
+    }
+
+    /// A statement written once in TransferSQL, rendered with `$n` binds.
+    static func query(_ sql: SQL) -> PostgresQuery {
+        let (text, values) = sql.render(.postgres)
+        var binds = PostgresBindings(capacity: values.count)
+        for value in values {
+            switch value {
+            case .null: binds.appendNull()
+            case .integer(let n): binds.append(n)
+            case .text(let text): binds.append(text)
+            case .blob(let bytes): binds.append(ByteBuffer(bytes: bytes))
+            }
+        }
+        return PostgresQuery(unsafeSQL: text, binds: binds)
+    }
+
+    func run(_ conn: PostgresConnection, _ statements: [SQL]) async throws {
+        for sql in statements { try await run(conn, Self.query(sql)) }
+    }
+
+    /// Runs a read plan to its end on this connection.
+    func read<Plan: ReadPlan>(_ conn: PostgresConnection, _ plan: Plan) async throws -> Plan.Output {
+        var plan = plan
+        while let sql = plan.next() { try plan.take(await all(conn, Self.query(sql))) }
+        return try plan.finish()
+    }
+}
+/// Who got there first: the lease (then the body runs to its end) or the lease timeout (then the body never starts).
+final class LeaseGate: Sendable {
+    private enum State { case waiting, started, expired }
+    private let state = Mutex(State.waiting)
+
+    /// True if the body may run: the timeout has not fired.
+    func start() -> Bool {
+        state.withLock { s in
+            guard case .waiting = s else { return false }
+            s = .started
+            return true
+        }
+    }
+
+    var hasStarted: Bool {
+        state.withLock { s in
+            if case .started = s { return true }
+            return false
+        }
+    }
+
+    /// True if the lease is abandoned: the body had not started.
+    func expire() -> Bool {
+        state.withLock { s in
+            guard case .waiting = s else { return false }
+            s = .expired
+            return true
+        }
+    }
+}
+
+/// When a query last succeeded, on the monotonic clock.
+final class QueryHealth: Sendable {
+    /// From the store's creation: a node that just started is given the benefit of the doubt.
+    private let last = Atomic<UInt64>(DispatchTime.now().uptimeNanoseconds)
+
+    func succeeded() { last.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed) }
+
+    func succeeded(within limit: Duration) -> Bool {
+        // `last` first: a success stored after `now` was read counts as age 0, not as a wrap-around.
+        let last = last.load(ordering: .relaxed)
+        let now = DispatchTime.now().uptimeNanoseconds
+        let age = now > last ? now - last : 0
+        return Duration.nanoseconds(Int64(clamping: age)) < limit
+    }
+}
+
+extension PostgresRandomAccessRow: SQLRow {
+    public func text(_ column: String) throws -> String { try self[column].decode(String.self) }
+    public func textOrNil(_ column: String) throws -> String? { try self[column].decode(String?.self) }
+    public func integer(_ column: String) throws -> Int64 { try self[column].decode(Int64.self) }
+    public func integerOrNil(_ column: String) throws -> Int64? { try self[column].decode(Int64?.self) }
+    public func blob(_ column: String) throws -> [UInt8] { [UInt8](try self[column].decode(ByteBuffer.self).readableBytesView) }
+    public func blobOrNil(_ column: String) throws -> [UInt8]? {
+        try self[column].decode(ByteBuffer?.self).map { [UInt8]($0.readableBytesView) }
+    }
+    public func bool(_ column: String) throws -> Bool {
+        let cell = self[column]
+        // A boolean expression is `boolean`; a flag column is an integer.
+        if cell.dataType == .bool { return try cell.decode(Bool.self) }
+        return try cell.decode(Int64.self) != 0
+    }
+    public func text(at index: Int) throws -> String { try self[index].decode(String.self) }
+    public func textOrNil(at index: Int) throws -> String? { try self[index].decode(String?.self) }
+}

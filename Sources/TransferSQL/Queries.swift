@@ -1,0 +1,225 @@
+import TransferCore
+
+// The few places where the dialects differ, each spelled once.
+extension SQL {
+    /// Locks the rows read until the transaction ends. PostgreSQL: `FOR UPDATE`, so concurrent
+    /// operations on any node serialise on them. SQLite: nothing, its writer holds the only write lock.
+    public static let forUpdate = SQL(sqlite: "", postgres: " FOR UPDATE")
+    /// `forUpdate` for a join: only the pair rows (`p`) are locked.
+    public static let forUpdateOfPairs = SQL(sqlite: "", postgres: " FOR UPDATE OF p")
+    /// `forUpdate`, skipping rows another transaction holds instead of waiting for them.
+    public static let forUpdateSkipLocked = SQL(sqlite: "", postgres: " FOR UPDATE SKIP LOCKED")
+    /// A NULL the union's other branches type as text (PostgreSQL cannot guess it).
+    public static let nullText = SQL(sqlite: "NULL", postgres: "NULL::text")
+
+    /// The session columns of `device_accounts`, cleared.
+    public static let noSession: SQL = """
+        session_id = NULL, session_started_at = NULL, refresh_hash = NULL, refresh_generation = NULL,
+        refresh_expires_at = NULL, key_by_device = NULL, key_by_token = NULL
+        """
+
+    /// Account `a`'s migration flag at `now`: a pending transfer that has not expired
+    /// (`TransferRecord.isOpen(at:)` in SQL).
+    public static func migrationFlag(at now: Timestamp) -> SQL {
+        "EXISTS (SELECT 1 FROM transfers t WHERE t.account_id = a.id AND t.state = 'pending' AND t.expires_at > \(now))"
+    }
+}
+
+/// Every read statement, written once; the decoders are in `Rows`.
+public enum Queries {
+    public static func device(_ id: String, lock: Bool) -> SQL {
+        "SELECT * FROM devices WHERE id = \(id)\(lock ? SQL.forUpdate : "")"
+    }
+
+    /// A device's pairs, oldest first, each with its account's name, deletion and migration flag.
+    public static func pairs(ofDevice id: String, at now: Timestamp, lock: Bool) -> SQL {
+        """
+        SELECT p.*, a.user_name, a.deleted_at IS NOT NULL AS deleted, \(SQL.migrationFlag(at: now)) AS flag
+        FROM device_accounts p JOIN accounts a ON a.id = p.account_id
+        WHERE p.device_id = \(id) ORDER BY p.added_at, p.account_id\(lock ? SQL.forUpdateOfPairs : "")
+        """
+    }
+
+    public static func transfer(id: String) -> SQL { "SELECT * FROM transfers WHERE id = \(id)\(SQL.forUpdate)" }
+
+    public static func pendingTransfers(_ q: PendingTransferQuery) -> SQL {
+        """
+        SELECT * FROM transfers WHERE state = 'pending' AND (account_id = \(q.accountID) OR email_key = \(q.emailKey))
+        ORDER BY created_at, id\(SQL.forUpdate)
+        """
+    }
+
+    /// Which session a refresh token is or was the token of.
+    public static func refreshToken(_ hash: SecretHash) -> SQL {
+        """
+        SELECT device_id, account_id, session_id, \(SQL.nullText) AS client_id FROM device_accounts WHERE refresh_hash = \(hash)
+        UNION ALL
+        SELECT device_id, account_id, session_id, client_id FROM sibling_sessions WHERE refresh_hash = \(hash)
+        UNION ALL
+        SELECT device_id, account_id, session_id, client_id FROM rotated_refresh_tokens WHERE token_hash = \(hash)
+        LIMIT 1
+        """
+    }
+
+    public static func siblingSession(_ lookup: RefreshTokenLookup, client: String) -> SQL {
+        """
+        SELECT * FROM sibling_sessions
+        WHERE device_id = \(lookup.deviceID) AND account_id = \(lookup.accountID) AND client_id = \(client)\(SQL.forUpdate)
+        """
+    }
+
+    public static func handoffCodeDevice(_ hash: SecretHash) -> SQL { "SELECT device_id FROM handoff_codes WHERE code_hash = \(hash)" }
+    public static func handoffCode(_ hash: SecretHash) -> SQL { "SELECT * FROM handoff_codes WHERE code_hash = \(hash)\(SQL.forUpdate)" }
+
+    public static func activeDevices(ofAccount account: String) -> SQL {
+        "SELECT device_id FROM device_accounts WHERE account_id = \(account) AND state = 'active'"
+    }
+
+    public static func account(_ id: String, at now: Timestamp) -> SQL {
+        """
+        SELECT a.id AS account_id, a.user_name, a.deleted_at, \(SQL.migrationFlag(at: now)) AS flag FROM accounts a
+        WHERE a.id = \(id)\(SQL.forUpdate)
+        """
+    }
+
+    /// Serialises writers that read the signing keys: nodes starting together on an empty
+    /// table, one inserts the key and the others then read it. PostgreSQL only: SQLite's
+    /// writer is already alone.
+    public static let signingKeysLock: SQL = "SELECT pg_advisory_xact_lock(\(signingKeysLockKey))"
+    public static let signingKeysLockKey: Int64 = 0x7472_616E_7366_6572 + 1
+    public static let signingKeys: SQL = "SELECT kid, algorithm, private_key, created_at, retired_at FROM signing_keys ORDER BY created_at, kid"
+
+    public static func serviceKey(name: String) -> SQL { "SELECT * FROM service_keys WHERE name = \(name)\(SQL.forUpdate)" }
+    public static func serviceKey(hash: SecretHash) -> SQL { "SELECT * FROM service_keys WHERE key_hash = \(hash)" }
+    public static func appleNonce(_ hash: SecretHash) -> SQL { "SELECT expires_at FROM apple_nonces WHERE nonce_hash = \(hash)\(SQL.forUpdate)" }
+    public static func appleLink(sub: String, lock: Bool) -> SQL { "SELECT * FROM apple_links WHERE sub = \(sub)\(lock ? SQL.forUpdate : "")" }
+    public static func appleLink(account: String, lock: Bool) -> SQL {
+        "SELECT * FROM apple_links WHERE account_id = \(account)\(lock ? SQL.forUpdate : "")"
+    }
+    public static func appleNotification(jti: String) -> SQL { "SELECT 1 AS seen FROM apple_notifications WHERE jti = \(jti)" }
+
+    /// Outbox messages due now, the oldest of their (kind, account) each: a later message of
+    /// an account is not due while an earlier one is pending. Rows another node is leasing
+    /// right now are skipped, not waited for.
+    public static func dueOutbox(_ q: DueOutboxQuery, at now: Timestamp) -> SQL {
+        """
+        SELECT * FROM outbox o
+        WHERE o.kind = \(q.kind) AND o.state = 'pending' AND o.next_attempt_at <= \(now) AND (o.leased_until IS NULL OR o.leased_until <= \(now))
+          AND NOT EXISTS (
+            SELECT 1 FROM outbox p WHERE p.kind = o.kind AND p.account_id = o.account_id AND p.state = 'pending' AND p.seq < o.seq)
+        ORDER BY o.seq LIMIT \(q.limit)\(SQL.forUpdateSkipLocked)
+        """
+    }
+    public static func outboxMessage(id: String) -> SQL { "SELECT * FROM outbox WHERE id = \(id)\(SQL.forUpdate)" }
+    public static let failedOutbox: SQL = "SELECT * FROM outbox WHERE state = 'failed' ORDER BY seq\(SQL.forUpdate)"
+
+    // Reads outside operations.
+
+    public static func openSession(sessionID: String, accountID: String, deviceID: String, clientID: String?) -> SQL {
+        if let clientID {
+            // A sibling session exists only while its pair is active (the schema's triggers).
+            return """
+                SELECT 1 AS open FROM sibling_sessions
+                WHERE device_id = \(deviceID) AND account_id = \(accountID) AND client_id = \(clientID) AND session_id = \(sessionID)
+                """
+        }
+        return """
+            SELECT 1 AS open FROM device_accounts
+            WHERE device_id = \(deviceID) AND account_id = \(accountID) AND state = 'active' AND session_id = \(sessionID)
+            """
+    }
+
+    public static func accountSummary(_ id: String) -> SQL { "SELECT user_name, created_at, moved_to_device_id FROM accounts WHERE id = \(id)" }
+
+    public static func openTransfer(ofAccount id: String, at now: Timestamp) -> SQL {
+        "SELECT email, created_at, expires_at FROM transfers WHERE account_id = \(id) AND state = 'pending' AND expires_at > \(now)"
+    }
+
+    public static func boundDevices(ofAccount id: String) -> SQL {
+        "SELECT device_id, added_at, last_login_at FROM device_accounts WHERE account_id = \(id) AND state = 'active' ORDER BY added_at"
+    }
+
+    /// `DeviceRecord.routesPushes(to:)` in SQL: active pair, pushes on, mode `all` or the current account.
+    public static func pushRoutes(accountIDs: [String]) -> SQL {
+        """
+        SELECT t.provider, t.token, t.environment, t.device_id, p.account_id
+        FROM \(idTable: accountIDs)
+        JOIN device_accounts p ON p.account_id = j.value AND p.state = 'active' AND p.push_enabled = 1
+        JOIN devices d ON d.id = p.device_id
+        JOIN push_tokens t ON t.device_id = p.device_id
+        WHERE d.push_mode = 'all' OR d.current_account_id = p.account_id
+        ORDER BY t.device_id, t.provider, p.account_id
+        """
+    }
+
+    public static func outboxStats(kind: OutboxKind) -> SQL {
+        """
+        SELECT COUNT(*) FILTER (WHERE state = 'pending') AS pending, COUNT(*) FILTER (WHERE state = 'failed') AS failed,
+               MIN(created_at) FILTER (WHERE state = 'pending') AS oldest
+        FROM outbox WHERE kind = \(kind)
+        """
+    }
+
+    public static func pendingTransfer(emailKey: String) -> SQL { "SELECT * FROM transfers WHERE email_key = \(emailKey) AND state = 'pending'" }
+
+    // Support (the `transfer` command line).
+
+    /// Accounts `query` names, the first way each matched first.
+    public static func findAccounts(lower: String, emailKey: String) -> SQL {
+        """
+        SELECT m.account_id, m.field, a.user_name FROM (
+            SELECT id AS account_id, 'accountId' AS field, 1 AS rank FROM accounts WHERE id = \(lower)
+            UNION ALL SELECT id, 'userName', 2 FROM accounts WHERE user_name = \(lower)
+            UNION ALL SELECT account_id, 'deviceId', 3 FROM device_accounts WHERE device_id = \(lower)
+            UNION ALL SELECT account_id, 'email', 4 FROM transfers WHERE email_key = \(emailKey)
+        ) m JOIN accounts a ON a.id = m.account_id
+        ORDER BY m.rank
+        """
+    }
+
+    public static func accountRow(_ id: String) -> SQL { "SELECT * FROM accounts WHERE id = \(id)" }
+
+    /// Every device the account is or was on, in the order it was added.
+    public static func devicesEver(ofAccount id: String) -> SQL {
+        "SELECT device_id FROM device_accounts WHERE account_id = \(id) ORDER BY added_at, device_id"
+    }
+
+    public static func pendingTransfer(ofAccount id: String) -> SQL { "SELECT * FROM transfers WHERE account_id = \(id) AND state = 'pending'" }
+
+    public static func recentEvents(ofAccount id: String, limit: Int) -> SQL {
+        "SELECT * FROM (SELECT * FROM audit_events WHERE account_id = \(id) ORDER BY id DESC LIMIT \(limit)) e ORDER BY id"
+    }
+
+    public static func pushTokens(ofAccount id: String) -> SQL {
+        """
+        SELECT t.* FROM push_tokens t JOIN device_accounts p ON p.device_id = t.device_id
+        WHERE p.account_id = \(id) AND p.state = 'active' ORDER BY t.device_id, t.provider
+        """
+    }
+
+    public static func siblingSessions(ofAccount id: String) -> SQL {
+        "SELECT * FROM sibling_sessions WHERE account_id = \(id) ORDER BY device_id, client_id"
+    }
+
+    public static func history(ofAccount id: String) -> SQL { "SELECT * FROM audit_events WHERE account_id = \(id) ORDER BY id" }
+
+    public static func stats(at now: Timestamp) -> SQL {
+        let dayAgo = now - .seconds(86_400)
+        return """
+            SELECT
+              (SELECT COUNT(*) FROM accounts WHERE deleted_at IS NULL) AS accounts,
+              (SELECT COUNT(*) FROM devices WHERE retired_at IS NULL) AS active_devices,
+              (SELECT COUNT(*) FROM transfers WHERE state = 'pending' AND expires_at > \(now)) AS pending,
+              (SELECT COUNT(*) FROM transfers WHERE state = 'claimed') AS claimed,
+              (SELECT COUNT(*) FROM transfers WHERE state = 'expired' OR (state = 'pending' AND expires_at <= \(now))) AS expired,
+              (SELECT COUNT(*) FROM transfers WHERE state = 'cancelled') AS cancelled,
+              (SELECT COUNT(*) FROM transfers WHERE state = 'voided') AS voided,
+              (SELECT COUNT(*) FROM transfers WHERE state = 'pending' AND expires_at > \(now) AND locked_until > \(now)) AS locked,
+              (SELECT COUNT(*) FROM audit_events WHERE kind = 'transfer.claimed' AND at > \(dayAgo)) AS won,
+              (SELECT COUNT(*) FROM audit_events WHERE kind = 'transfer.claim_failed' AND at > \(dayAgo)) AS failed
+            """
+    }
+
+    public static let serviceKeys: SQL = "SELECT * FROM service_keys ORDER BY created_at, name"
+    public static func outbox(limit: Int) -> SQL { "SELECT * FROM outbox ORDER BY seq LIMIT \(limit)" }
+}

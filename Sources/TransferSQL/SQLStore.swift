@@ -1,0 +1,104 @@
+import Foundation
+import TransferCore
+
+/// A store that speaks SQL: it runs read plans on one snapshot of its database, and all
+/// reads outside operations follow from that, written once here. Each store keeps only what
+/// truly differs: connections, transactions and retries, locking, its fast paths, pruning.
+public protocol SQLStore: SupportStore {
+    /// Runs `plan` on one snapshot (SQLite: one read transaction; PostgreSQL: one connection).
+    func read<Plan: ReadPlan>(_ plan: Plan) async throws -> Plan.Output
+}
+
+extension SQLStore {
+    public func isSessionValid(sessionID: String, accountID: String, deviceID: String, clientID: String?) async throws -> Bool {
+        try await read(
+            FirstRow(Queries.openSession(sessionID: sessionID, accountID: accountID, deviceID: deviceID, clientID: clientID)) { _ in true }
+        ) ?? false
+    }
+
+    public func device(_ id: String, at now: Timestamp) async throws -> DeviceRecord? {
+        try await read(DevicePlan(id, at: now))
+    }
+
+    public func profile(accountID: String, at now: Timestamp) async throws -> AccountProfile? {
+        try await read(ProfilePlan(accountID: accountID, at: now))
+    }
+
+    public func pushRoutes(accountIDs: [String]) async throws -> [PushRoute] {
+        try await read(AllRows(Queries.pushRoutes(accountIDs: accountIDs), Rows.pushRoute))
+    }
+
+    public func outboxStats(kind: OutboxKind) async throws -> OutboxStats {
+        try await read(
+            FirstRow(Queries.outboxStats(kind: kind)) {
+                OutboxStats(pending: try $0.int("pending"), failed: try $0.int("failed"), oldestPendingAt: try $0.timeOrNil("oldest"))
+            }) ?? OutboxStats(pending: 0, failed: 0, oldestPendingAt: nil)
+    }
+
+    public func signingKeys() async throws -> [SigningKeyRecord] {
+        try await read(AllRows(Queries.signingKeys, Rows.signingKey))
+    }
+
+    public func appleLink(sub: String) async throws -> AppleLink? {
+        try await read(FirstRow(Queries.appleLink(sub: sub, lock: false), Rows.appleLink))
+    }
+
+    public func serviceKey(hash: SecretHash) async throws -> ServiceKeyRecord? {
+        try await read(FirstRow(Queries.serviceKey(hash: hash), Rows.serviceKey))
+    }
+
+    public func pendingTransfer(emailKey: String) async throws -> TransferRecord? {
+        try await read(FirstRow(Queries.pendingTransfer(emailKey: emailKey), Rows.transfer))
+    }
+
+    // SupportStore
+
+    public func findAccounts(_ query: String) async throws -> [AccountMatch] {
+        let q = query.trimmingCharacters(in: .whitespacesAndNewlines)
+        let rows = try await read(
+            AllRows(Queries.findAccounts(lower: q.lowercased(), emailKey: q.precomposedStringWithCanonicalMapping.lowercased())) {
+                AccountMatch(
+                    accountID: try $0.text("account_id"), userName: try $0.text("user_name"),
+                    matchedBy: try UnknownStoredValue.decode(try $0.text("field"), column: "field"))
+            })
+        // One line per account: the first way it matched, in the query's order.
+        var matches: [AccountMatch] = []
+        for match in rows where !matches.contains(where: { $0.accountID == match.accountID }) { matches.append(match) }
+        return matches
+    }
+
+    public func report(accountID: String, at now: Timestamp, recentEvents: Int) async throws -> AccountReport? {
+        try await read(ReportPlan(accountID: accountID, at: now, recentEvents: recentEvents))
+    }
+
+    public func history(accountID: String) async throws -> [AuditEvent] {
+        try await read(AllRows(Queries.history(ofAccount: accountID), Rows.event))
+    }
+
+    public func stats(at now: Timestamp) async throws -> SupportStats {
+        let stats = try await read(
+            FirstRow(Queries.stats(at: now)) {
+                SupportStats(
+                    accounts: try $0.int("accounts"), activeDevices: try $0.int("active_devices"), transfersPending: try $0.int("pending"),
+                    transfersClaimed: try $0.int("claimed"), transfersExpired: try $0.int("expired"),
+                    transfersCancelled: try $0.int("cancelled"), transfersVoided: try $0.int("voided"), lockedNow: try $0.int("locked"),
+                    claimsWonLast24h: try $0.int("won"), claimsFailedLast24h: try $0.int("failed"))
+            })
+        guard let stats else { throw MissingRow(query: "stats") }
+        return stats
+    }
+
+    public func serviceKeys() async throws -> [ServiceKeyRecord] {
+        try await read(AllRows(Queries.serviceKeys, Rows.serviceKey))
+    }
+
+    public func outbox(limit: Int) async throws -> [OutboxMessage] {
+        try await read(AllRows(Queries.outbox(limit: limit), Rows.outboxMessage))
+    }
+}
+
+/// A query that always answers a row answered none: the schema is not what this version expects.
+public struct MissingRow: Error, CustomStringConvertible {
+    public let query: String
+    public var description: String { "the \(query) query answered no row" }
+}
