@@ -51,6 +51,12 @@ extension HTTPTransport {
             return try await send(request)
         } catch let error as CancellationError {
             throw error
+        } catch let error as URLError where error.code == .cancelled {
+            // URLSession's answer to a cancelled task (a SwiftUI `.task` that went away): not a
+            // network failure, and apps already ignore CancellationError.
+            throw CancellationError()
+        } catch where Task.isCancelled {
+            throw CancellationError()
         } catch {
             throw TransferError(.network, "The service could not be reached: \(error.localizedDescription)")
         }

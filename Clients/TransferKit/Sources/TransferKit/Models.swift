@@ -65,9 +65,17 @@ public enum LaunchResult: Sendable, Equatable {
     /// or start a new account with ``TransferClient/startOver()`` then ``TransferClient/launch()``.
     /// Nothing was created.
     case restoredOntoNewPhone(previousAccounts: [Account])
-    /// The credential store cannot be read now (the phone is locked before its first unlock).
-    /// Nothing was created; launch again later (e.g. on `protectedDataDidBecomeAvailable`).
-    case storageUnavailable
+    /// The current account moved to another phone (a claim there), and other accounts remain
+    /// on this one: tell the user, and pick one of `remainingAccounts` with
+    /// ``TransferClient/switchAccount(to:)`` (until then every launch answers this).
+    case currentAccountMoved(accountId: String?, transferredAt: Date?, remainingAccounts: [Account])
+    /// The credential store cannot be used now; ``StorageError/kind`` says why:
+    /// ``StorageError/Kind/locked`` (the phone is locked before its first unlock: launch again
+    /// later, e.g. on `protectedDataDidBecomeAvailable`), ``StorageError/Kind/missingEntitlement``
+    /// (a build without the Keychain access group it names: a bug), ``StorageError/Kind/undecodable``
+    /// (the identity item does not decode: it is never replaced behind your back; ``TransferClient/startOver()``
+    /// if the user agrees). Nothing was created.
+    case storageUnavailable(StorageError)
 }
 
 /// What a claim (by email or Apple ID) does when this phone already holds accounts.
@@ -218,6 +226,20 @@ public enum APNsEnvironment: String, Sendable {
     case production
     /// The sandbox gateway (development builds).
     case sandbox
+
+    /// The gateway of this build: ``sandbox`` when compiled for debugging (`DEBUG`), else ``production``.
+    public static var forThisBuild: APNsEnvironment { forBuild(debug: isDebugBuild) }
+
+    /// The gateway a build gets: ``sandbox`` for a debug build.
+    static func forBuild(debug: Bool) -> APNsEnvironment { debug ? .sandbox : .production }
+
+    static var isDebugBuild: Bool {
+        #if DEBUG
+        true
+        #else
+        false
+        #endif
+    }
 }
 
 /// Which of the phone's accounts its push tokens reach.

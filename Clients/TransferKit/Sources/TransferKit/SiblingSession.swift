@@ -27,7 +27,7 @@ import FoundationNetworking
 /// func loadFeed() async throws -> Data {
 ///     do {
 ///         return try await session.withAccessToken { token in try await myBackend.feed(bearer: token) }
-///     } catch let error as TransferError where error.kind == .handoffRequired {
+///     } catch let error as TransferError where error.code == .handoffRequired {
 ///         showSignInThroughHostApp()
 ///         throw error
 ///     }
@@ -122,7 +122,7 @@ public actor SiblingSession {
         let token = try await accessToken()
         do {
             return try await body(token)
-        } catch let error as TransferError where error.kind == .invalidToken {
+        } catch let error as TransferError where error.code == .invalidToken {
             return try await body(renewedAccessToken(rejected: token))
         }
     }
@@ -184,7 +184,7 @@ public actor SiblingSession {
         }
         guard response.isSuccess else {
             let error = TransferError(response: response)
-            guard error.kind == .invalidRefreshToken || error.kind == .invalidToken else { throw error }
+            guard error.code == .invalidRefreshToken || error.code == .invalidToken else { throw error }
             end()
             throw Self.handoffRequired("The service ended the sibling session (\(error.code))")
         }
@@ -205,7 +205,7 @@ public actor SiblingSession {
         do {
             stored = try credentials.read(StoredSiblingSession.self, StoreKey.siblingSession(clientId: clientId))
         } catch {
-            throw TransferError(.storageUnavailable, "The credential store cannot be read now: \(error)")
+            throw TransferError(storage: error)
         }
         loaded = true
         return stored

@@ -17,6 +17,7 @@ extension TransferClient {
     ///
     /// - Throws: ``TransferError/Kind/accountNotOnDevice`` when the account is not on this phone.
     public func switchAccount(to accountId: String) async throws {
+        try restoreIfNeeded()
         let id = accountId.lowercased()
         _ = try await request(.setCurrentAccount, as: id, body: CurrentAccountRequest(accountId: id))
         setAccounts(accountList.map { account in
@@ -57,7 +58,7 @@ extension TransferClient {
     ///   and it has neither a pending transfer nor a linked Apple ID, and `abandon` is false: offer
     ///   to set up a transfer first, or confirm and remove with `abandon: true`.
     public func removeAccount(_ accountId: String, abandon: Bool = false) async throws {
-        let id = accountId.lowercased()
+        let id = try resolve(accountId)
         let wasCurrent = current == id
         _ = try await request(
             .removeAccount, as: id, path: ["accountId": id], query: abandon ? ["abandon": "true"] : [:])
@@ -92,10 +93,15 @@ extension TransferClient {
     /// After the account left this phone (removed or deleted): forgets it, emits `event`, and
     /// catches up with the service: no account left retires the identity, a current one gone
     /// makes another current.
+    ///
+    /// "No account left" is judged from the list read from the store (every caller restored it
+    /// first), and only when that list knew the account: a list that is missing or out of date
+    /// never makes TransferKit throw away an identity other accounts are bound to.
     private func left(_ accountId: String, wasCurrent: Bool, event: TransferEvent) async {
+        let known = accountList.contains { $0.id == accountId }
         drop(accountId)
         hub.emit(event)
-        if accountList.isEmpty {
+        if known && accountList.isEmpty {
             try? startOver()
         } else if wasCurrent, (try? await accounts()) != nil, let now = current {
             hub.emit(.switched(accountId: now))
@@ -109,11 +115,14 @@ extension TransferClient {
     /// (``createHandoffCode(forClient:codeChallenge:account:)``). When the access token has
     /// expired, the refresh token renews it for the logout only, so that the service still ends
     /// the session. A renewal under way for it is dropped when it arrives. Nothing stays stored
-    /// even if the service cannot be reached.
-    public func signOut(_ accountId: String? = nil) async {
-        guard let id = try? resolve(accountId) else { return }
-        try? loadSessionsIfNeeded()
-        let tokens = sessions[id]
+    /// even if the service cannot be reached. Works before ``launch()`` too (it reads the stores).
+    ///
+    /// - Throws: ``TransferError/Code/notSignedIn`` when there is no such account (no current
+    ///   one), ``TransferError/Code/storageUnavailable`` when the stores cannot be read now
+    ///   (nothing was forgotten: try again after unlock).
+    public func signOut(_ accountId: String? = nil) async throws {
+        let id = try resolve(accountId)
+        let tokens = try cachedSession(id)
         forget(id)
         hub.emit(.signedOut(accountId: id))
         if let tokens { await transport.logOut(tokens, baseURL: baseURL) }

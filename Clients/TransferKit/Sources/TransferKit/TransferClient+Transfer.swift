@@ -54,23 +54,29 @@ extension TransferClient {
 
     /// Sends a claim (`endpoint`, its body made with this phone's identity) and keeps the session
     /// it brings: the claimed account becomes the current one.
+    ///
+    /// `409 device_retired` says this phone's device id can never be bound again (every account
+    /// left it): when the phone holds no account, TransferKit starts over with a new identity
+    /// and sends the claim once more.
     func claim<Body: Encodable>(_ endpoint: Endpoint, body: (DeviceIdentity) -> Body) async throws -> Account {
-        let identity = try identityForClaim()
-        do {
-            try loadSessionsIfNeeded()
-        } catch {
-            throw storageUnavailable(error)
+        var identity = try identityForClaim()
+        var response = try await send(endpoint, body: Wire.encode(body(identity)))
+        if !response.isSuccess, TransferError(response: response).code == .deviceRetired, accountList.isEmpty {
+            try startOver()
+            identity = try identityForClaim()
+            response = try await send(endpoint, body: Wire.encode(body(identity)))
         }
-        let session = try Wire.decode(SessionBody.self, from: try await send(endpoint, body: Wire.encode(body(identity))).succeeded())
+        let session = try Wire.decode(SessionBody.self, from: try response.succeeded())
 
         // With `.replace` the phone's other accounts left it: drop their tokens.
         let onDevice = Set(session.accounts.map(\.accountId))
-        for id in Array(sessions.keys) where !onDevice.contains(id) { forget(id) }
+        for id in Set(sessions.keys).union(accountList.map(\.id)) where !onDevice.contains(id) { forget(id) }
         let removed = accountList.filter { !onDevice.contains($0.id) }
         apply(session)
         for account in removed { hub.emit(.accountRemoved(accountId: account.id)) }
         hub.emit(.signedIn(accountId: session.accountId, created: session.created))
         hub.emit(.switched(accountId: session.accountId))
+        await uploadPendingPushToken()
         return accountList.first { $0.id == session.accountId }
             ?? Account(id: session.accountId, userName: session.userName, isCurrent: true)
     }

@@ -118,8 +118,8 @@ public final class SimulatedPhone: @unchecked Sendable {
     }
 
     /// Ends the account's session (the current one when nil) and forgets its tokens.
-    public func signOut(_ accountId: String? = nil) async {
-        await client.signOut(accountId)
+    public func signOut(_ accountId: String? = nil) async throws {
+        try await client.signOut(accountId)
     }
 
     /// A valid access token of the account (the current one when nil).
@@ -130,7 +130,7 @@ public final class SimulatedPhone: @unchecked Sendable {
     // MARK: Push
 
     /// Registers an APNs token for the phone (e.g. 32 bytes of your choice on a staging server).
-    public func registerPushToken(apns deviceToken: Data, environment: APNsEnvironment = .production) async throws {
+    public func registerPushToken(apns deviceToken: Data, environment: APNsEnvironment? = nil) async throws {
         try await client.registerPushToken(apns: deviceToken, environment: environment)
     }
 
@@ -245,8 +245,14 @@ extension TransferEvent {
         case accountDeleted
         /// ``TransferEvent/restoredOntoNewPhone(previousAccounts:)``
         case restoredOntoNewPhone
-        /// ``TransferEvent/storageUnavailable``
+        /// ``TransferEvent/storageUnavailable(_:)``
         case storageUnavailable
+        /// ``TransferEvent/unreadableDataDiscarded(_:)``
+        case unreadableDataDiscarded
+        /// ``TransferEvent/startedOver``
+        case startedOver
+        /// ``TransferEvent/stateChanged(_:)``
+        case stateChanged
     }
 
     /// The event's case without its values.
@@ -263,6 +269,9 @@ extension TransferEvent {
         case .accountDeleted: .accountDeleted
         case .restoredOntoNewPhone: .restoredOntoNewPhone
         case .storageUnavailable: .storageUnavailable
+        case .unreadableDataDiscarded: .unreadableDataDiscarded
+        case .startedOver: .startedOver
+        case .stateChanged: .stateChanged
         }
     }
 }
