@@ -59,10 +59,20 @@ public actor SiblingSession {
     ///   - clientId: this app's client id, as listed in the service's `--handoff-clients`.
     ///   - credentials: where the tokens are kept; on iOS a ``KeychainCredentialStore``. Sibling
     ///     apps may share one (a Keychain access group): each keeps its session under its own key.
-    ///   - urlSession: the session requests go through.
-    public init(baseURL: URL, clientId: String, credentials: any CredentialStore, urlSession: URLSession = .shared) {
+    ///   - transport: how requests reach the service (see ``Transport``).
+    ///   - clock: the time renewals are planned with.
+    public init(
+        baseURL: URL, clientId: String, credentials: any CredentialStore, transport: Transport = .urlSession(.shared),
+        clock: @escaping @Sendable () -> Date = { Date() }
+    ) {
         self.init(
-            baseURL: baseURL, clientId: clientId, credentials: credentials, transport: URLSessionTransport(session: urlSession))
+            baseURL: baseURL, clientId: clientId, credentials: credentials, transport: transport as any HTTPTransport,
+            now: clock)
+    }
+
+    /// A sibling session whose requests go through `urlSession` (TransferKit 1's initialiser).
+    public init(baseURL: URL, clientId: String, credentials: any CredentialStore, urlSession: URLSession) {
+        self.init(baseURL: baseURL, clientId: clientId, credentials: credentials, transport: .urlSession(urlSession))
     }
 
     init(

@@ -61,14 +61,29 @@ public actor TransferClient {
     ///     onto a new phone, the list arrives without the identity, and ``launch()`` reports
     ///     ``LaunchResult/restoredOntoNewPhone(previousAccounts:)`` instead of creating an account.
     ///     Nil keeps the list in `credentials` (such a restore then looks like a first launch).
-    ///   - urlSession: the session requests go through.
+    ///   - sharesSessions: true when other processes (an app extension, a widget) use the same
+    ///     stores at the same time. Renewals then log in with the device secret instead of
+    ///     refreshing: a login never rotates the refresh token (the contract's rule), so one
+    ///     process's renewal never revokes the tokens another holds.
+    ///   - transport: how requests reach the service (``Transport/urlSession(_:headers:)`` by
+    ///     default; your own for tests, previews, or an HTTP stack of your choice).
+    ///   - clock: the time TransferKit plans token renewals with (tests move it by hand).
     public init(
         baseURL: URL, credentials: any CredentialStore, accountList: (any CredentialStore)? = nil,
-        urlSession: URLSession = .shared
+        sharesSessions: Bool = false, transport: Transport = .urlSession(.shared),
+        clock: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.init(
             baseURL: baseURL, credentials: credentials, accountList: accountList,
-            transport: URLSessionTransport(session: urlSession))
+            transport: transport as any HTTPTransport, now: clock, sharesSessions: sharesSessions)
+    }
+
+    /// A client whose requests go through `urlSession` (TransferKit 1's initialiser).
+    public init(
+        baseURL: URL, credentials: any CredentialStore, accountList: (any CredentialStore)? = nil,
+        urlSession: URLSession
+    ) {
+        self.init(baseURL: baseURL, credentials: credentials, accountList: accountList, transport: .urlSession(urlSession))
     }
 
     init(

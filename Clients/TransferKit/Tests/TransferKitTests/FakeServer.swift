@@ -182,7 +182,7 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
             guard let token = body["refreshToken"] as? String, let pair = refreshTokens.removeValue(forKey: token) else {
                 return error(401, "invalid_refresh_token")
             }
-            return session(pair, created: false, status: 200)
+            return session(pair, created: false, status: 200, rotate: true)
         case Endpoint.logout.description:
             // The host's logout also ends the sibling sessions of its pair.
             let pair = caller!
@@ -385,7 +385,7 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
         }
         handoffCodes[code]!.used = true
         accessTokens = accessTokens.filter { $0.value != sibling }  // a later hand-off replaces the session
-        return session(sibling, created: false, status: 200)
+        return session(sibling, created: false, status: 200, rotate: true)
     }
 
     /// A moved account stays its old device's current one (the plain login keeps answering 410).
@@ -400,9 +400,13 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
         accessTokens = accessTokens.filter { $0.value.account != account }
     }
 
-    private func session(_ pair: Pair, created: Bool, status: Int) -> HTTPResponse {
-        let access = "at-\(newID())", refresh = "rt-\(newID())"
+    /// A session of `pair`: a new access token, and the session's refresh token. Only a refresh
+    /// rotates it (the contract); a login or claim of an open session returns the current one.
+    private func session(_ pair: Pair, created: Bool, status: Int, rotate: Bool = false) -> HTTPResponse {
+        let access = "at-\(newID())"
         accessTokens[access] = pair
+        let open = refreshTokens.first { $0.value == pair }?.key
+        let refresh = (rotate ? nil : open) ?? "rt-\(newID())"
         refreshTokens = refreshTokens.filter { $0.value != pair }
         refreshTokens[refresh] = pair
         let device = devices[pair.device]!
