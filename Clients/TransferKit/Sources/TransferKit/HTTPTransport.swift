@@ -135,3 +135,25 @@ extension Transport: HTTPTransport {
         return HTTPResponse(status: http.statusCode, headers: headers, body: data)
     }
 }
+
+extension Transport {
+    /// This transport, writing one line per request to `logger`: method, path, status and
+    /// duration (never a header, body or token). Nil: this transport as is.
+    public func logging(_ logger: (@Sendable (String) -> Void)?) -> Transport {
+        guard let logger else { return self }
+        let perform = self.perform
+        return Transport { request in
+            let started = Date()
+            let line = "TransferKit: \(request.httpMethod ?? "GET") \(request.url?.path ?? "?")"
+            func elapsed() -> Int { Int(Date().timeIntervalSince(started) * 1000) }
+            do {
+                let (data, response) = try await perform(request)
+                logger("\(line) → \(response.statusCode) in \(elapsed()) ms")
+                return (data, response)
+            } catch {
+                logger("\(line) → failed in \(elapsed()) ms: \(type(of: error))")
+                throw error
+            }
+        }
+    }
+}

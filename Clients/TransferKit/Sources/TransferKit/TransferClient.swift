@@ -6,7 +6,7 @@ import FoundationNetworking
 /// The client of the device-transfer service: this phone's identity, its accounts and their
 /// sessions, transfers between phones, and push routing.
 ///
-/// Create one per app (``TransferClient/standard(baseURL:keychainService:accessGroup:)`` on Apple
+/// Create one per app (``TransferClient/standard(baseURL:keychain:appGroup:urlSession:headers:logger:migratingFrom:)`` on Apple
 /// platforms), subscribe to ``events``, then call ``launch()`` at every start:
 ///
 /// ```swift
@@ -14,7 +14,8 @@ import FoundationNetworking
 /// switch try await transfer.launch() {
 /// case .signedIn(let accountId, _): showHome(accountId)
 /// case .restoredOntoNewPhone: offerTransfer()
-/// case .storageUnavailable: break  // locked before first unlock: launch again later
+/// case .currentAccountMoved(_, _, let remaining): offerSwitch(to: remaining)
+/// case .storageUnavailable(let failure): handle(failure)  // .locked: launch again after unlock
 /// }
 /// ```
 ///
