@@ -101,6 +101,13 @@ public struct PendingTransfer: Sendable, Equatable {
     public let expiresAt: Date
     /// When the transfer was set up (known from ``TransferClient/profile(of:)``).
     public var createdAt: Date?
+
+    /// A pending transfer (for previews and tests).
+    public init(email: String, expiresAt: Date, createdAt: Date? = nil) {
+        self.email = email
+        self.expiresAt = expiresAt
+        self.createdAt = createdAt
+    }
 }
 
 /// An account as the service describes it to one of its sessions (`GET /v1/me`:
@@ -133,6 +140,29 @@ public struct AccountProfile: Sendable, Equatable, Identifiable {
         public let lastLoginAt: Date?
         /// Whether this is the device of the session that asked.
         public let isCurrent: Bool
+
+        /// A device (for previews and tests).
+        public init(id: String, boundAt: Date, lastLoginAt: Date? = nil, isCurrent: Bool) {
+            self.id = id
+            self.boundAt = boundAt
+            self.lastLoginAt = lastLoginAt
+            self.isCurrent = isCurrent
+        }
+    }
+
+    /// A profile (for previews and tests); ``migrationFlag`` is true exactly when `transfer` is given.
+    public init(
+        id: String, userName: String, createdAt: Date, transferId: String? = nil, transfer: PendingTransfer? = nil,
+        devices: [Device] = [], appleID: AppleIDLink? = nil
+    ) {
+        self.id = id
+        self.userName = userName
+        self.createdAt = createdAt
+        self.migrationFlag = transfer != nil
+        self.transferId = transferId
+        self.transfer = transfer
+        self.devices = devices
+        self.appleID = appleID
     }
 
     init(_ wire: MeBody) {
@@ -163,7 +193,8 @@ public struct AppleIDLink: Sendable, Equatable {
         self.init(email: wire.email, isPrivateEmail: wire.isPrivateEmail, linkedAt: wire.linkedAt)
     }
 
-    init(email: String?, isPrivateEmail: Bool?, linkedAt: Date? = nil) {
+    /// A link (for previews and tests).
+    public init(email: String?, isPrivateEmail: Bool?, linkedAt: Date? = nil) {
         self.email = email
         self.isPrivateEmail = isPrivateEmail
         self.linkedAt = linkedAt
@@ -183,6 +214,12 @@ public struct AppleNonce: Sendable, Equatable, CustomStringConvertible, CustomDe
     /// Seconds until the nonce expires (300).
     public let expiresIn: Int
 
+    /// A nonce (for previews and tests; the service's come from ``TransferClient/appleNonce()``).
+    public init(value: String, expiresIn: Int) {
+        self.value = value
+        self.expiresIn = expiresIn
+    }
+
     /// The lower-case hex SHA-256 of ``value``: the `nonce` of Apple's request.
     public var sha256: String { Hex.encode(SHA256.hash(value.utf8)) }
 
@@ -199,6 +236,12 @@ public struct HandoffCode: Sendable, Equatable, CustomStringConvertible, CustomD
     public let code: String
     /// Seconds until the code expires (60 by default): open the sibling's link right away.
     public let expiresIn: Int
+
+    /// A code (for previews and tests).
+    public init(code: String, expiresIn: Int) {
+        self.code = code
+        self.expiresIn = expiresIn
+    }
 
     /// Leaves the code out, so that a log line never carries it.
     public var description: String { "HandoffCode(code: \(Redacted.text), expiresIn: \(expiresIn))" }

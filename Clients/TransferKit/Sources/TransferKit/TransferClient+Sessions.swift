@@ -6,8 +6,11 @@ extension TransferClient {
     /// This is the one place requests are authorised, TransferKit's own and your backend's
     /// (which verifies the token with the service's JWKS). The token is renewed a little before
     /// it expires; concurrent callers share one renewal per account. When `body` throws
-    /// ``TransferError/accessTokenRejected`` (or any ``TransferError/Kind/invalidToken``),
+    /// ``TransferError/accessTokenRejected`` (or any ``TransferError/Code/invalidToken``),
     /// the token is renewed once and `body` runs once more.
+    ///
+    /// `body` runs on the caller's actor (the main actor in a view model), so it may touch the
+    /// caller's state; neither it nor its result needs to be `Sendable`.
     ///
     /// ```swift
     /// let profile = try await transfer.withAccessToken { token in
@@ -22,10 +25,39 @@ extension TransferClient {
     /// A renewal uses the refresh token; when the service refuses it (`invalid_refresh_token`),
     /// TransferKit logs in again with the device secret. When that login says the account moved,
     /// was deleted or the device revoked, the matching event is emitted and the error thrown.
-    public func withAccessToken<T: Sendable>(
-        of accountId: String? = nil, _ body: @Sendable (String) async throws -> T
+    public func withAccessToken<T>(
+        of accountId: String? = nil, isolation: isolated (any Actor)? = #isolation,
+        _ body: (String) async throws -> T
     ) async throws -> T {
-        try await authorized(resolve(accountId), body)
+        let id = try await resolvedAccount(accountId)
+        let token = try await accessToken(of: id)
+        do {
+            return try await body(token)
+        } catch let error as TransferError where error.code == .invalidToken {
+            return try await body(renewAccessToken(of: id, rejected: token))
+        }
+    }
+
+    /// A valid access token of the account (the current one when nil), renewed first when it is
+    /// about to expire (one renewal per account however many callers ask). For an HTTP stack's
+    /// interceptor: set it as the bearer token, and when your backend answers 401, ask
+    /// ``renewAccessToken(of:rejected:)`` for a new one and retry once.
+    public func accessToken(of accountId: String? = nil) async throws -> String {
+        try await accessToken(for: resolve(accountId))
+    }
+
+    /// A new access token of the account (the current one when nil), after your backend refused
+    /// `rejected` (a 401). When another caller's renewal already replaced `rejected`, its token
+    /// is returned without renewing again; without `rejected`, the token is renewed regardless.
+    public func renewAccessToken(of accountId: String? = nil, rejected: String? = nil) async throws -> String {
+        let id = try resolve(accountId)
+        guard let rejected else { return try await renew(id) }
+        return try await renewedAccessToken(for: id, rejected: rejected)
+    }
+
+    /// The account `accountId` names, or the current one (reading the stores first if needed).
+    func resolvedAccount(_ accountId: String?) throws -> String {
+        try resolve(accountId)
     }
 
     func authorized<T: Sendable>(_ accountId: String, _ body: @Sendable (String) async throws -> T) async throws -> T {

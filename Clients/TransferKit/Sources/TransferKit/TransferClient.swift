@@ -105,6 +105,11 @@ public actor TransferClient {
     /// ``TransferEvent/initialState(_:)``; subscribe as early as you like, from anywhere.
     public nonisolated var events: AsyncStream<TransferEvent> { hub.subscribe() }
 
+    /// What TransferKit knows about this phone, now and at every change: the stream starts with
+    /// the current state (as supabase's `authStateChanges` starts with `initialSession`), then
+    /// yields each new one (a slow reader gets the latest). For SwiftUI, ``TransferModel`` wraps it.
+    public nonisolated var stateChanges: AsyncStream<DeviceState> { hub.subscribeState() }
+
     /// What TransferKit knows about this phone now.
     public nonisolated var state: DeviceState { hub.state }
 

@@ -56,6 +56,7 @@ public enum StoredItem: String, Sendable, Equatable {
 final class EventHub: @unchecked Sendable {
     private let lock = NSLock()
     private var subscribers: [Int: AsyncStream<TransferEvent>.Continuation] = [:]
+    private var stateSubscribers: [Int: AsyncStream<DeviceState>.Continuation] = [:]
     private var observers: [@Sendable (TransferEvent) -> Void] = []
     private var nextID = 0
     private var current = DeviceState(deviceId: nil, accounts: [])
@@ -82,7 +83,21 @@ final class EventHub: @unchecked Sendable {
         stateSet = true
         guard state != current else { return false }
         current = state
+        for continuation in stateSubscribers.values { continuation.yield(state) }
         return true
+    }
+
+    /// A stream of the states, starting with the current one.
+    func subscribeState() -> AsyncStream<DeviceState> {
+        AsyncStream(bufferingPolicy: .bufferingNewest(1)) { continuation in
+            lock.lock()
+            nextID += 1
+            let id = nextID
+            stateSubscribers[id] = continuation
+            continuation.yield(current)
+            lock.unlock()
+            continuation.onTermination = { [weak self] _ in self?.unsubscribe(id) }
+        }
     }
 
     func subscribe() -> AsyncStream<TransferEvent> {
@@ -114,6 +129,7 @@ final class EventHub: @unchecked Sendable {
     private func unsubscribe(_ id: Int) {
         lock.lock()
         subscribers[id] = nil
+        stateSubscribers[id] = nil
         lock.unlock()
     }
 }
