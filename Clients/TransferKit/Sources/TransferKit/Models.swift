@@ -206,7 +206,7 @@ public struct AppleIDLink: Sendable, Equatable {
 ///
 /// Set ``sha256`` as the `nonce` of the `ASAuthorizationAppleIDRequest`: Apple signs it into the
 /// identity token. Then pass this nonce with that identity token to
-/// ``TransferClient/linkAppleID(identityToken:nonce:authorizationCode:for:)`` or
+/// ``TransferClient/linkAppleID(identityToken:nonce:authorizationCode:of:)`` or
 /// ``TransferClient/claimWithAppleID(identityToken:nonce:existingAccounts:)``.
 public struct AppleNonce: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The nonce: 43 characters of base64url. It goes back to the service only, never to Apple.
@@ -230,7 +230,7 @@ public struct AppleNonce: Sendable, Equatable, CustomStringConvertible, CustomDe
 }
 
 /// A one-time code the host app made for a sibling app
-/// (``TransferClient/createHandoffCode(forClient:codeChallenge:account:)``).
+/// (``TransferClient/createHandoffCode(forClient:codeChallenge:of:)``).
 public struct HandoffCode: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The code: 43 characters of base64url, single use. Pass it only in the sibling's universal link.
     public let code: String

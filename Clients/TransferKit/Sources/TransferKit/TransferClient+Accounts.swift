@@ -112,7 +112,7 @@ extension TransferClient {
     ///
     /// The account stays on the phone, and a later call for it logs in again with the device
     /// secret. The service also ends the sibling app sessions handed off from this session
-    /// (``createHandoffCode(forClient:codeChallenge:account:)``). When the access token has
+    /// (``createHandoffCode(forClient:codeChallenge:of:)``). When the access token has
     /// expired, the refresh token renews it for the logout only, so that the service still ends
     /// the session. A renewal under way for it is dropped when it arrives. Nothing stays stored
     /// even if the service cannot be reached. Works before ``launch()`` too (it reads the stores).
@@ -120,7 +120,7 @@ extension TransferClient {
     /// - Throws: ``TransferError/Code/notSignedIn`` when there is no such account (no current
     ///   one), ``TransferError/Code/storageUnavailable`` when the stores cannot be read now
     ///   (nothing was forgotten: try again after unlock).
-    public func signOut(_ accountId: String? = nil) async throws {
+    public func signOut(of accountId: String? = nil) async throws {
         let id = try resolve(accountId)
         let tokens = try cachedSession(id)
         forget(id)

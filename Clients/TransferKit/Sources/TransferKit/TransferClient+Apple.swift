@@ -40,7 +40,7 @@ extension TransferClient {
     ///   ``TransferError/Kind/unavailable`` (Apple cannot be reached; try again).
     @discardableResult
     public func linkAppleID(
-        identityToken: String, nonce: AppleNonce, authorizationCode: String? = nil, for accountId: String? = nil
+        identityToken: String, nonce: AppleNonce, authorizationCode: String? = nil, of accountId: String? = nil
     ) async throws -> AppleIDLink {
         let response = try await request(
             .linkApple, as: accountId,
@@ -50,7 +50,7 @@ extension TransferClient {
 
     /// Unlinks the account (the current one when nil) from its Apple ID, if it has one
     /// (`DELETE /v1/me/apple`).
-    public func unlinkAppleID(for accountId: String? = nil) async throws {
+    public func unlinkAppleID(of accountId: String? = nil) async throws {
         _ = try await request(.unlinkApple, as: accountId)
     }
 

@@ -68,7 +68,7 @@ extension TransferClient {
     }
 
     /// Mutes or unmutes the account (the current one when nil) on this phone (`PUT /v1/me/push`).
-    public func setPushEnabled(_ enabled: Bool, for accountId: String? = nil) async throws {
+    public func setPushEnabled(_ enabled: Bool, of accountId: String? = nil) async throws {
         _ = try await request(.setAccountPush, as: accountId, body: AccountPushRequest(enabled: enabled))
     }
 

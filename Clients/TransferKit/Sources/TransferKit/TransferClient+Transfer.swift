@@ -8,7 +8,7 @@ extension TransferClient {
     /// - Throws: ``TransferError/Kind/invalidEmail``, ``TransferError/Kind/weakPassword`` (the
     ///   message says which rule), ``TransferError/Kind/emailInUse``, ``TransferError/Kind/overloaded``.
     @discardableResult
-    public func setUpTransfer(email: String, temporaryPassword: String, for accountId: String? = nil) async throws
+    public func setUpTransfer(email: String, temporaryPassword: String, of accountId: String? = nil) async throws
         -> PendingTransfer
     {
         let response = try await request(
@@ -18,7 +18,7 @@ extension TransferClient {
     }
 
     /// On the old phone: cancels the account's pending transfer, if any (`DELETE /v1/me/transfer`).
-    public func cancelTransfer(for accountId: String? = nil) async throws {
+    public func cancelTransfer(of accountId: String? = nil) async throws {
         _ = try await request(.cancelTransfer, as: accountId)
     }
 

@@ -11,7 +11,7 @@ public enum TransferEvent: Sendable, Equatable {
     case switched(accountId: String)
     /// The account's access token was renewed.
     case tokenRefreshed(accountId: String)
-    /// The account's session on this phone was ended with ``TransferClient/signOut(_:)``.
+    /// The account's session on this phone was ended with ``TransferClient/signOut(of:)``.
     case signedOut(accountId: String)
     /// The account left this phone (``TransferClient/removeAccount(_:abandon:)``, or another
     /// claim took the phone over).

@@ -93,9 +93,9 @@ public final class TransferModel {
         }
     }
 
-    /// Signs the account out (``TransferClient/signOut(_:)``); the current one when nil.
-    public func signOut(_ accountId: String? = nil) async throws {
-        try await run { try await $0.signOut(accountId) }
+    /// Signs the account out (``TransferClient/signOut(of:)``); the current one when nil.
+    public func signOut(of accountId: String? = nil) async throws {
+        try await run { try await $0.signOut(of: accountId) }
     }
 
     private func run(_ call: (TransferClient) async throws -> Void) async throws {

@@ -148,3 +148,34 @@ final class Recorder: @unchecked Sendable {
     var requests: [URLRequest] { lock.lock(); defer { lock.unlock() }; return recorded }
     var lines: [String] { lock.lock(); defer { lock.unlock() }; return logged }
 }
+
+@Suite("Hand-off links and Apple credentials")
+struct LinkTests {
+    @Test("the sibling's link to the host carries client id and challenge, never the verifier; the host reads them back")
+    func handoffLinks() throws {
+        let request = HandoffRequest.make(clientId: "com.example.news")
+        let toHost = request.url(host: URL(string: "https://host.example.com/handoff?from=app")!)
+        #expect(!toHost.absoluteString.contains(request.codeVerifier))
+        let asking = try #require(HandoffChallenge(url: toHost))
+        #expect(asking == HandoffChallenge(clientId: "com.example.news", codeChallenge: request.codeChallenge))
+        #expect(toHost.query?.contains("from=app") == true)
+
+        let handoff = HandoffCode(code: "abcDEF123_-abcDEF123_-abcDEF123_-abcDEF1234", expiresIn: 60)
+        let toSibling = handoff.url(sibling: URL(string: "https://news.example.com/handoff")!)
+        #expect(HandoffRequest.code(in: toSibling) == handoff.code)
+
+        #expect(HandoffChallenge(url: URL(string: "https://host.example.com/handoff?client_id=a&code_challenge=short")!) == nil)
+        #expect(HandoffChallenge(url: URL(string: "https://host.example.com/handoff?code_challenge=\(request.codeChallenge)")!) == nil)
+        #expect(HandoffRequest.code(in: URL(string: "https://news.example.com/handoff?code=a&code=b")!) == nil)
+        #expect(HandoffRequest.code(in: URL(string: "https://news.example.com/handoff")!) == nil)
+    }
+
+    @Test("a credential's identity token and code are read as UTF-8; without a token nothing is sent")
+    func appleCredentialFields() throws {
+        #expect(try AppleCredentialTokens.identityToken(Data("eyJ.a.b".utf8)) == "eyJ.a.b")
+        #expect(AppleCredentialTokens.authorizationCode(Data("c0de".utf8)) == "c0de")
+        #expect(AppleCredentialTokens.authorizationCode(nil) == nil)
+        #expect { try AppleCredentialTokens.identityToken(nil) } throws: { TransferError.kind(of: $0) == .invalidIdentityToken }
+        #expect { try AppleCredentialTokens.identityToken(Data()) } throws: { TransferError.kind(of: $0) == .invalidIdentityToken }
+    }
+}

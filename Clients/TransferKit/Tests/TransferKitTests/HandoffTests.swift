@@ -22,7 +22,7 @@ struct SiblingOnPhone {
         sibling = phone.server.sibling(clientId: clientId, keychain: keychain, clock: phone.clock)
         request = HandoffRequest.make(clientId: clientId)
         let handoff = try await phone.client.createHandoffCode(
-            forClient: request.clientId, codeChallenge: request.codeChallenge, account: accountId)
+            forClient: request.clientId, codeChallenge: request.codeChallenge, of: accountId)
         account = try await sibling.redeemHandoff(code: handoff.code, request: request)
     }
 

@@ -57,7 +57,7 @@ struct SharedSessionTests {
         _ = try await ext.withAccessToken(of: second.id) { $0 }  // the extension holds both accounts' tokens
         _ = try await ext.withAccessToken(of: phone.accountId) { $0 }
 
-        try await app.signOut(second.id)
+        try await app.signOut(of: second.id)
         phone.clock.advance(by: 890)
         _ = try await ext.withAccessToken(of: phone.accountId) { $0 }  // renews and stores the first account
         #expect(phone.storedSessions[second.id] == nil)
