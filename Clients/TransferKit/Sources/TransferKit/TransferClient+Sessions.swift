@@ -127,8 +127,10 @@ extension TransferClient {
     private func performRenewal(of accountId: String, flight: Int) async throws -> String {
         let identity = try requireIdentity()
         let stored = try readSession(accountId)
-        if let stored, stored != sessions[accountId], stored.refreshAt > now() {
-            sessions[accountId] = stored  // renewed by another process
+        // Renewed by another process: the store holds a token this one has not used (compared by
+        // token: a stored date has lost the sub-second part of the one in memory).
+        if let stored, let known = sessions[accountId], stored.accessToken != known.accessToken, stored.refreshAt > now() {
+            sessions[accountId] = stored
             return stored.accessToken
         }
         var renewed: SessionBody?

@@ -10,9 +10,7 @@ struct SharedSessionTests {
     func appAndExtension(shared: Bool) async throws -> (phone: Launched, app: TransferClient, ext: TransferClient) {
         let phone = try await Launched()
         func client() -> TransferClient {
-            TransferClient(
-                baseURL: FakeServer.baseURL, credentials: phone.keychain, accountList: phone.appFiles,
-                transport: phone.server, now: { phone.clock.now }, sharesSessions: shared)
+            phone.server.client(keychain: phone.keychain, appFiles: phone.appFiles, clock: phone.clock, sharesSessions: shared)
         }
         let app = client(), ext = client()
         _ = try await app.launch()
