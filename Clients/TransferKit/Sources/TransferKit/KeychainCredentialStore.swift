@@ -135,13 +135,16 @@ extension SiblingSession {
     /// The session of the sibling app `clientId` (its bundle id) for iOS or macOS: its tokens in
     /// the Keychain (``KeychainCredentialStore``, this device only, the app's own location by
     /// default), under a key of this client id, so that sibling apps sharing an access group
-    /// keep their sessions apart.
+    /// keep their sessions apart. Its items are moved from `migratingFrom` on first read.
     public static func standard(
         baseURL: URL, clientId: String, keychain: KeychainLocation = .thisApp,
-        urlSession: URLSession = .shared, headers: [String: String] = [:]
+        urlSession: URLSession = .shared, headers: [String: String] = [:],
+        migratingFrom previous: [KeychainLocation] = [.transferKit1]
     ) -> SiblingSession {
         SiblingSession(
-            baseURL: baseURL, clientId: clientId, credentials: KeychainCredentialStore(location: keychain),
+            baseURL: baseURL, clientId: clientId,
+            credentials: KeychainCredentialStore(
+                location: keychain, migratingFrom: StandardLayout.previousLocations(previous, current: keychain)),
             transport: .urlSession(urlSession, headers: headers))
     }
 }

@@ -37,23 +37,24 @@ extension TransferClient {
     }
 
     private func register(_ token: PushTokenRequest) async throws {
-        pendingPushToken = token
+        pushToken = token
+        pushTokenDevice = nil
         guard (try? anyAccountOnDevice()) != nil else { return }  // uploaded after the sign-in
         try await uploadPushToken()
     }
 
-    /// Uploads the kept token, if any, after a sign-in; it stays kept when the upload fails.
+    /// After a sign-in: uploads the registered token unless this device id already has it (a
+    /// claim may have brought a new device id); a failure leaves it for the next sign-in.
     func uploadPendingPushToken() async {
+        guard pushToken != nil, pushTokenDevice == nil || pushTokenDevice != identity?.deviceId else { return }
         try? await uploadPushToken()
     }
 
-    /// Uploads the kept token, if any; it stays kept when the upload fails.
     private func uploadPushToken() async throws {
-        guard let token = pendingPushToken else { return }
+        guard let token = pushToken else { return }
+        let device = identity?.deviceId
         _ = try await request(.registerPushToken, as: anyAccountOnDevice(), body: token)
-        if pendingPushToken?.token == token.token && pendingPushToken?.provider == token.provider {
-            pendingPushToken = nil
-        }
+        if pushToken?.token == token.token && pushToken?.provider == token.provider { pushTokenDevice = device }
     }
 
     /// Removes this phone's token for the provider (`DELETE /v1/devices/push-token`).

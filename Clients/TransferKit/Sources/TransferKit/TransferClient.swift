@@ -46,8 +46,10 @@ public actor TransferClient {
     let sharesSessions: Bool
     /// The account and time of the last `410 device_transferred`, for ``launch()``'s result.
     var lastMove: (accountId: String?, transferredAt: Date?)?
-    /// The APNs or FCM token waiting to be uploaded (registered before any account, or its upload failed).
-    var pendingPushToken: PushTokenRequest?
+    /// The APNs or FCM token the app registered last, and the device id it was uploaded for
+    /// (nil: not yet, e.g. registered before any account, or its upload failed).
+    var pushToken: PushTokenRequest?
+    var pushTokenDevice: String?
     /// The renewals under way, by account id; dropped when the account is signed out, moved,
     /// removed or deleted, so that a renewal under way then drops its result.
     var renewals = Renewals()

@@ -168,6 +168,24 @@ struct EdgePathTests {
         #expect(APNsEnvironment.forBuild(debug: true) == .sandbox && APNsEnvironment.forBuild(debug: false) == .production)
     }
 
+    @Test("a claim that brings a new device id uploads the registered token for it")
+    func pushTokenAfterClaimOnNewIdentity() async throws {
+        let phone = try await Launched()
+        try await phone.client.registerPushToken(fcm: "fcm-token-2")
+        let first = try #require(phone.client.state.deviceId)
+        // The phone's only account leaves it (the identity is retired), then it claims another.
+        try await phone.client.setUpTransfer(email: "ann@example.com", temporaryPassword: "blue-harbor-42")
+        try await phone.client.removeAccount(phone.accountId)
+        let other = try await Launched(phone.server)
+        try await other.client.setUpTransfer(email: "ben@example.com", temporaryPassword: "blue-harbor-42")
+        _ = try await phone.client.claimTransfer(email: "ben@example.com", temporaryPassword: "blue-harbor-42")
+
+        #expect(phone.client.state.deviceId != first)
+        let uploads = phone.server.requests("PUT /v1/devices/push-token")
+        #expect(uploads.map { $0.body["token"] as? String } == ["fcm-token-2", "fcm-token-2"])
+        #expect(uploads.last?.bearer == phone.storedSessions[other.accountId]?.accessToken)
+    }
+
     // MARK: 9. Sign-out before launch
 
     @Test("signOut before launch ends the stored session and forgets its tokens")
