@@ -192,7 +192,7 @@ public struct FileCredentialStore: CredentialStore {
         var data = Data()
         var buffer = [UInt8](repeating: 0, count: 16_384)
         while true {
-            let count = buffer.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress, $0.count) }
+            let count = buffer.withUnsafeMutableBytes { posixRead(fd, $0.baseAddress, $0.count) }
             if count == 0 { return data }
             if count < 0 {
                 let code = errno
@@ -220,9 +220,11 @@ public struct FileCredentialStore: CredentialStore {
             try handle.write(contentsOf: data)
             try handle.synchronize()
             try handle.close()
+            #if !os(macOS)  // macOS has no per-file protection classes
             if let protection {
                 try FileManager.default.setAttributes([.protectionKey: protection], ofItemAtPath: temporary.path)
             }
+            #endif
         } catch {
             unlink(temporary.path)
             throw StorageError(.io, reason: "cannot write \(key): \(error)")
@@ -252,4 +254,9 @@ public struct FileCredentialStore: CredentialStore {
             "FileCredentialStore: unsupported key \(key)")
         return directory.appendingPathComponent(key, isDirectory: false)
     }
+}
+
+/// POSIX `read(2)` (a top-level name, apart from ``FileCredentialStore/read(_:)``).
+private func posixRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
+    read(fd, buffer, count)
 }
