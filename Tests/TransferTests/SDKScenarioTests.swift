@@ -330,10 +330,40 @@ struct SDKScenarioTests {
         }
     }
 
+    @Test("an app and its extension sharing the stores renew side by side by login: neither revokes the other's session",
+          arguments: StoreKind.available)
+    func appAndExtension(kind: StoreKind) async throws {
+        try await withNode(kind, extra: ["--access-token-ttl", "10s"]) { node, base, _ in
+            let clock = TransferKitTesting.ManualClock()
+            let keychain = MemoryCredentialStore(), appFiles = MemoryCredentialStore()
+            func process(_ name: String) -> SimulatedPhone {
+                SimulatedPhone(name, keychain: keychain, appFiles: appFiles) { keychain, appFiles in
+                    TransferClient(
+                        baseURL: base, credentials: keychain, accountList: appFiles, sharesSessions: true,
+                        clock: { clock.now })
+                }
+            }
+            let app = process("app"), widget = process("widget")
+            let account = try #require(signedIn(try await app.launch())).account
+            _ = try await widget.accessToken()  // the widget reads the app's session
+            clock.advance(by: 9.3)  // both tokens are due
+
+            _ = try await app.accessToken()
+            clock.advance(by: 9.3)
+            _ = try await widget.accessToken()
+            let metrics = try Curl.call(["\(node.base)/metrics"]).body
+            let refreshes = lines(of: metrics).filter { $0.contains("route=\"/v1/tokens/refresh\"") && $0.hasPrefix("http_requests_total") }
+            #expect(refreshes.isEmpty, "shared sessions never refresh (only refreshes rotate): \(refreshes)")
+            #expect(try await app.profile().id == account, "the app's session still works")
+            #expect(try await widget.profile().id == account, "the widget's too")
+            #expect(!app.saw(.accountMoved) && !widget.saw(.deviceRevoked))
+        }
+    }
+
     @Test("fifty requests around an access token's expiry make one refresh at the server")
     func oneRefresh() async throws {
         try await withNode(.sqlite, extra: ["--access-token-ttl", "10s"]) { node, base, _ in
-            let clock = ManualClock()
+            let clock = TransferKitTesting.ManualClock()
             let phone = SimulatedPhone("A", baseURL: base, clock: clock)
             _ = try await phone.launch()
             func refreshes() throws -> Int {
