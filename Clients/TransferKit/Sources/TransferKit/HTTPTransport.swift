@@ -34,7 +34,7 @@ protocol HTTPTransport: Sendable {
 
 extension HTTPTransport {
     /// Sends one request to `endpoint` under `baseURL`: a JSON body when there is one, the bearer
-    /// token when given. A request that does not reach the service throws ``TransferError/Kind/network``;
+    /// token when given. A request that does not reach the service throws ``TransferError/Code/network``;
     /// any answer is returned as is.
     func send(
         _ endpoint: Endpoint, baseURL: URL, path: [String: String] = [:], query: [String: String] = [:],

@@ -80,7 +80,7 @@ public enum LaunchResult: Sendable, Equatable {
 
 /// What a claim (by email or Apple ID) does when this phone already holds accounts.
 public enum ClaimChoice: String, Sendable, CaseIterable {
-    /// Fail with ``TransferError/Kind/deviceHasAccount`` (nothing changes), so the app can ask the user.
+    /// Fail with ``TransferError/Code/deviceHasAccount`` (nothing changes), so the app can ask the user.
     case fail
     /// The phone's accounts leave it (kept by the service, reachable by support); sends `replaceExistingAccount: true`.
     case replace

@@ -15,7 +15,7 @@ extension TransferClient {
     /// After ``TransferEvent/accountMoved(accountId:transferredAt:remainingAccounts:)`` pick one of
     /// the remaining accounts this way.
     ///
-    /// - Throws: ``TransferError/Kind/accountNotOnDevice`` when the account is not on this phone.
+    /// - Throws: ``TransferError/Code/accountNotOnDevice`` when the account is not on this phone.
     public func switchAccount(to accountId: String) async throws {
         try restoreIfNeeded()
         let id = accountId.lowercased()
@@ -30,8 +30,8 @@ extension TransferClient {
 
     /// Creates one more account on this phone, which becomes the current one (login with `newAccount`).
     ///
-    /// - Throws: ``TransferError/Kind/deviceAccountLimit`` when the phone holds the most accounts
-    ///   it may, ``TransferError/Kind/rateLimited``.
+    /// - Throws: ``TransferError/Code/deviceAccountLimit`` when the phone holds the most accounts
+    ///   it may, ``TransferError/Code/rateLimited``.
     @discardableResult
     public func addAccount() async throws -> Account {
         let identity = try requireIdentity()
@@ -54,7 +54,7 @@ extension TransferClient {
     ///
     /// - Parameter abandon: remove it even though it has no way back to a device (no pending
     ///   transfer, no linked Apple ID); the service keeps it for support only.
-    /// - Throws: ``TransferError/Kind/accountWouldBeLost`` when this is the account's only device
+    /// - Throws: ``TransferError/Code/accountWouldBeLost`` when this is the account's only device
     ///   and it has neither a pending transfer nor a linked Apple ID, and `abandon` is false: offer
     ///   to set up a transfer first, or confirm and remove with `abandon: true`.
     public func removeAccount(_ accountId: String, abandon: Bool = false) async throws {

@@ -15,9 +15,9 @@ extension TransferClient {
     /// await UIApplication.shared.open(handoff.url(sibling: URL(string: "https://news.example.com/handoff")!))
     /// ```
     ///
-    /// - Throws: ``TransferError/Kind/unknownClient`` (the service does not list `clientId`),
-    ///   ``TransferError/Kind/notConfigured`` (the service has no sibling apps), `invalid_request`
-    ///   (``TransferError/Kind/other``: the challenge is not 43 base64url characters).
+    /// - Throws: ``TransferError/Code/unknownClient`` (the service does not list `clientId`),
+    ///   ``TransferError/Code/notConfigured`` (the service has no sibling apps), `invalid_request`
+    ///   (``TransferError/Code/other``: the challenge is not 43 base64url characters).
     public func createHandoffCode(
         forClient clientId: String, codeChallenge: String, of accountId: String? = nil
     ) async throws -> HandoffCode {

@@ -5,8 +5,8 @@ extension TransferClient {
     /// nil) to a new phone (`PUT /v1/me/transfer`). The user then types the same email and
     /// temporary password on the new phone.
     ///
-    /// - Throws: ``TransferError/Kind/invalidEmail``, ``TransferError/Kind/weakPassword`` (the
-    ///   message says which rule), ``TransferError/Kind/emailInUse``, ``TransferError/Kind/overloaded``.
+    /// - Throws: ``TransferError/Code/invalidEmail``, ``TransferError/Code/weakPassword`` (the
+    ///   message says which rule), ``TransferError/Code/emailInUse``, ``TransferError/Code/overloaded``.
     @discardableResult
     public func setUpTransfer(email: String, temporaryPassword: String, of accountId: String? = nil) async throws
         -> PendingTransfer
@@ -24,22 +24,22 @@ extension TransferClient {
 
     /// On the new phone: brings the account over with the email and temporary password set up on
     /// the old phone (`POST /v1/transfers/claim`). The account becomes this phone's current one;
-    /// the old phone loses it (its next launch hears ``TransferError/Kind/deviceTransferred``).
+    /// the old phone loses it (its next launch hears ``TransferError/Code/deviceTransferred``).
     ///
     /// Works before any ``launch()``, and after ``LaunchResult/restoredOntoNewPhone(previousAccounts:)``:
     /// a phone without a device identity gets one first (never when the store cannot be read).
     ///
     /// - Parameter existingAccounts: what to do when this phone already holds accounts:
-    ///   ``ClaimChoice/fail`` (the default) throws ``TransferError/Kind/deviceHasAccount`` so the app
+    ///   ``ClaimChoice/fail`` (the default) throws ``TransferError/Code/deviceHasAccount`` so the app
     ///   can ask the user; ``ClaimChoice/replace`` takes them off the phone; ``ClaimChoice/add`` keeps
     ///   them beside the claimed one.
     /// - Returns: the claimed account.
-    /// - Throws: ``TransferError/Kind/invalidTransferCredentials`` (unknown email, wrong password,
-    ///   expired, cancelled, claimed or voided: one answer for all), ``TransferError/Kind/tooManyAttempts``,
-    ///   ``TransferError/Kind/rateLimited``, ``TransferError/Kind/deviceHasAccount``,
-    ///   ``TransferError/Kind/deviceAccountLimit``, ``TransferError/Kind/deviceAlreadyBound``,
-    ///   ``TransferError/Kind/deviceRetired`` (call ``startOver()`` and claim again),
-    ///   ``TransferError/Kind/storageUnavailable``.
+    /// - Throws: ``TransferError/Code/invalidTransferCredentials`` (unknown email, wrong password,
+    ///   expired, cancelled, claimed or voided: one answer for all), ``TransferError/Code/tooManyAttempts``,
+    ///   ``TransferError/Code/rateLimited``, ``TransferError/Code/deviceHasAccount``,
+    ///   ``TransferError/Code/deviceAccountLimit``, ``TransferError/Code/deviceAlreadyBound``,
+    ///   ``TransferError/Code/deviceRetired`` (call ``startOver()`` and claim again),
+    ///   ``TransferError/Code/storageUnavailable``.
     @discardableResult
     public func claimTransfer(
         email: String, temporaryPassword: String, existingAccounts: ClaimChoice = .fail
