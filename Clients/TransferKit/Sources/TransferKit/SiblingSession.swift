@@ -214,6 +214,10 @@ public actor SiblingSession {
         guard !loaded else { return stored }
         do {
             stored = try credentials.read(StoredSiblingSession.self, StoreKey.siblingSession(clientId: clientId))
+        } catch let error as StorageError where error.kind == .undecodable {
+            // A cache: the session that no longer decodes is dropped, and the app asks the host again.
+            try? credentials.remove(StoreKey.siblingSession(clientId: clientId))
+            stored = nil
         } catch {
             throw TransferError(storage: error)
         }

@@ -76,6 +76,17 @@ struct EdgePathTests {
         #expect(phone.server.violations.isEmpty)
     }
 
+    @Test("a sibling session that no longer decodes is dropped: the sibling asks the host again instead of failing forever")
+    func undecodableSiblingSession() async throws {
+        let keychain = MemoryCredentialStore()
+        let key = StoreKey.siblingSession(clientId: "com.example.news")
+        try keychain.write(Data("{}".utf8), for: key)
+        let sibling = FakeServer().sibling(keychain: keychain)
+        #expect(try await sibling.account() == nil)
+        #expect(keychain.items[key] == nil)
+        await #expect { try await sibling.profile() } throws: { TransferError.kind(of: $0) == .handoffRequired }
+    }
+
     @Test("an identity that does not decode is kept, and the launch says why it cannot go on")
     func undecodableIdentity() async throws {
         let phone = try await Launched()
