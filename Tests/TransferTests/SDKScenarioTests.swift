@@ -91,10 +91,15 @@ struct SDKScenarioTests {
             #expect(added.id == work.id)
             #expect(Set(try await b.accounts().map(\.id)) == [own, work.id], "B keeps its own account beside the moved one")
 
-            // A relaunches into the moved account (still its current one): the launch fails, and
-            // the event names what is left, so the app can offer the personal account.
+            // A relaunches into the moved account (still its current one): the launch offers what
+            // is left instead of failing, and the event names it too.
             let aAfter = a.relaunched()
-            await #expect(throws: TransferError.self, "the launch into the moved account fails") { try await aAfter.launch() }
+            let result = try await aAfter.launch()
+            guard case .currentAccountMoved(let movedId, _, let remaining) = result else {
+                Issue.record("the launch into the moved account answered \(result)")
+                return
+            }
+            #expect(movedId == work.id && remaining.map(\.id) == [personal], "the launch offers the personal account")
             let moved = aAfter.events.compactMap { event -> [String]? in
                 if case .accountMoved(let id, _, let remaining) = event, id == work.id { return remaining.map(\.id) }
                 return nil
@@ -182,7 +187,7 @@ struct SDKScenarioTests {
             let hexA = String(repeating: "a1", count: 32)
             #expect(try tokens(reaching: personal) == [hexA] && tokens(reaching: work.id) == [hexA], "A's token reaches both accounts")
 
-            try await a.client.setPushEnabled(false, for: personal)
+            try await a.client.setPushEnabled(false, of: personal)
             #expect(try tokens(reaching: personal).isEmpty, "a muted account is reached by no token")
             #expect(try tokens(reaching: work.id) == [hexA])
 
@@ -205,7 +210,11 @@ struct SDKScenarioTests {
         try await withNode(kind) { _, base, database in
             let phone = SimulatedPhone("A", baseURL: base)
             phone.setLockedBeforeFirstUnlock(true)
-            #expect(try await phone.launch() == .storageUnavailable)
+            guard case .storageUnavailable(let failure) = try await phone.launch() else {
+                Issue.record("a locked phone launched")
+                return
+            }
+            #expect(failure.kind == .locked, "the launch says the store is locked: \(failure)")
             #expect(phone.saw(.storageUnavailable))
             #expect(phone.deviceId == nil && phone.keychain.items.isEmpty, "no identity was minted while locked")
             #expect(try stats(database)["accounts"] as? Int == 0, "nothing reached the server")
@@ -217,11 +226,30 @@ struct SDKScenarioTests {
             // Rebooted: locked again, the relaunch must not start a second account.
             let rebooted = phone.relaunched()
             rebooted.setLockedBeforeFirstUnlock(true)
-            #expect(try await rebooted.launch() == .storageUnavailable)
+            #expect(try await rebooted.launch() == .storageUnavailable(StorageError(.locked, reason: "locked")))
             rebooted.setLockedBeforeFirstUnlock(false)
             let again = try #require(signedIn(try await rebooted.launch()))
             #expect(again.account == first.account && !again.created)
             #expect(try stats(database)["accounts"] as? Int == 1, "one account after all the launches")
+        }
+    }
+
+    @Test("a relaunched phone removes one of its two accounts before launching: it keeps its identity and the other account",
+          arguments: StoreKind.available)
+    func removalBeforeLaunch(kind: StoreKind) async throws {
+        try await withNode(kind) { _, base, database in
+            let phone = SimulatedPhone("A", baseURL: base)
+            let personal = try #require(signedIn(try await phone.launch())).account
+            let work = try await phone.addAccount()
+            let deviceId = phone.deviceId
+
+            let relaunched = phone.relaunched()
+            try await relaunched.removeAccount(work.id, abandon: true)
+            #expect(!relaunched.saw(.startedOver), "the identity is kept: \(relaunched.events)")
+            let next = try #require(signedIn(try await relaunched.launch()), "the next launch signs in")
+            #expect(next.account == personal && !next.created, "into the personal account, creating none")
+            #expect(relaunched.deviceId == deviceId)
+            #expect(try stats(database)["accounts"] as? Int == 2, "no account was created")
         }
     }
 
@@ -302,10 +330,41 @@ struct SDKScenarioTests {
         }
     }
 
+    @Test("an app and its extension sharing the stores renew side by side by login: neither revokes the other's session",
+          arguments: StoreKind.available)
+    func appAndExtension(kind: StoreKind) async throws {
+        try await withNode(kind, extra: ["--access-token-ttl", "10s"]) { node, base, _ in
+            let clock = TransferKitTesting.ManualClock()
+            let keychain = MemoryCredentialStore(), appFiles = MemoryCredentialStore()
+            func process(_ name: String) -> SimulatedPhone {
+                SimulatedPhone(name, keychain: keychain, appFiles: appFiles) { keychain, appFiles in
+                    TransferClient(
+                        baseURL: base, credentials: keychain, accountList: appFiles, sharesSessions: true,
+                        clock: { clock.now })
+                }
+            }
+            let app = process("app"), widget = process("widget")
+            let account = try #require(signedIn(try await app.launch())).account
+            _ = try await widget.accessToken()  // the widget reads the app's session
+            clock.advance(by: 9.3)  // both tokens are due
+
+            _ = try await app.accessToken()
+            clock.advance(by: 9.3)
+            _ = try await widget.accessToken()
+            let metrics = try Curl.call(["\(node.base)/metrics"]).body
+            let refreshes = lines(of: metrics).filter { $0.contains("route=\"/v1/tokens/refresh\"") && $0.hasPrefix("http_requests_total") }
+            #expect(refreshes.isEmpty, "shared sessions never refresh (only refreshes rotate): \(refreshes)")
+            #expect(try await app.profile().id == account, "the app's session still works")
+            #expect(try await widget.profile().id == account, "the widget's too")
+            #expect(!app.saw(.accountMoved) && !widget.saw(.deviceRevoked))
+        }
+    }
+
     @Test("fifty requests around an access token's expiry make one refresh at the server")
     func oneRefresh() async throws {
         try await withNode(.sqlite, extra: ["--access-token-ttl", "10s"]) { node, base, _ in
-            let phone = SimulatedPhone("A", baseURL: base)
+            let clock = TransferKitTesting.ManualClock()
+            let phone = SimulatedPhone("A", baseURL: base, clock: clock)
             _ = try await phone.launch()
             func refreshes() throws -> Int {
                 let metrics = try Curl.call(["\(node.base)/metrics"]).body
@@ -313,8 +372,9 @@ struct SDKScenarioTests {
                     .compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }.reduce(0, +)
             }
             let before = try refreshes()
-            // The SDK renews 1 s before the 10 s expiry; the renewed token then has 9 s to spare.
-            try await Task.sleep(for: .milliseconds(9_300))
+            // The SDK renews 1 s before the 10 s expiry: its clock moves past that point (the
+            // server's tokens are still valid, so nothing else changes; no waiting).
+            clock.advance(by: 9.3)
             let tokens = try await withThrowingTaskGroup(of: String.self) { group in
                 for _ in 0..<50 { group.addTask { try await phone.client.withAccessToken { $0 } } }
                 return try await group.reduce(into: Set<String>()) { $0.insert($1) }

@@ -12,10 +12,10 @@ import Darwin
 /// A store distinguishes *empty* from *unavailable*, and TransferKit relies on it:
 /// - `read` returns `nil` only when nothing is stored under the key;
 /// - when the store cannot be read now (on iOS, the Keychain before the first unlock after a
-///   reboot), `read` **throws** (e.g. ``CredentialStoreUnavailable``).
+///   reboot), `read` **throws** (e.g. a ``StorageError``).
 ///
 /// TransferKit never creates a device identity or an account because a read failed; it emits
-/// ``TransferEvent/storageUnavailable`` instead. Implementations: ``KeychainCredentialStore``
+/// ``TransferEvent/storageUnavailable(_:)`` instead. Implementations: ``KeychainCredentialStore``
 /// (Apple platforms), ``FileCredentialStore`` and ``MemoryCredentialStore``.
 public protocol CredentialStore: Sendable {
     /// The data stored under `key`, or `nil` when there is none. Throws when the store cannot be read.
@@ -28,21 +28,83 @@ public protocol CredentialStore: Sendable {
 
 extension CredentialStore {
     /// Decodes what is stored under `key`; nil when nothing is. Data that does not decode throws
-    /// (it is never silently replaced).
+    /// ``StorageError/Kind/undecodable`` (the caller decides whether it may be dropped).
     func read<T: Decodable>(_ type: T.Type, _ key: String) throws -> T? {
         guard let data = try read(key) else { return nil }
-        return try Wire.decoder().decode(type, from: data)
+        do {
+            return try Wire.decoder().decode(type, from: data)
+        } catch {
+            throw StorageError(.undecodable, reason: "the item \(key) does not decode")
+        }
     }
 }
 
-/// The store cannot be used now (locked, or an I/O error); not the same as empty.
-public struct CredentialStoreUnavailable: Error, Sendable, Equatable, CustomStringConvertible {
-    /// What went wrong, for logs.
+/// A store that cannot be used now, and why: not the same as empty.
+///
+/// ``kind`` tells the cases apart that an app handles differently: ``Kind/locked`` (wait for
+/// the first unlock), ``Kind/missingEntitlement`` (a build without the Keychain access group it
+/// names: a bug to fix, not to wait out), ``Kind/duplicateItem``, ``Kind/undecodable`` (the
+/// item is there but is not what TransferKit wrote). ``status`` keeps the store's own number
+/// (an `OSStatus` for the Keychain, an `errno` for files).
+public struct StorageError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Why a store cannot be used. An open set, like ``TransferError/Code``.
+    public struct Kind: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// The phone is locked (before its first unlock since a reboot): try again after unlock.
+        public static let locked = Kind(rawValue: "locked")
+        /// The app lacks the entitlement the item needs (`errSecMissingEntitlement`, −34018):
+        /// a Keychain access group that is not in the app's entitlements, or no entitlements
+        /// at all (an unsigned test host). Waiting does not help.
+        public static let missingEntitlement = Kind(rawValue: "missing_entitlement")
+        /// An item that should have been replaced already exists (`errSecDuplicateItem`).
+        public static let duplicateItem = Kind(rawValue: "duplicate_item")
+        /// The item is there but does not decode (written by something else, or damaged).
+        public static let undecodable = Kind(rawValue: "undecodable")
+        /// The file system refused (see ``StorageError/status``, an `errno`).
+        public static let io = Kind(rawValue: "io")
+        /// Anything else (see ``StorageError/status``).
+        public static let other = Kind(rawValue: "other")
+    }
+
+    /// Why the store cannot be used.
+    public let kind: Kind
+    /// The store's own number: an `OSStatus` (Keychain) or an `errno` (files); nil when there is none.
+    public let status: Int32?
+    /// What went wrong, for logs (never a stored value).
     public let reason: String
-    /// An unavailable store, for `reason`.
-    public init(_ reason: String) { self.reason = reason }
-    public var description: String { "Credential store unavailable: \(reason)" }
+
+    /// A failure of `kind`, with the store's `status`.
+    public init(_ kind: Kind, status: Int32? = nil, reason: String) {
+        self.kind = kind
+        self.status = status
+        self.reason = reason
+    }
+
+    /// A failure of kind ``Kind/other`` (TransferKit 1's `CredentialStoreUnavailable(_:)`).
+    public init(_ reason: String) {
+        self.init(.other, reason: reason)
+    }
+
+    /// `error` as a storage error: itself when it is one; ``Kind/undecodable`` for a decoding error.
+    init(_ error: any Error) {
+        switch error {
+        case let error as StorageError: self = error
+        case let error as TransferError where error.storage != nil: self = error.storage!
+        case is DecodingError: self.init(.undecodable, reason: "a stored item does not decode")
+        default: self.init(.other, reason: "\(error)")
+        }
+    }
+
+    public var description: String {
+        "StorageError(\(kind)\(status.map { ", status \($0)" } ?? "")): \(reason)"
+    }
 }
+
+/// TransferKit 1's name of ``StorageError``.
+public typealias CredentialStoreUnavailable = StorageError
 
 /// A store in memory: for tests and simulations. ``isAvailable`` set to false makes it act like
 /// a Keychain before the first unlock.
@@ -56,7 +118,7 @@ public final class MemoryCredentialStore: CredentialStore, @unchecked Sendable {
         storage = items
     }
 
-    /// False makes every call throw ``CredentialStoreUnavailable`` (a locked phone).
+    /// False makes every call throw ``StorageError/Kind/locked`` (a locked phone).
     public var isAvailable: Bool {
         get { locked { available } }
         set { locked { available = newValue } }
@@ -67,21 +129,21 @@ public final class MemoryCredentialStore: CredentialStore, @unchecked Sendable {
 
     public func read(_ key: String) throws -> Data? {
         try locked {
-            guard available else { throw CredentialStoreUnavailable("locked") }
+            guard available else { throw StorageError(.locked, reason: "locked") }
             return storage[key]
         }
     }
 
     public func write(_ data: Data, for key: String) throws {
         try locked {
-            guard available else { throw CredentialStoreUnavailable("locked") }
+            guard available else { throw StorageError(.locked, reason: "locked") }
             storage[key] = data
         }
     }
 
     public func remove(_ key: String) throws {
         try locked {
-            guard available else { throw CredentialStoreUnavailable("locked") }
+            guard available else { throw StorageError(.locked, reason: "locked") }
             storage[key] = nil
         }
     }
@@ -97,27 +159,47 @@ public final class MemoryCredentialStore: CredentialStore, @unchecked Sendable {
 ///
 /// Files are created with permissions `0600` (the directory `0700`) and written atomically:
 /// a temporary file in the same directory, synced, then renamed over the old one. A missing
-/// file reads as empty; any other failure to read throws (unavailable).
+/// file reads as empty; any other failure to read throws (``StorageError/Kind/io`` with the
+/// `errno`, or ``StorageError/Kind/locked`` for `EPERM`, which is what a file protected until
+/// unlock answers on iOS).
 ///
-/// On iOS, files in Application Support are protected until the first unlock by default and are
-/// included in backups, which is what the account list (``TransferClient``'s `accountList`
+/// Each file gets ``protection`` (by default `completeUntilFirstUserAuthentication`, set
+/// explicitly, so that an app whose default is `NSFileProtectionComplete` can still read the
+/// account list when iOS launches it in the background). On iOS, files in Application Support
+/// are included in backups, which is what the account list (``TransferClient``'s `accountList`
 /// store) needs. Keep the device identity in the Keychain instead.
 public struct FileCredentialStore: CredentialStore {
     /// The directory holding the files.
     public let directory: URL
+    /// The data protection class of every file written (ignored where there is none, e.g. Linux).
+    public let protection: FileProtectionType?
 
-    /// A store in `directory`, created (`0700`) on the first write.
-    public init(directory: URL) {
+    /// A store in `directory`, created (`0700`) on the first write; its files get `protection`.
+    public init(directory: URL, protection: FileProtectionType? = .completeUntilFirstUserAuthentication) {
         self.directory = directory
+        self.protection = protection
     }
 
     public func read(_ key: String) throws -> Data? {
-        let url = fileURL(key)
-        guard FileManager.default.fileExists(atPath: url.path) else { return nil }
-        do {
-            return try Data(contentsOf: url)
-        } catch {
-            throw CredentialStoreUnavailable("cannot read \(url.path): \(error)")
+        let path = fileURL(key).path
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else {
+            let code = errno
+            if code == ENOENT { return nil }
+            throw Self.failure(code, "cannot open \(key)")
+        }
+        defer { close(fd) }
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { posixRead(fd, $0.baseAddress, $0.count) }
+            if count == 0 { return data }
+            if count < 0 {
+                let code = errno
+                if code == EINTR { continue }
+                throw Self.failure(code, "cannot read \(key)")
+            }
+            data.append(contentsOf: buffer[0..<count])
         }
     }
 
@@ -126,33 +208,43 @@ public struct FileCredentialStore: CredentialStore {
             try FileManager.default.createDirectory(
                 at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
-            throw CredentialStoreUnavailable("cannot create \(directory.path): \(error)")
+            throw StorageError(.io, reason: "cannot create the store's directory: \(error)")
         }
         let target = fileURL(key)
         let temporary = directory.appendingPathComponent(".\(key).\(UUID().uuidString).tmp", isDirectory: false)
         let fd = open(temporary.path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
-        guard fd >= 0 else { throw CredentialStoreUnavailable("cannot create \(temporary.path): errno \(errno)") }
+        guard fd >= 0 else { throw Self.failure(errno, "cannot create a temporary file for \(key)") }
         do {
             _ = fchmod(fd, 0o600)  // whatever the umask
             let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
             try handle.write(contentsOf: data)
             try handle.synchronize()
             try handle.close()
+            #if !os(macOS)  // macOS has no per-file protection classes
+            if let protection {
+                try FileManager.default.setAttributes([.protectionKey: protection], ofItemAtPath: temporary.path)
+            }
+            #endif
         } catch {
             unlink(temporary.path)
-            throw CredentialStoreUnavailable("cannot write \(temporary.path): \(error)")
+            throw StorageError(.io, reason: "cannot write \(key): \(error)")
         }
         guard rename(temporary.path, target.path) == 0 else {
             let code = errno
             unlink(temporary.path)
-            throw CredentialStoreUnavailable("cannot replace \(target.path): errno \(code)")
+            throw Self.failure(code, "cannot replace \(key)")
         }
     }
 
     public func remove(_ key: String) throws {
         if unlink(fileURL(key).path) != 0 && errno != ENOENT {
-            throw CredentialStoreUnavailable("cannot remove \(fileURL(key).path): errno \(errno)")
+            throw Self.failure(errno, "cannot remove \(key)")
         }
+    }
+
+    /// `EPERM` is what iOS answers for a file protected until unlock; every other `errno` is I/O.
+    static func failure(_ code: Int32, _ reason: String) -> StorageError {
+        StorageError(code == EPERM ? .locked : .io, status: code, reason: "\(reason): errno \(code)")
     }
 
     private func fileURL(_ key: String) -> URL {
@@ -162,4 +254,9 @@ public struct FileCredentialStore: CredentialStore {
             "FileCredentialStore: unsupported key \(key)")
         return directory.appendingPathComponent(key, isDirectory: false)
     }
+}
+
+/// POSIX `read(2)` (a top-level name, apart from ``FileCredentialStore/read(_:)``).
+private func posixRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
+    read(fd, buffer, count)
 }

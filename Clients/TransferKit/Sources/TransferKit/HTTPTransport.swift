@@ -26,7 +26,7 @@ struct HTTPResponse: Sendable {
     }
 }
 
-/// The one thing TransferKit needs from the network. Production uses ``URLSessionTransport``;
+/// The one thing TransferKit needs from the network. Production uses ``Transport``;
 /// the unit tests use an in-process fake server.
 protocol HTTPTransport: Sendable {
     func send(_ request: HTTPRequest) async throws -> HTTPResponse
@@ -34,7 +34,7 @@ protocol HTTPTransport: Sendable {
 
 extension HTTPTransport {
     /// Sends one request to `endpoint` under `baseURL`: a JSON body when there is one, the bearer
-    /// token when given. A request that does not reach the service throws ``TransferError/Kind/network``;
+    /// token when given. A request that does not reach the service throws ``TransferError/Code/network``;
     /// any answer is returned as is.
     func send(
         _ endpoint: Endpoint, baseURL: URL, path: [String: String] = [:], query: [String: String] = [:],
@@ -51,6 +51,12 @@ extension HTTPTransport {
             return try await send(request)
         } catch let error as CancellationError {
             throw error
+        } catch let error as URLError where error.code == .cancelled {
+            // URLSession's answer to a cancelled task (a SwiftUI `.task` that went away): not a
+            // network failure, and apps already ignore CancellationError.
+            throw CancellationError()
+        } catch where Task.isCancelled {
+            throw CancellationError()
         } catch {
             throw TransferError(.network, "The service could not be reached: \(error.localizedDescription)")
         }
@@ -75,10 +81,44 @@ extension HTTPTransport {
     }
 }
 
-/// ``HTTPTransport`` over `URLSession`.
-struct URLSessionTransport: HTTPTransport {
-    let session: URLSession
+/// How TransferKit's requests reach the service: one function from a `URLRequest` to the
+/// answer. ``urlSession(_:headers:)`` is the default; give your own to route requests through
+/// another HTTP stack, to add headers, or to answer them in tests and SwiftUI previews.
+///
+/// ```swift
+/// let transport = Transport { request in
+///     var request = request
+///     request.setValue("ios/4.2", forHTTPHeaderField: "X-App-Version")
+///     let (data, response) = try await session.data(for: request)
+///     return (data, response as! HTTPURLResponse)
+/// }
+/// ```
+///
+/// A thrown error that is not a `CancellationError` (or `URLError.cancelled`) becomes a
+/// ``TransferError/Code/network`` error.
+public struct Transport: Sendable {
+    let perform: @Sendable (URLRequest) async throws -> (Data, HTTPURLResponse)
 
+    /// A transport that answers each request with `perform`.
+    public init(_ perform: @escaping @Sendable (URLRequest) async throws -> (Data, HTTPURLResponse)) {
+        self.perform = perform
+    }
+
+    /// Requests through `session`, each with `headers` added (e.g. your app's version).
+    public static func urlSession(_ session: URLSession, headers: [String: String] = [:]) -> Transport {
+        Transport { request in
+            var request = request
+            for (name, value) in headers where request.value(forHTTPHeaderField: name) == nil {
+                request.setValue(value, forHTTPHeaderField: name)
+            }
+            let (data, response) = try await session.data(for: request)
+            guard let http = response as? HTTPURLResponse else { throw URLError(.badServerResponse) }
+            return (data, http)
+        }
+    }
+}
+
+extension Transport: HTTPTransport {
     func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         var urlRequest = URLRequest(url: request.url)
         urlRequest.httpMethod = request.method
@@ -87,12 +127,33 @@ struct URLSessionTransport: HTTPTransport {
         for (name, value) in request.headers {
             urlRequest.setValue(value, forHTTPHeaderField: name)
         }
-        let (data, response) = try await session.data(for: urlRequest)
-        guard let http = response as? HTTPURLResponse else { throw URLError(.badServerResponse) }
+        let (data, http) = try await perform(urlRequest)
         var headers: [String: String] = [:]
         for (name, value) in http.allHeaderFields {
             if let name = name as? String, let value = value as? String { headers[name.lowercased()] = value }
         }
         return HTTPResponse(status: http.statusCode, headers: headers, body: data)
+    }
+}
+
+extension Transport {
+    /// This transport, writing one line per request to `logger`: method, path, status and
+    /// duration (never a header, body or token). Nil: this transport as is.
+    public func logging(_ logger: (@Sendable (String) -> Void)?) -> Transport {
+        guard let logger else { return self }
+        let perform = self.perform
+        return Transport { request in
+            let started = Date()
+            let line = "TransferKit: \(request.httpMethod ?? "GET") \(request.url?.path ?? "?")"
+            func elapsed() -> Int { Int(Date().timeIntervalSince(started) * 1000) }
+            do {
+                let (data, response) = try await perform(request)
+                logger("\(line) → \(response.statusCode) in \(elapsed()) ms")
+                return (data, response)
+            } catch {
+                logger("\(line) → failed in \(elapsed()) ms: \(type(of: error))")
+                throw error
+            }
+        }
     }
 }

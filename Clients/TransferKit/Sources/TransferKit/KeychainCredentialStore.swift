@@ -2,72 +2,87 @@
 import Foundation
 import Security
 
-/// A store in the Keychain: generic-password items of one service, one per key.
-///
-/// Items are `kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly` (readable after the first unlock
-/// since boot, never in backups or on another phone) and not synchronizable (no iCloud Keychain).
-/// `errSecItemNotFound` reads as empty; `errSecInteractionNotAllowed` (locked before the first
-/// unlock) and every other error throw ``CredentialStoreUnavailable``.
+// Compiled only on Apple platforms (never built in this repository's Linux CI). Everything here
+// is a one-to-one translation; every decision (which attributes, add or update, status kinds,
+// moving items from an earlier location) is in KeychainItems.swift, tested on every platform.
+
+/// A store in the Keychain: generic-password items at a ``KeychainLocation``, one per key,
+/// `kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly` (readable after the first unlock since
+/// boot, never in backups or on another phone), not synchronizable, in the data protection
+/// Keychain (also on macOS). `errSecItemNotFound` reads as empty; every other failure throws a
+/// ``StorageError`` whose kind says which (``StorageError/Kind/locked``,
+/// ``StorageError/Kind/missingEntitlement``, …) and whose status is the `OSStatus`.
 public struct KeychainCredentialStore: CredentialStore {
-    /// The items' `kSecAttrService`.
-    public let service: String
-    /// A Keychain access group shared with app extensions, or nil for the app's default.
-    public let accessGroup: String?
+    /// Where the items are.
+    public let location: KeychainLocation
+    private let items: KeychainItems
 
-    /// A store of the items of `service`, in `accessGroup` (nil: the app's default group).
+    /// A store at `location`; an item missing there is moved from the first of `previous` that has it.
+    public init(location: KeychainLocation = .thisApp, migratingFrom previous: [KeychainLocation] = []) {
+        self.location = location
+        self.items = KeychainItems(location: location, previous: previous, calls: SecItemBridge())
+    }
+
+    /// A store of the items of `service`, in `accessGroup` (TransferKit 1's initialiser).
     public init(service: String, accessGroup: String? = nil) {
-        self.service = service
-        self.accessGroup = accessGroup
+        self.init(location: KeychainLocation(service: service, accessGroup: accessGroup))
     }
 
-    public func read(_ key: String) throws -> Data? {
-        var query = self.query(key)
-        query[kSecReturnData as String] = true
-        query[kSecMatchLimit as String] = kSecMatchLimitOne
+    public func read(_ key: String) throws -> Data? { try items.read(key) }
+    public func write(_ data: Data, for key: String) throws { try items.write(data, for: key) }
+    public func remove(_ key: String) throws { try items.remove(key) }
+}
+
+/// The four `SecItem` calls, each attribute mapped to its one `kSec…` key.
+struct SecItemBridge: SecItemCalls {
+    func copyMatching(_ query: [KeychainAttribute]) -> (status: Int32, data: Data?) {
+        var dictionary = Self.dictionary(query)
+        dictionary[kSecReturnData as String] = true
+        dictionary[kSecMatchLimit as String] = kSecMatchLimitOne
         var result: CFTypeRef?
-        let status = SecItemCopyMatching(query as CFDictionary, &result)
-        switch status {
-        case errSecSuccess:
-            guard let data = result as? Data else { throw CredentialStoreUnavailable("Keychain item \(key) holds no data") }
-            return data
-        case errSecItemNotFound:
-            return nil
-        case errSecInteractionNotAllowed:
-            throw CredentialStoreUnavailable("Keychain locked (errSecInteractionNotAllowed)")
-        default:
-            throw CredentialStoreUnavailable("Keychain read failed: OSStatus \(status)")
-        }
+        let status = SecItemCopyMatching(dictionary as CFDictionary, &result)
+        return (status, result as? Data)
     }
 
-    public func write(_ data: Data, for key: String) throws {
-        let attributes: [String: Any] = [
-            kSecValueData as String: data,
-            kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly,
-        ]
-        var status = SecItemUpdate(query(key) as CFDictionary, attributes as CFDictionary)
-        if status == errSecItemNotFound {
-            let item = query(key).merging(attributes) { _, new in new }
-            status = SecItemAdd(item as CFDictionary, nil)
-        }
-        guard status == errSecSuccess else { throw CredentialStoreUnavailable("Keychain write failed: OSStatus \(status)") }
+    func add(_ attributes: [KeychainAttribute], data: Data) -> Int32 {
+        var dictionary = Self.dictionary(attributes)
+        dictionary[kSecValueData as String] = data
+        return SecItemAdd(dictionary as CFDictionary, nil)
     }
 
-    public func remove(_ key: String) throws {
-        let status = SecItemDelete(query(key) as CFDictionary)
-        guard status == errSecSuccess || status == errSecItemNotFound else {
-            throw CredentialStoreUnavailable("Keychain delete failed: OSStatus \(status)")
-        }
+    func update(_ query: [KeychainAttribute], data: Data, attributes: [KeychainAttribute]) -> Int32 {
+        var changes = Self.dictionary(attributes)
+        changes[kSecValueData as String] = data
+        return SecItemUpdate(Self.dictionary(query) as CFDictionary, changes as CFDictionary)
     }
 
-    private func query(_ key: String) -> [String: Any] {
-        var query: [String: Any] = [
-            kSecClass as String: kSecClassGenericPassword,
-            kSecAttrService as String: service,
-            kSecAttrAccount as String: key,
-            kSecAttrSynchronizable as String: false,
-        ]
-        if let accessGroup { query[kSecAttrAccessGroup as String] = accessGroup }
-        return query
+    func delete(_ query: [KeychainAttribute]) -> Int32 {
+        SecItemDelete(Self.dictionary(query) as CFDictionary)
+    }
+
+    static func dictionary(_ attributes: [KeychainAttribute]) -> [String: Any] {
+        var dictionary: [String: Any] = [:]
+        for attribute in attributes {
+            switch attribute {
+            case .genericPassword:
+                dictionary[kSecClass as String] = kSecClassGenericPassword
+            case .service(let service):
+                dictionary[kSecAttrService as String] = service
+            case .account(let account):
+                dictionary[kSecAttrAccount as String] = account
+            case .accessGroup(let group):
+                dictionary[kSecAttrAccessGroup as String] = group
+            case .notSynchronizable:
+                dictionary[kSecAttrSynchronizable as String] = false
+            case .dataProtectionKeychain:
+                if #available(iOS 13, macOS 10.15, tvOS 13, watchOS 6, *) {
+                    dictionary[kSecUseDataProtectionKeychain as String] = true
+                }
+            case .accessibleAfterFirstUnlockThisDeviceOnly:
+                dictionary[kSecAttrAccessible as String] = kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly
+            }
+        }
+        return dictionary
     }
 }
 
@@ -75,28 +90,62 @@ extension TransferClient {
     /// The client for an iOS or macOS app: the device identity and tokens in the Keychain
     /// (``KeychainCredentialStore``, this device only), the account list in Application Support
     /// (``FileCredentialStore``, included in backups, which is how a restore onto a new phone is noticed).
+    ///
+    /// - Parameters:
+    ///   - keychain: where the identity and tokens are: the app's own by default
+    ///     (``KeychainLocation/thisApp``); ``KeychainLocation/shared(accessGroup:service:)`` in the
+    ///     app and each extension that shares the account.
+    ///   - appGroup: an App Group identifier: the account list goes in its container, where
+    ///     extensions find it. With a shared Keychain or an App Group, renewals log in instead
+    ///     of refreshing (`sharesSessions`), so processes never revoke each other's tokens.
+    ///   - urlSession: the session requests go through.
+    ///   - headers: added to every request (e.g. your app's version).
+    ///   - logger: one line per request (method, path, status, duration), and nothing secret.
+    ///   - migratingFrom: earlier Keychain locations of this app, whose items are moved on first
+    ///     read (TransferKit 1's default location by default), so changing the location never
+    ///     loses the identity.
     public static func standard(
-        baseURL: URL, keychainService: String = "TransferKit", accessGroup: String? = nil
+        baseURL: URL, keychain: KeychainLocation = .thisApp, appGroup: String? = nil,
+        urlSession: URLSession = .shared, headers: [String: String] = [:],
+        logger: (@Sendable (String) -> Void)? = nil,
+        migratingFrom previous: [KeychainLocation] = [.transferKit1]
     ) -> TransferClient {
         let support = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask)[0]
+        let container = appGroup.flatMap { FileManager.default.containerURL(forSecurityApplicationGroupIdentifier: $0) }
+        #if os(macOS)
+        let isMacOS = true
+        #else
+        let isMacOS = false
+        #endif
+        let directory = StandardLayout.accountListDirectory(
+            applicationSupport: support, appGroupContainer: container,
+            bundleIdentifier: Bundle.main.bundleIdentifier, isMacOS: isMacOS)
         return TransferClient(
             baseURL: baseURL,
-            credentials: KeychainCredentialStore(service: keychainService, accessGroup: accessGroup),
-            accountList: FileCredentialStore(directory: support.appendingPathComponent("TransferKit", isDirectory: true))
+            credentials: KeychainCredentialStore(
+                location: keychain, migratingFrom: StandardLayout.previousLocations(previous, current: keychain)),
+            accountList: FileCredentialStore(directory: directory),
+            sharesSessions: StandardLayout.sharesSessions(keychain: keychain, appGroup: appGroup),
+            transport: Transport.urlSession(urlSession, headers: headers).logging(logger)
         )
     }
 }
 
 extension SiblingSession {
     /// The session of the sibling app `clientId` (its bundle id) for iOS or macOS: its tokens in
-    /// the Keychain (``KeychainCredentialStore``, this device only), under a key of this client
-    /// id, so that sibling apps sharing an `accessGroup` keep their sessions apart.
+    /// the Keychain (``KeychainCredentialStore``, this device only, the app's own location by
+    /// default), under a key of this client id, so that sibling apps sharing an access group
+    /// keep their sessions apart. Its items are moved from `migratingFrom` on first read.
     public static func standard(
-        baseURL: URL, clientId: String, keychainService: String = "TransferKit", accessGroup: String? = nil
+        baseURL: URL, clientId: String, keychain: KeychainLocation = .thisApp,
+        urlSession: URLSession = .shared, headers: [String: String] = [:],
+        migratingFrom previous: [KeychainLocation] = [.transferKit1]
     ) -> SiblingSession {
         SiblingSession(
             baseURL: baseURL, clientId: clientId,
-            credentials: KeychainCredentialStore(service: keychainService, accessGroup: accessGroup))
+            credentials: KeychainCredentialStore(
+                location: keychain, migratingFrom: StandardLayout.previousLocations(previous, current: keychain)),
+            transport: .urlSession(urlSession, headers: headers))
     }
 }
 #endif

@@ -65,14 +65,22 @@ public enum LaunchResult: Sendable, Equatable {
     /// or start a new account with ``TransferClient/startOver()`` then ``TransferClient/launch()``.
     /// Nothing was created.
     case restoredOntoNewPhone(previousAccounts: [Account])
-    /// The credential store cannot be read now (the phone is locked before its first unlock).
-    /// Nothing was created; launch again later (e.g. on `protectedDataDidBecomeAvailable`).
-    case storageUnavailable
+    /// The current account moved to another phone (a claim there), and other accounts remain
+    /// on this one: tell the user, and pick one of `remainingAccounts` with
+    /// ``TransferClient/switchAccount(to:)`` (until then every launch answers this).
+    case currentAccountMoved(accountId: String?, transferredAt: Date?, remainingAccounts: [Account])
+    /// The credential store cannot be used now; ``StorageError/kind`` says why:
+    /// ``StorageError/Kind/locked`` (the phone is locked before its first unlock: launch again
+    /// later, e.g. on `protectedDataDidBecomeAvailable`), ``StorageError/Kind/missingEntitlement``
+    /// (a build without the Keychain access group it names: a bug), ``StorageError/Kind/undecodable``
+    /// (the identity item does not decode: it is never replaced behind your back; ``TransferClient/startOver()``
+    /// if the user agrees). Nothing was created.
+    case storageUnavailable(StorageError)
 }
 
 /// What a claim (by email or Apple ID) does when this phone already holds accounts.
 public enum ClaimChoice: String, Sendable, CaseIterable {
-    /// Fail with ``TransferError/Kind/deviceHasAccount`` (nothing changes), so the app can ask the user.
+    /// Fail with ``TransferError/Code/deviceHasAccount`` (nothing changes), so the app can ask the user.
     case fail
     /// The phone's accounts leave it (kept by the service, reachable by support); sends `replaceExistingAccount: true`.
     case replace
@@ -93,6 +101,13 @@ public struct PendingTransfer: Sendable, Equatable {
     public let expiresAt: Date
     /// When the transfer was set up (known from ``TransferClient/profile(of:)``).
     public var createdAt: Date?
+
+    /// A pending transfer (for previews and tests).
+    public init(email: String, expiresAt: Date, createdAt: Date? = nil) {
+        self.email = email
+        self.expiresAt = expiresAt
+        self.createdAt = createdAt
+    }
 }
 
 /// An account as the service describes it to one of its sessions (`GET /v1/me`:
@@ -125,6 +140,29 @@ public struct AccountProfile: Sendable, Equatable, Identifiable {
         public let lastLoginAt: Date?
         /// Whether this is the device of the session that asked.
         public let isCurrent: Bool
+
+        /// A device (for previews and tests).
+        public init(id: String, boundAt: Date, lastLoginAt: Date? = nil, isCurrent: Bool) {
+            self.id = id
+            self.boundAt = boundAt
+            self.lastLoginAt = lastLoginAt
+            self.isCurrent = isCurrent
+        }
+    }
+
+    /// A profile (for previews and tests); ``migrationFlag`` is true exactly when `transfer` is given.
+    public init(
+        id: String, userName: String, createdAt: Date, transferId: String? = nil, transfer: PendingTransfer? = nil,
+        devices: [Device] = [], appleID: AppleIDLink? = nil
+    ) {
+        self.id = id
+        self.userName = userName
+        self.createdAt = createdAt
+        self.migrationFlag = transfer != nil
+        self.transferId = transferId
+        self.transfer = transfer
+        self.devices = devices
+        self.appleID = appleID
     }
 
     init(_ wire: MeBody) {
@@ -155,7 +193,8 @@ public struct AppleIDLink: Sendable, Equatable {
         self.init(email: wire.email, isPrivateEmail: wire.isPrivateEmail, linkedAt: wire.linkedAt)
     }
 
-    init(email: String?, isPrivateEmail: Bool?, linkedAt: Date? = nil) {
+    /// A link (for previews and tests).
+    public init(email: String?, isPrivateEmail: Bool?, linkedAt: Date? = nil) {
         self.email = email
         self.isPrivateEmail = isPrivateEmail
         self.linkedAt = linkedAt
@@ -167,13 +206,19 @@ public struct AppleIDLink: Sendable, Equatable {
 ///
 /// Set ``sha256`` as the `nonce` of the `ASAuthorizationAppleIDRequest`: Apple signs it into the
 /// identity token. Then pass this nonce with that identity token to
-/// ``TransferClient/linkAppleID(identityToken:nonce:authorizationCode:for:)`` or
+/// ``TransferClient/linkAppleID(identityToken:nonce:authorizationCode:of:)`` or
 /// ``TransferClient/claimWithAppleID(identityToken:nonce:existingAccounts:)``.
 public struct AppleNonce: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The nonce: 43 characters of base64url. It goes back to the service only, never to Apple.
     public let value: String
     /// Seconds until the nonce expires (300).
     public let expiresIn: Int
+
+    /// A nonce (for previews and tests; the service's come from ``TransferClient/appleNonce()``).
+    public init(value: String, expiresIn: Int) {
+        self.value = value
+        self.expiresIn = expiresIn
+    }
 
     /// The lower-case hex SHA-256 of ``value``: the `nonce` of Apple's request.
     public var sha256: String { Hex.encode(SHA256.hash(value.utf8)) }
@@ -185,12 +230,18 @@ public struct AppleNonce: Sendable, Equatable, CustomStringConvertible, CustomDe
 }
 
 /// A one-time code the host app made for a sibling app
-/// (``TransferClient/createHandoffCode(forClient:codeChallenge:account:)``).
+/// (``TransferClient/createHandoffCode(forClient:codeChallenge:of:)``).
 public struct HandoffCode: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The code: 43 characters of base64url, single use. Pass it only in the sibling's universal link.
     public let code: String
     /// Seconds until the code expires (60 by default): open the sibling's link right away.
     public let expiresIn: Int
+
+    /// A code (for previews and tests).
+    public init(code: String, expiresIn: Int) {
+        self.code = code
+        self.expiresIn = expiresIn
+    }
 
     /// Leaves the code out, so that a log line never carries it.
     public var description: String { "HandoffCode(code: \(Redacted.text), expiresIn: \(expiresIn))" }
@@ -218,6 +269,20 @@ public enum APNsEnvironment: String, Sendable {
     case production
     /// The sandbox gateway (development builds).
     case sandbox
+
+    /// The gateway of this build: ``sandbox`` when compiled for debugging (`DEBUG`), else ``production``.
+    public static var forThisBuild: APNsEnvironment { forBuild(debug: isDebugBuild) }
+
+    /// The gateway a build gets: ``sandbox`` for a debug build.
+    static func forBuild(debug: Bool) -> APNsEnvironment { debug ? .sandbox : .production }
+
+    static var isDebugBuild: Bool {
+        #if DEBUG
+        true
+        #else
+        false
+        #endif
+    }
 }
 
 /// Which of the phone's accounts its push tokens reach.

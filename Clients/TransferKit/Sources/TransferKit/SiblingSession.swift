@@ -11,7 +11,7 @@ import FoundationNetworking
 /// own universal link (``redeemHandoff(code:request:)``). The session is one of the host's
 /// (device, account) pair: it refreshes like any session, and ends with that pair (the account
 /// moved, removed or deleted, the device revoked), with the host's sign-out, or with a later
-/// hand-off to the same client id. Then the calls throw ``TransferError/Kind/handoffRequired``:
+/// hand-off to the same client id. Then the calls throw ``TransferError/Code/handoffRequired``:
 /// ask the host again.
 ///
 /// ```swift
@@ -27,7 +27,7 @@ import FoundationNetworking
 /// func loadFeed() async throws -> Data {
 ///     do {
 ///         return try await session.withAccessToken { token in try await myBackend.feed(bearer: token) }
-///     } catch let error as TransferError where error.kind == .handoffRequired {
+///     } catch let error as TransferError where error.code == .handoffRequired {
 ///         showSignInThroughHostApp()
 ///         throw error
 ///     }
@@ -59,10 +59,20 @@ public actor SiblingSession {
     ///   - clientId: this app's client id, as listed in the service's `--handoff-clients`.
     ///   - credentials: where the tokens are kept; on iOS a ``KeychainCredentialStore``. Sibling
     ///     apps may share one (a Keychain access group): each keeps its session under its own key.
-    ///   - urlSession: the session requests go through.
-    public init(baseURL: URL, clientId: String, credentials: any CredentialStore, urlSession: URLSession = .shared) {
+    ///   - transport: how requests reach the service (see ``Transport``).
+    ///   - clock: the time renewals are planned with.
+    public init(
+        baseURL: URL, clientId: String, credentials: any CredentialStore, transport: Transport = .urlSession(.shared),
+        clock: @escaping @Sendable () -> Date = { Date() }
+    ) {
         self.init(
-            baseURL: baseURL, clientId: clientId, credentials: credentials, transport: URLSessionTransport(session: urlSession))
+            baseURL: baseURL, clientId: clientId, credentials: credentials, transport: transport as any HTTPTransport,
+            now: clock)
+    }
+
+    /// A sibling session whose requests go through `urlSession` (TransferKit 1's initialiser).
+    public init(baseURL: URL, clientId: String, credentials: any CredentialStore, urlSession: URLSession) {
+        self.init(baseURL: baseURL, clientId: clientId, credentials: credentials, transport: .urlSession(urlSession))
     }
 
     init(
@@ -78,7 +88,7 @@ public actor SiblingSession {
 
     /// The account handed to this app; nil when there is no session (ask the host app).
     ///
-    /// - Throws: ``TransferError/Kind/storageUnavailable`` when the store cannot be read now.
+    /// - Throws: ``TransferError/Code/storageUnavailable`` when the store cannot be read now.
     public func account() throws -> Account? {
         try load().map { Account(id: $0.accountId, userName: $0.userName, isCurrent: true) }
     }
@@ -91,9 +101,9 @@ public actor SiblingSession {
     /// - Parameter request: the request made for this app: its ``HandoffRequest/clientId`` must be
     ///   ``clientId``; a request of another app is refused (`invalid_grant`) before anything is sent.
     /// - Returns: the host's account, now this app's.
-    /// - Throws: ``TransferError/Kind/invalidGrant`` for every refusal (unknown, expired or used
+    /// - Throws: ``TransferError/Code/invalidGrant`` for every refusal (unknown, expired or used
     ///   code, another request's verifier or client id): make a new ``HandoffRequest`` and ask
-    ///   the host again. ``TransferError/Kind/notConfigured``, network errors.
+    ///   the host again. ``TransferError/Code/notConfigured``, network errors.
     @discardableResult
     public func redeemHandoff(code: String, request: HandoffRequest) async throws -> Account {
         guard request.clientId == clientId else {
@@ -111,25 +121,25 @@ public actor SiblingSession {
 
     /// Runs `body` with a valid access token, as ``TransferClient/withAccessToken(of:_:)`` does:
     /// renewed a little before it expires (one renewal however many callers wait), and when
-    /// `body` throws ``TransferError/accessTokenRejected`` (or any ``TransferError/Kind/invalidToken``),
+    /// `body` throws ``TransferError/accessTokenRejected`` (or any ``TransferError/Code/invalidToken``),
     /// renewed once and `body` runs once more.
     ///
-    /// - Throws: ``TransferError/Kind/handoffRequired`` when there is no session, or the service
+    /// - Throws: ``TransferError/Code/handoffRequired`` when there is no session, or the service
     ///   refused the refresh token (the session ended; its tokens are forgotten): ask the host
-    ///   app again. ``TransferError/Kind/signedOut`` when the session was signed out or replaced
+    ///   app again. ``TransferError/Code/signedOut`` when the session was signed out or replaced
     ///   while this call waited for a renewal.
     public func withAccessToken<T: Sendable>(_ body: @Sendable (String) async throws -> T) async throws -> T {
         let token = try await accessToken()
         do {
             return try await body(token)
-        } catch let error as TransferError where error.kind == .invalidToken {
+        } catch let error as TransferError where error.code == .invalidToken {
             return try await body(renewedAccessToken(rejected: token))
         }
     }
 
     /// The account's profile (`GET /v1/me`), as the service describes it to this session.
     ///
-    /// - Throws: ``TransferError/Kind/handoffRequired`` as ``withAccessToken(_:)`` does, network errors.
+    /// - Throws: ``TransferError/Code/handoffRequired`` as ``withAccessToken(_:)`` does, network errors.
     public func profile() async throws -> AccountProfile {
         let transport = transport, baseURL = baseURL
         let response = try await withAccessToken { token in try await transport.send(.me, baseURL: baseURL, token: token).succeeded() }
@@ -184,7 +194,7 @@ public actor SiblingSession {
         }
         guard response.isSuccess else {
             let error = TransferError(response: response)
-            guard error.kind == .invalidRefreshToken || error.kind == .invalidToken else { throw error }
+            guard error.code == .invalidRefreshToken || error.code == .invalidToken else { throw error }
             end()
             throw Self.handoffRequired("The service ended the sibling session (\(error.code))")
         }
@@ -204,8 +214,12 @@ public actor SiblingSession {
         guard !loaded else { return stored }
         do {
             stored = try credentials.read(StoredSiblingSession.self, StoreKey.siblingSession(clientId: clientId))
+        } catch let error as StorageError where error.kind == .undecodable {
+            // A cache: the session that no longer decodes is dropped, and the app asks the host again.
+            try? credentials.remove(StoreKey.siblingSession(clientId: clientId))
+            stored = nil
         } catch {
-            throw TransferError(.storageUnavailable, "The credential store cannot be read now: \(error)")
+            throw TransferError(storage: error)
         }
         loaded = true
         return stored

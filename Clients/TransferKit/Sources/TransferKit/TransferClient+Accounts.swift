@@ -15,8 +15,9 @@ extension TransferClient {
     /// After ``TransferEvent/accountMoved(accountId:transferredAt:remainingAccounts:)`` pick one of
     /// the remaining accounts this way.
     ///
-    /// - Throws: ``TransferError/Kind/accountNotOnDevice`` when the account is not on this phone.
+    /// - Throws: ``TransferError/Code/accountNotOnDevice`` when the account is not on this phone.
     public func switchAccount(to accountId: String) async throws {
+        try restoreIfNeeded()
         let id = accountId.lowercased()
         _ = try await request(.setCurrentAccount, as: id, body: CurrentAccountRequest(accountId: id))
         setAccounts(accountList.map { account in
@@ -29,8 +30,8 @@ extension TransferClient {
 
     /// Creates one more account on this phone, which becomes the current one (login with `newAccount`).
     ///
-    /// - Throws: ``TransferError/Kind/deviceAccountLimit`` when the phone holds the most accounts
-    ///   it may, ``TransferError/Kind/rateLimited``.
+    /// - Throws: ``TransferError/Code/deviceAccountLimit`` when the phone holds the most accounts
+    ///   it may, ``TransferError/Code/rateLimited``.
     @discardableResult
     public func addAccount() async throws -> Account {
         let identity = try requireIdentity()
@@ -53,11 +54,11 @@ extension TransferClient {
     ///
     /// - Parameter abandon: remove it even though it has no way back to a device (no pending
     ///   transfer, no linked Apple ID); the service keeps it for support only.
-    /// - Throws: ``TransferError/Kind/accountWouldBeLost`` when this is the account's only device
+    /// - Throws: ``TransferError/Code/accountWouldBeLost`` when this is the account's only device
     ///   and it has neither a pending transfer nor a linked Apple ID, and `abandon` is false: offer
     ///   to set up a transfer first, or confirm and remove with `abandon: true`.
     public func removeAccount(_ accountId: String, abandon: Bool = false) async throws {
-        let id = accountId.lowercased()
+        let id = try resolve(accountId)
         let wasCurrent = current == id
         _ = try await request(
             .removeAccount, as: id, path: ["accountId": id], query: abandon ? ["abandon": "true"] : [:])
@@ -92,10 +93,15 @@ extension TransferClient {
     /// After the account left this phone (removed or deleted): forgets it, emits `event`, and
     /// catches up with the service: no account left retires the identity, a current one gone
     /// makes another current.
+    ///
+    /// "No account left" is judged from the list read from the store (every caller restored it
+    /// first), and only when that list knew the account: a list that is missing or out of date
+    /// never makes TransferKit throw away an identity other accounts are bound to.
     private func left(_ accountId: String, wasCurrent: Bool, event: TransferEvent) async {
+        let known = accountList.contains { $0.id == accountId }
         drop(accountId)
         hub.emit(event)
-        if accountList.isEmpty {
+        if known && accountList.isEmpty {
             try? startOver()
         } else if wasCurrent, (try? await accounts()) != nil, let now = current {
             hub.emit(.switched(accountId: now))
@@ -106,14 +112,17 @@ extension TransferClient {
     ///
     /// The account stays on the phone, and a later call for it logs in again with the device
     /// secret. The service also ends the sibling app sessions handed off from this session
-    /// (``createHandoffCode(forClient:codeChallenge:account:)``). When the access token has
+    /// (``createHandoffCode(forClient:codeChallenge:of:)``). When the access token has
     /// expired, the refresh token renews it for the logout only, so that the service still ends
     /// the session. A renewal under way for it is dropped when it arrives. Nothing stays stored
-    /// even if the service cannot be reached.
-    public func signOut(_ accountId: String? = nil) async {
-        guard let id = try? resolve(accountId) else { return }
-        try? loadSessionsIfNeeded()
-        let tokens = sessions[id]
+    /// even if the service cannot be reached. Works before ``launch()`` too (it reads the stores).
+    ///
+    /// - Throws: ``TransferError/Code/notSignedIn`` when there is no such account (no current
+    ///   one), ``TransferError/Code/storageUnavailable`` when the stores cannot be read now
+    ///   (nothing was forgotten: try again after unlock).
+    public func signOut(of accountId: String? = nil) async throws {
+        let id = try resolve(accountId)
+        let tokens = try cachedSession(id)
         forget(id)
         hub.emit(.signedOut(accountId: id))
         if let tokens { await transport.logOut(tokens, baseURL: baseURL) }

@@ -17,7 +17,7 @@ extension TransferClient {
     /// try await transfer.linkAppleID(identityToken: token, nonce: nonce, authorizationCode: code)
     /// ```
     ///
-    /// - Throws: ``TransferError/Kind/notConfigured`` (the service has Sign in with Apple off), network errors.
+    /// - Throws: ``TransferError/Code/notConfigured`` (the service has Sign in with Apple off), network errors.
     public func appleNonce() async throws -> AppleNonce {
         let body = try Wire.decode(AppleNonceBody.self, from: try await send(.appleNonce).succeeded())
         return AppleNonce(value: body.nonce, expiresIn: body.expiresIn)
@@ -34,13 +34,13 @@ extension TransferClient {
     ///   - authorizationCode: the credential's authorization code. Send it: the service exchanges
     ///     it for Apple's refresh token, which it revokes when the account is unlinked or deleted.
     /// - Returns: what Apple said about the user's email.
-    /// - Throws: ``TransferError/Kind/invalidIdentityToken`` (the message names the check that
-    ///   failed; also a used or expired nonce), ``TransferError/Kind/appleIdInUse`` (another
-    ///   account is linked to this Apple ID), ``TransferError/Kind/notConfigured``,
-    ///   ``TransferError/Kind/unavailable`` (Apple cannot be reached; try again).
+    /// - Throws: ``TransferError/Code/invalidIdentityToken`` (the message names the check that
+    ///   failed; also a used or expired nonce), ``TransferError/Code/appleIdInUse`` (another
+    ///   account is linked to this Apple ID), ``TransferError/Code/notConfigured``,
+    ///   ``TransferError/Code/unavailable`` (Apple cannot be reached; try again).
     @discardableResult
     public func linkAppleID(
-        identityToken: String, nonce: AppleNonce, authorizationCode: String? = nil, for accountId: String? = nil
+        identityToken: String, nonce: AppleNonce, authorizationCode: String? = nil, of accountId: String? = nil
     ) async throws -> AppleIDLink {
         let response = try await request(
             .linkApple, as: accountId,
@@ -50,7 +50,7 @@ extension TransferClient {
 
     /// Unlinks the account (the current one when nil) from its Apple ID, if it has one
     /// (`DELETE /v1/me/apple`).
-    public func unlinkAppleID(for accountId: String? = nil) async throws {
+    public func unlinkAppleID(of accountId: String? = nil) async throws {
         _ = try await request(.unlinkApple, as: accountId)
     }
 
@@ -65,11 +65,11 @@ extension TransferClient {
     ///   - nonce: the nonce whose ``AppleNonce/sha256`` the Apple request carried; used up.
     ///   - existingAccounts: what to do when this phone already holds accounts, as for a claim.
     /// - Returns: the account brought over.
-    /// - Throws: ``TransferError/Kind/appleIdNotLinked`` (no account is linked to this Apple ID),
-    ///   ``TransferError/Kind/invalidIdentityToken``, ``TransferError/Kind/notConfigured``, and
-    ///   the claim's: ``TransferError/Kind/deviceHasAccount``, ``TransferError/Kind/deviceAccountLimit``,
-    ///   ``TransferError/Kind/deviceAlreadyBound``, ``TransferError/Kind/deviceRetired``,
-    ///   ``TransferError/Kind/rateLimited``, ``TransferError/Kind/storageUnavailable``.
+    /// - Throws: ``TransferError/Code/appleIdNotLinked`` (no account is linked to this Apple ID),
+    ///   ``TransferError/Code/invalidIdentityToken``, ``TransferError/Code/notConfigured``, and
+    ///   the claim's: ``TransferError/Code/deviceHasAccount``, ``TransferError/Code/deviceAccountLimit``,
+    ///   ``TransferError/Code/deviceAlreadyBound``, ``TransferError/Code/deviceRetired``,
+    ///   ``TransferError/Code/rateLimited``, ``TransferError/Code/storageUnavailable``.
     @discardableResult
     public func claimWithAppleID(
         identityToken: String, nonce: AppleNonce, existingAccounts: ClaimChoice = .fail

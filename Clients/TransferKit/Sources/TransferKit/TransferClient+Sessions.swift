@@ -6,8 +6,11 @@ extension TransferClient {
     /// This is the one place requests are authorised, TransferKit's own and your backend's
     /// (which verifies the token with the service's JWKS). The token is renewed a little before
     /// it expires; concurrent callers share one renewal per account. When `body` throws
-    /// ``TransferError/accessTokenRejected`` (or any ``TransferError/Kind/invalidToken``),
+    /// ``TransferError/accessTokenRejected`` (or any ``TransferError/Code/invalidToken``),
     /// the token is renewed once and `body` runs once more.
+    ///
+    /// `body` runs on the caller's actor (the main actor in a view model), so it may touch the
+    /// caller's state; neither it nor its result needs to be `Sendable`.
     ///
     /// ```swift
     /// let profile = try await transfer.withAccessToken { token in
@@ -22,17 +25,46 @@ extension TransferClient {
     /// A renewal uses the refresh token; when the service refuses it (`invalid_refresh_token`),
     /// TransferKit logs in again with the device secret. When that login says the account moved,
     /// was deleted or the device revoked, the matching event is emitted and the error thrown.
-    public func withAccessToken<T: Sendable>(
-        of accountId: String? = nil, _ body: @Sendable (String) async throws -> T
+    public func withAccessToken<T>(
+        of accountId: String? = nil, isolation: isolated (any Actor)? = #isolation,
+        _ body: (String) async throws -> T
     ) async throws -> T {
-        try await authorized(resolve(accountId), body)
+        let id = try await resolvedAccount(accountId)
+        let token = try await accessToken(of: id)
+        do {
+            return try await body(token)
+        } catch let error as TransferError where error.code == .invalidToken {
+            return try await body(renewAccessToken(of: id, rejected: token))
+        }
+    }
+
+    /// A valid access token of the account (the current one when nil), renewed first when it is
+    /// about to expire (one renewal per account however many callers ask). For an HTTP stack's
+    /// interceptor: set it as the bearer token, and when your backend answers 401, ask
+    /// ``renewAccessToken(of:rejected:)`` for a new one and retry once.
+    public func accessToken(of accountId: String? = nil) async throws -> String {
+        try await accessToken(for: resolve(accountId))
+    }
+
+    /// A new access token of the account (the current one when nil), after your backend refused
+    /// `rejected` (a 401). When another caller's renewal already replaced `rejected`, its token
+    /// is returned without renewing again; without `rejected`, the token is renewed regardless.
+    public func renewAccessToken(of accountId: String? = nil, rejected: String? = nil) async throws -> String {
+        let id = try resolve(accountId)
+        guard let rejected else { return try await renew(id) }
+        return try await renewedAccessToken(for: id, rejected: rejected)
+    }
+
+    /// The account `accountId` names, or the current one (reading the stores first if needed).
+    func resolvedAccount(_ accountId: String?) throws -> String {
+        try resolve(accountId)
     }
 
     func authorized<T: Sendable>(_ accountId: String, _ body: @Sendable (String) async throws -> T) async throws -> T {
         let token = try await accessToken(for: accountId)
         do {
             return try await body(token)
-        } catch let error as TransferError where error.kind == .invalidToken {
+        } catch let error as TransferError where error.code == .invalidToken {
             let renewed = try await renewedAccessToken(for: accountId, rejected: token)
             return try await body(renewed)
         }
@@ -63,12 +95,7 @@ extension TransferClient {
 
     /// A token that is not about to expire, renewing it if needed.
     func accessToken(for accountId: String) async throws -> String {
-        do {
-            try loadSessionsIfNeeded()
-        } catch {
-            throw storageUnavailable(error)
-        }
-        if let session = sessions[accountId], session.refreshAt > now() { return session.accessToken }
+        if let session = try cachedSession(accountId), session.refreshAt > now() { return session.accessToken }
         return try await renew(accountId)
     }
 
@@ -89,16 +116,28 @@ extension TransferClient {
         return try await flight.task.value
     }
 
-    /// Refresh with the refresh token; when there is none or the service refuses it, log in again
-    /// with the device secret. The result is dropped if the account was signed out, moved, removed
+    /// Renews the account's tokens, after reading them again from the store: another process
+    /// sharing it (an app extension) may have renewed them already, and those are taken as they
+    /// are. When sessions are shared (``TransferClient/init(baseURL:credentials:accountList:sharesSessions:transport:clock:)``),
+    /// the renewal logs in with the device secret, which never rotates the refresh token (the
+    /// contract's rule), so no process's stored refresh token is ever revoked by another's
+    /// refresh. Otherwise it refreshes, and logs in when there is no refresh token or the
+    /// service refuses it. The result is dropped if the account was signed out, moved, removed
     /// or deleted meanwhile.
     private func performRenewal(of accountId: String, flight: Int) async throws -> String {
         let identity = try requireIdentity()
+        let stored = try readSession(accountId)
+        // Renewed by another process: the store holds a token this one has not used (compared by
+        // token: a stored date has lost the sub-second part of the one in memory).
+        if let stored, let known = sessions[accountId], stored.accessToken != known.accessToken, stored.refreshAt > now() {
+            sessions[accountId] = stored
+            return stored.accessToken
+        }
         var renewed: SessionBody?
-        if let refreshToken = sessions[accountId]?.refreshToken {
+        if !sharesSessions, let refreshToken = (stored ?? sessions[accountId])?.refreshToken {
             do {
                 renewed = try await transport.refresh(refreshToken, baseURL: baseURL)
-            } catch let error as TransferError where error.kind == .invalidRefreshToken {
+            } catch let error as TransferError where error.code == .invalidRefreshToken {
                 // Rotated or ended: the login below opens the session again.
             }
         }
@@ -118,6 +157,27 @@ extension TransferClient {
         return session.accessToken
     }
 
+    /// The account's tokens: as last read or written, else from the store.
+    func cachedSession(_ accountId: String) throws -> StoredSession? {
+        if let session = sessions[accountId] { return session }
+        let session = try readSession(accountId)
+        sessions[accountId] = session
+        return session
+    }
+
+    /// The account's tokens in the store. Tokens that do not decode are a cache: dropped, with an event.
+    func readSession(_ accountId: String) throws -> StoredSession? {
+        do {
+            return try credentials.read(StoredSession.self, StoreKey.session(accountId))
+        } catch let error as StorageError where error.kind == .undecodable {
+            try? credentials.remove(StoreKey.session(accountId))
+            hub.emit(.unreadableDataDiscarded(.sessions))
+            return nil
+        } catch {
+            throw storageUnavailable(error)
+        }
+    }
+
     // MARK: Logins and sessions
 
     /// `POST /v1/devices/login`. A refusal that says the account (`accountId`, or the current one)
@@ -130,9 +190,10 @@ extension TransferClient {
 
     private func accountLost(_ response: HTTPResponse, accountId: String?) -> TransferError {
         let error = TransferError(response: response)
-        switch error.kind {
+        switch error.code {
         case .deviceTransferred:
             let body = try? Wire.decoder().decode(ErrorBody.self, from: response.body)
+            lastMove = (accountId, body?.transferredAt)
             if let accountId { forget(accountId) }
             if let left = body?.accounts {
                 setAccounts(left.map(Account.init))
@@ -141,7 +202,7 @@ extension TransferClient {
             }
             hub.emit(.accountMoved(accountId: accountId, transferredAt: body?.transferredAt, remainingAccounts: accountList))
         case .deviceRevoked:
-            for id in Array(sessions.keys) { forget(id) }
+            for id in Set(sessions.keys).union(accountList.map(\.id)) { forget(id) }
             hub.emit(.deviceRevoked)
         case .accountDeleted:
             if let accountId { drop(accountId) }
@@ -157,11 +218,12 @@ extension TransferClient {
         return error
     }
 
-    /// Keeps a new session's tokens and the account list it brings.
+    /// Keeps a new session's tokens (its own item only) and the account list it brings.
     func apply(_ session: SessionBody) {
-        try? loadSessionsIfNeeded()
-        sessions[session.accountId] = StoredSession(session, receivedAt: now())
-        saveSessions()
+        let stored = StoredSession(session, receivedAt: now())
+        sessions[session.accountId] = stored
+        // A failed write only loses a cache: the next launch logs in with the device secret.
+        try? credentials.write(Wire.encode(stored), for: StoreKey.session(session.accountId))
         setAccounts(session.accounts.map(Account.init))
     }
 
@@ -174,25 +236,7 @@ extension TransferClient {
     /// Drops the account's tokens, here and in the store, and makes a renewal under way drop its result.
     func forget(_ accountId: String) {
         renewals.drop(accountId)
-        try? loadSessionsIfNeeded()
         sessions[accountId] = nil
-        saveSessions()
-    }
-
-    func loadSessionsIfNeeded() throws {
-        guard !sessionsLoaded else { return }
-        let stored = try credentials.read([String: StoredSession].self, StoreKey.sessions) ?? [:]
-        sessions = stored.merging(sessions) { _, inMemory in inMemory }
-        sessionsLoaded = true
-    }
-
-    func saveSessions() {
-        guard sessionsLoaded else { return }  // never overwrite what could not be read
-        // A failed write only loses a cache: the next launch logs in with the device secret.
-        if sessions.isEmpty {
-            try? credentials.remove(StoreKey.sessions)
-        } else {
-            try? credentials.write(Wire.encode(sessions), for: StoreKey.sessions)
-        }
+        try? credentials.remove(StoreKey.session(accountId))
     }
 }

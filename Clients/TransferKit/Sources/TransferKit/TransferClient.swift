@@ -6,7 +6,7 @@ import FoundationNetworking
 /// The client of the device-transfer service: this phone's identity, its accounts and their
 /// sessions, transfers between phones, and push routing.
 ///
-/// Create one per app (``TransferClient/standard(baseURL:keychainService:accessGroup:)`` on Apple
+/// Create one per app (``TransferClient/standard(baseURL:keychain:appGroup:urlSession:headers:logger:migratingFrom:)`` on Apple
 /// platforms), subscribe to ``events``, then call ``launch()`` at every start:
 ///
 /// ```swift
@@ -14,7 +14,8 @@ import FoundationNetworking
 /// switch try await transfer.launch() {
 /// case .signedIn(let accountId, _): showHome(accountId)
 /// case .restoredOntoNewPhone: offerTransfer()
-/// case .storageUnavailable: break  // locked before first unlock: launch again later
+/// case .currentAccountMoved(_, _, let remaining): offerSwitch(to: remaining)
+/// case .storageUnavailable(let failure): handle(failure)  // .locked: launch again after unlock
 /// }
 /// ```
 ///
@@ -35,9 +36,20 @@ public actor TransferClient {
     var identity: DeviceIdentity?
     /// The accounts on this phone, as last heard from the service.
     var accountList: [Account] = []
-    /// Tokens by account id; mirrored in `credentials` under ``StoreKey/sessions``.
+    /// Tokens by account id, as last read or written; each mirrored in `credentials` under
+    /// ``StoreKey/session(_:)``.
     var sessions: [String: StoredSession] = [:]
-    var sessionsLoaded = false
+    /// Whether the identity and the list were read from the stores (by ``launch()`` or any call).
+    var restored = false
+    /// Whether other processes (app extensions) use the same sessions through shared stores:
+    /// renewals then log in instead of refreshing (only refreshes rotate the refresh token).
+    let sharesSessions: Bool
+    /// The account and time of the last `410 device_transferred`, for ``launch()``'s result.
+    var lastMove: (accountId: String?, transferredAt: Date?)?
+    /// The APNs or FCM token the app registered last, and the device id it was uploaded for
+    /// (nil: not yet, e.g. registered before any account, or its upload failed).
+    var pushToken: PushTokenRequest?
+    var pushTokenDevice: String?
     /// The renewals under way, by account id; dropped when the account is signed out, moved,
     /// removed or deleted, so that a renewal under way then drops its result.
     var renewals = Renewals()
@@ -52,20 +64,36 @@ public actor TransferClient {
     ///     onto a new phone, the list arrives without the identity, and ``launch()`` reports
     ///     ``LaunchResult/restoredOntoNewPhone(previousAccounts:)`` instead of creating an account.
     ///     Nil keeps the list in `credentials` (such a restore then looks like a first launch).
-    ///   - urlSession: the session requests go through.
+    ///   - sharesSessions: true when other processes (an app extension, a widget) use the same
+    ///     stores at the same time. Renewals then log in with the device secret instead of
+    ///     refreshing: a login never rotates the refresh token (the contract's rule), so one
+    ///     process's renewal never revokes the tokens another holds.
+    ///   - transport: how requests reach the service (``Transport/urlSession(_:headers:)`` by
+    ///     default; your own for tests, previews, or an HTTP stack of your choice).
+    ///   - clock: the time TransferKit plans token renewals with (tests move it by hand).
     public init(
         baseURL: URL, credentials: any CredentialStore, accountList: (any CredentialStore)? = nil,
-        urlSession: URLSession = .shared
+        sharesSessions: Bool = false, transport: Transport = .urlSession(.shared),
+        clock: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.init(
             baseURL: baseURL, credentials: credentials, accountList: accountList,
-            transport: URLSessionTransport(session: urlSession))
+            transport: transport as any HTTPTransport, now: clock, sharesSessions: sharesSessions)
+    }
+
+    /// A client whose requests go through `urlSession` (TransferKit 1's initialiser).
+    public init(
+        baseURL: URL, credentials: any CredentialStore, accountList: (any CredentialStore)? = nil,
+        urlSession: URLSession
+    ) {
+        self.init(baseURL: baseURL, credentials: credentials, accountList: accountList, transport: .urlSession(urlSession))
     }
 
     init(
         baseURL: URL, credentials: any CredentialStore, accountList: (any CredentialStore)?,
-        transport: any HTTPTransport, now: @escaping @Sendable () -> Date = { Date() }
+        transport: any HTTPTransport, now: @escaping @Sendable () -> Date = { Date() }, sharesSessions: Bool = false
     ) {
+        self.sharesSessions = sharesSessions
         self.baseURL = baseURL
         self.credentials = credentials
         self.accountListStore = accountList ?? credentials
@@ -78,6 +106,11 @@ public actor TransferClient {
     /// Events about this phone's accounts. Each subscription starts with
     /// ``TransferEvent/initialState(_:)``; subscribe as early as you like, from anywhere.
     public nonisolated var events: AsyncStream<TransferEvent> { hub.subscribe() }
+
+    /// What TransferKit knows about this phone, now and at every change: the stream starts with
+    /// the current state (as supabase's `authStateChanges` starts with `initialSession`), then
+    /// yields each new one (a slow reader gets the latest). For SwiftUI, ``TransferModel`` wraps it.
+    public nonisolated var stateChanges: AsyncStream<DeviceState> { hub.subscribeState() }
 
     /// What TransferKit knows about this phone now.
     public nonisolated var state: DeviceState { hub.state }
@@ -97,116 +130,188 @@ public actor TransferClient {
     ///
     /// On the very first launch it generates the device identity (a UUID and 256 random bits),
     /// stores it, and the service creates the account. It never generates an identity when the
-    /// store could not be read (``LaunchResult/storageUnavailable``), nor when the account list
+    /// store could not be read (``LaunchResult/storageUnavailable(_:)``), nor when the account list
     /// came from another phone's backup (``LaunchResult/restoredOntoNewPhone(previousAccounts:)``);
-    /// both also arrive as events.
+    /// both also arrive as events. A token cache or account list that no longer decodes is
+    /// dropped (``TransferEvent/unreadableDataDiscarded(_:)``); an identity that does not decode
+    /// is never replaced (``StorageError/Kind/undecodable``).
     ///
-    /// - Throws: ``TransferError``: ``TransferError/Kind/deviceTransferred`` (the current account
-    ///   moved to another phone; ``TransferEvent/accountMoved(accountId:transferredAt:remainingAccounts:)``
-    ///   names the accounts left), ``TransferError/Kind/deviceRevoked``, ``TransferError/Kind/accountDeleted``,
-    ///   ``TransferError/Kind/accountNotOnDevice`` (no account left: ``startOver()``), network errors.
+    /// When the current account moved to another phone and others remain here, the launch
+    /// returns ``LaunchResult/currentAccountMoved(accountId:transferredAt:remainingAccounts:)``:
+    /// pick one with ``switchAccount(to:)``.
+    ///
+    /// - Throws: ``TransferError``: ``TransferError/Code/deviceTransferred`` (the current account
+    ///   moved to another phone and no account is left: ``startOver()``), ``TransferError/Code/deviceRevoked``,
+    ///   ``TransferError/Code/accountDeleted``, ``TransferError/Code/accountNotOnDevice``, network errors.
     public func launch() async throws -> LaunchResult {
-        let storedIdentity: DeviceIdentity?
-        let storedList: StoredAccountList?
+        let stored: StoredState
         do {
-            storedIdentity = try identity ?? credentials.read(DeviceIdentity.self, StoreKey.identity)
-            storedList = try accountListStore.read(StoredAccountList.self, StoreKey.accountList)
-            try loadSessionsIfNeeded()
+            stored = try readStores()
         } catch {
-            hub.emit(.storageUnavailable)
-            return .storageUnavailable
+            let failure = StorageError(error)
+            hub.emit(.storageUnavailable(failure))
+            return .storageUnavailable(failure)
         }
         // A list of accounts that belongs to another device id: the app's data was restored from
         // another phone's backup (the Keychain identity never travels). Offer the transfer.
-        if let list = storedList, !list.accounts.isEmpty, list.deviceId != storedIdentity?.deviceId {
-            identity = storedIdentity
-            publish()
+        if let list = stored.list, !list.accounts.isEmpty, list.deviceId != stored.identity?.deviceId {
+            adopt(stored)
             hub.emit(.restoredOntoNewPhone(previousAccounts: list.accounts))
             return .restoredOntoNewPhone(previousAccounts: list.accounts)
         }
-        guard let identity = storedIdentity ?? mintIdentity() else { return .storageUnavailable }
-        self.identity = identity
-        if let list = storedList { accountList = list.accounts }
-        publish()
+        let identity: DeviceIdentity
+        if let known = stored.identity {
+            identity = known
+        } else {
+            do {
+                identity = try mintIdentity()
+            } catch {
+                let failure = StorageError(error)
+                return .storageUnavailable(failure)
+            }
+        }
+        adopt(StoredState(identity: identity, list: stored.list))
 
-        let session = try await login(
-            LoginRequest(deviceId: identity.deviceId, deviceSecret: identity.deviceSecret), for: current)
+        let session: SessionBody
+        do {
+            session = try await login(
+                LoginRequest(deviceId: identity.deviceId, deviceSecret: identity.deviceSecret), for: current)
+        } catch let error as TransferError where error.code == .deviceTransferred && !accountList.isEmpty {
+            // The current account moved away; others remain (the event named them): the app picks one.
+            return .currentAccountMoved(
+                accountId: lastMove?.accountId, transferredAt: lastMove?.transferredAt, remainingAccounts: accountList)
+        }
         apply(session)
         hub.emit(.signedIn(accountId: session.accountId, created: session.created))
+        await uploadPendingPushToken()
         return .signedIn(accountId: session.accountId, created: session.created)
     }
 
     /// Forgets this phone's identity, tokens and account list, so that the next ``launch()``
-    /// generates a new device id and creates a new account.
+    /// generates a new device id and creates a new account. Emits ``TransferEvent/startedOver``.
     ///
     /// For when the old identity is of no more use: every account moved away
-    /// (``TransferError/Kind/deviceTransferred`` with no account left), the device was revoked or
+    /// (``TransferError/Code/deviceTransferred`` with no account left), the device was revoked or
     /// retired, or the user declined to bring accounts over after a restore. Nothing is sent.
     public func startOver() throws {
         renewals.dropAll()
         do {
-            try credentials.remove(StoreKey.sessions)
+            for id in Set(accountList.map(\.id)).union(sessions.keys) {
+                try credentials.remove(StoreKey.session(id))
+            }
+            try credentials.remove(StoreKey.legacySessions)
             try credentials.remove(StoreKey.identity)
             try accountListStore.remove(StoreKey.accountList)
         } catch {
-            hub.emit(.storageUnavailable)
-            throw TransferError(.storageUnavailable, "The credential store cannot be changed now: \(error)")
+            throw storageUnavailable(error)
         }
         identity = nil
         sessions = [:]
-        sessionsLoaded = true
         accountList = []
+        restored = true
         publish()
+        hub.emit(.startedOver)
+    }
+
+    // MARK: Stores
+
+    /// What the stores hold.
+    struct StoredState {
+        var identity: DeviceIdentity?
+        var list: StoredAccountList?
+    }
+
+    /// Reads the identity and the account list, and moves TransferKit 1's token dictionary to one
+    /// item per account. Throws a ``StorageError`` when a store cannot be read, or when the
+    /// identity does not decode (it is never replaced behind the app's back). An account list or
+    /// tokens that do not decode are caches: they are dropped, with an event.
+    func readStores() throws -> StoredState {
+        let identity = try credentials.read(DeviceIdentity.self, StoreKey.identity)
+        var list: StoredAccountList?
+        do {
+            list = try accountListStore.read(StoredAccountList.self, StoreKey.accountList)
+        } catch let error as StorageError where error.kind == .undecodable {
+            try accountListStore.remove(StoreKey.accountList)
+            hub.emit(.unreadableDataDiscarded(.accountList))
+        }
+        do {
+            if let legacy = try credentials.read([String: StoredSession].self, StoreKey.legacySessions) {
+                for (id, session) in legacy { try credentials.write(Wire.encode(session), for: StoreKey.session(id)) }
+                try credentials.remove(StoreKey.legacySessions)
+            }
+        } catch let error as StorageError where error.kind == .undecodable {
+            try credentials.remove(StoreKey.legacySessions)
+            hub.emit(.unreadableDataDiscarded(.sessions))
+        }
+        return StoredState(identity: identity, list: list)
+    }
+
+    /// Takes what the stores hold as the state: the list only when it is this identity's.
+    private func adopt(_ stored: StoredState) {
+        identity = stored.identity
+        if let list = stored.list, list.deviceId == stored.identity?.deviceId, stored.identity != nil {
+            accountList = list.accounts
+        } else {
+            accountList = []
+        }
+        restored = true
+        publish()
+    }
+
+    /// Reads the stores once before a call acts on the phone's state, so that no call made
+    /// before ``launch()`` mistakes an empty memory for an empty phone.
+    func restoreIfNeeded() throws {
+        guard !restored else { return }
+        do {
+            adopt(try readStores())
+        } catch {
+            throw storageUnavailable(error)
+        }
     }
 
     // MARK: Identity
 
     /// The identity for a claim: the stored one, or a new one when the store says there is none.
     func identityForClaim() throws -> DeviceIdentity {
+        try restoreIfNeeded()
         if let identity { return identity }
-        guard let identity = try readIdentity() ?? mintIdentity() else {
-            throw TransferError(.storageUnavailable, "The device identity cannot be stored now.")
+        do {
+            identity = try mintIdentity()
+        } catch {
+            throw TransferError(storage: error)
         }
-        self.identity = identity
         publish()
-        return identity
+        return identity!
     }
 
     /// The stored identity; never generates one.
     func requireIdentity() throws -> DeviceIdentity {
-        if let identity { return identity }
-        guard let stored = try readIdentity() else {
+        try restoreIfNeeded()
+        guard let identity else {
             throw TransferError(.notSignedIn, "This phone has no device identity yet: call launch() first.")
         }
-        identity = stored
-        return stored
+        return identity
     }
 
-    /// The identity in the credential store; nil when there is none, `storageUnavailable` when it cannot be read.
-    private func readIdentity() throws -> DeviceIdentity? {
-        do {
-            return try credentials.read(DeviceIdentity.self, StoreKey.identity)
-        } catch {
-            throw storageUnavailable(error)
-        }
-    }
-
-    /// A new identity, stored before it is used; nil (and an event) when it cannot be stored,
-    /// so that no account is ever created with a secret the phone does not keep.
-    func mintIdentity() -> DeviceIdentity? {
+    /// A new identity, stored before it is used; throws (and emits ``TransferEvent/storageUnavailable(_:)``)
+    /// when it cannot be stored, so that no account is ever created with a secret the phone does not keep.
+    func mintIdentity() throws -> DeviceIdentity {
         let minted = DeviceIdentity.generate()
         do {
             try credentials.write(Wire.encode(minted), for: StoreKey.identity)
             return minted
         } catch {
-            hub.emit(.storageUnavailable)
-            return nil
+            let failure = StorageError(error)
+            hub.emit(.storageUnavailable(failure))
+            throw failure
         }
     }
 
+    /// ``TransferError/Code/storageUnavailable`` for what a store threw, with its event.
     func storageUnavailable(_ error: any Error) -> TransferError {
-        hub.emit(.storageUnavailable)
-        return TransferError(.storageUnavailable, "The credential store cannot be read now: \(error)")
+        let error = TransferError(storage: error)
+        hub.emit(.storageUnavailable(error.storage!))
+        return error
     }
 
     // MARK: Local state
@@ -215,6 +320,7 @@ public actor TransferClient {
 
     /// The account `accountId` names, or the current one.
     func resolve(_ accountId: String?) throws -> String {
+        try restoreIfNeeded()
         if let accountId { return accountId.lowercased() }
         guard let current else {
             throw TransferError(.notSignedIn, "There is no current account: launch, claim, or pick one with switchAccount(to:).")
@@ -224,6 +330,7 @@ public actor TransferClient {
 
     /// An account whose token device-wide endpoints accept: the current one, else any on the phone.
     func anyAccountOnDevice() throws -> String {
+        try restoreIfNeeded()
         guard let id = current ?? accountList.first?.id else {
             throw TransferError(.notSignedIn, "There is no account on this phone: call launch() first.")
         }
@@ -239,15 +346,21 @@ public actor TransferClient {
         publish()
     }
 
+    /// Publishes the state; a change is also an event (``TransferEvent/stateChanged(_:)``).
     func publish() {
-        hub.setState(DeviceState(deviceId: identity?.deviceId, accounts: accountList))
+        let state = DeviceState(deviceId: identity?.deviceId, accounts: accountList)
+        if hub.setState(state) { hub.emit(.stateChanged(state)) }
     }
 }
 
 /// The keys TransferKit stores under.
 enum StoreKey {
     static let identity = "transferkit.identity"
-    static let sessions = "transferkit.sessions"
+    /// TransferKit 1 kept every account's tokens in one item; moved to ``session(_:)`` on first read.
+    static let legacySessions = "transferkit.sessions"
+    /// One account's tokens: one item per account, so that a process that changes one account's
+    /// tokens never writes back another's (an app and its extensions share the items).
+    static func session(_ accountId: String) -> String { "transferkit.session." + accountId.lowercased() }
     static let accountList = "transferkit.accounts"
     /// A ``SiblingSession``'s account and tokens, one key per sibling client id: sibling apps
     /// sharing a Keychain access group keep their sessions apart. The client id is hashed so that

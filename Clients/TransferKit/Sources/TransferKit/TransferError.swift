@@ -4,22 +4,28 @@ import Foundation
 ///
 /// An error the service answered carries the contract's `error` code (``code``), its `message`
 /// and the HTTP ``status``. Errors TransferKit raises itself (storage, network, a dropped
-/// refresh) carry one of its own codes and no status.
+/// renewal) carry one of its own codes and no status; a storage failure also carries the
+/// ``storage`` error that says which (locked, missing entitlement, …).
 ///
-/// Branch on ``kind`` for the cases apps handle:
+/// Branch on ``code``; ``Code`` is an open set (a struct, not an enum), so a code the service
+/// adds later never breaks a `switch` in your app:
 ///
 /// ```swift
 /// do {
 ///     try await transfer.removeAccount(id)
-/// } catch let error as TransferError where error.kind == .accountWouldBeLost {
-///     // Offer to set up a transfer first, or remove it anyway with `abandon: true`.
+/// } catch let error as TransferError {
+///     switch error.code {
+///     case .accountWouldBeLost: offerTransferFirst()  // or remove it with `abandon: true`
+///     case .rateLimited: retry(after: error.retryAfter)
+///     default: show(error.localizedDescription)
+///     }
 /// }
 /// ```
-public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible {
+public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible, LocalizedError {
     /// The contract's error code (`email_in_use`, `device_has_account`, …) or one of TransferKit's
     /// own (`storage_unavailable`, `not_signed_in`, `signed_out`, `handoff_required`, `network`,
     /// `unexpected_response`).
-    public let code: String
+    public let code: Code
     /// One sentence for a human. Codes are stable; messages may change.
     public let message: String
     /// The HTTP status of the service's answer; nil for errors raised by TransferKit itself.
@@ -27,112 +33,151 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
     /// Seconds to wait before trying again (`Retry-After`), with `rate_limited`, `too_many_attempts`,
     /// `overloaded` and `unavailable`.
     public let retryAfter: Int?
+    /// With ``Code/storageUnavailable``: what the store said (locked, missing entitlement, …).
+    public let storage: StorageError?
 
-    /// The case an app branches on; ``Kind/other`` for codes without a case of their own.
-    public var kind: Kind { Kind(rawValue: code) ?? .other }
+    /// The same as ``code`` (TransferKit 1 called it `kind`).
+    public var kind: Code { code }
 
-    /// The errors apps branch on. The raw value is the ``TransferError/code``.
-    public enum Kind: String, Sendable, CaseIterable {
-        // Login and sessions.
+    /// TransferKit 1's name of ``Code``.
+    public typealias Kind = Code
+
+    /// An error code: the contract's or TransferKit's own. An open set: compare with the static
+    /// members (`error.code == .deviceHasAccount`), or with a string literal for a code this
+    /// version does not name yet.
+    public struct Code: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral, CustomStringConvertible {
+        /// The code as the service spells it.
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public init(stringLiteral value: String) { self.rawValue = value }
+        public var description: String { rawValue }
+
         /// The device's secret does not match (`401`).
-        case invalidDeviceCredentials = "invalid_device_credentials"
+        public static let invalidDeviceCredentials = Code(rawValue: "invalid_device_credentials")
         /// The account was moved to another phone by a claim (`410`).
-        case deviceTransferred = "device_transferred"
+        public static let deviceTransferred = Code(rawValue: "device_transferred")
         /// Support revoked this device (`403`).
-        case deviceRevoked = "device_revoked"
+        public static let deviceRevoked = Code(rawValue: "device_revoked")
         /// The account was deleted (`410`).
-        case accountDeleted = "account_deleted"
+        public static let accountDeleted = Code(rawValue: "account_deleted")
         /// The account is not on this device (`403`).
-        case accountNotOnDevice = "account_not_on_device"
+        public static let accountNotOnDevice = Code(rawValue: "account_not_on_device")
         /// The access token was refused (`401`). Throw ``TransferError/accessTokenRejected`` from a
         /// ``TransferClient/withAccessToken(of:_:)`` body when your own backend refuses the token.
-        case invalidToken = "invalid_token"
+        public static let invalidToken = Code(rawValue: "invalid_token")
         /// The refresh token was refused (`401`); TransferKit then logs in again with the device secret.
-        case invalidRefreshToken = "invalid_refresh_token"
-        // Accounts on the device.
+        public static let invalidRefreshToken = Code(rawValue: "invalid_refresh_token")
         /// Removing the account would leave it on no device, with no transfer pending and no Apple ID
         /// linked (`409`); remove it with `abandon: true` to keep it only for support.
-        case accountWouldBeLost = "account_would_be_lost"
+        public static let accountWouldBeLost = Code(rawValue: "account_would_be_lost")
         /// The device holds the most accounts it may (`409`).
-        case deviceAccountLimit = "device_account_limit"
-        // Transfers.
+        public static let deviceAccountLimit = Code(rawValue: "device_account_limit")
         /// Another account has a pending transfer with this email (`409`).
-        case emailInUse = "email_in_use"
+        public static let emailInUse = Code(rawValue: "email_in_use")
         /// The email breaks the contract's rules (`400`).
-        case invalidEmail = "invalid_email"
+        public static let invalidEmail = Code(rawValue: "invalid_email")
         /// The temporary password breaks a rule; the message says which (`400`).
-        case weakPassword = "weak_password"
+        public static let weakPassword = Code(rawValue: "weak_password")
         /// Unknown email, wrong password, expired, cancelled, claimed or voided transfer (`401`).
-        case invalidTransferCredentials = "invalid_transfer_credentials"
+        public static let invalidTransferCredentials = Code(rawValue: "invalid_transfer_credentials")
         /// Five wrong passwords in a row locked the transfer for 15 minutes (`429`).
-        case tooManyAttempts = "too_many_attempts"
+        public static let tooManyAttempts = Code(rawValue: "too_many_attempts")
         /// This phone already holds accounts; claim again with `.replace` or `.add` (`409`).
-        case deviceHasAccount = "device_has_account"
+        public static let deviceHasAccount = Code(rawValue: "device_has_account")
         /// The claimed account is already on this phone (`409`).
-        case deviceAlreadyBound = "device_already_bound"
+        public static let deviceAlreadyBound = Code(rawValue: "device_already_bound")
         /// This phone's device id was retired (`409`); call ``TransferClient/startOver()``.
-        case deviceRetired = "device_retired"
-        // Push.
+        public static let deviceRetired = Code(rawValue: "device_retired")
         /// The push token does not suit its provider (`400`).
-        case invalidPushToken = "invalid_push_token"
-        // Sign in with Apple.
+        public static let invalidPushToken = Code(rawValue: "invalid_push_token")
         /// The identity token failed a check, which the message names: signature, issuer, audience,
         /// expiry, or a nonce that is not the one sent, not issued by the service, used or expired (`401`).
-        case invalidIdentityToken = "invalid_identity_token"
+        public static let invalidIdentityToken = Code(rawValue: "invalid_identity_token")
         /// Another account is linked to this Apple ID (`409`).
-        case appleIdInUse = "apple_id_in_use"
+        public static let appleIdInUse = Code(rawValue: "apple_id_in_use")
         /// No account is linked to this Apple ID (`404`, bringing an account over with it).
-        case appleIdNotLinked = "apple_id_not_linked"
-        // Sibling apps.
+        public static let appleIdNotLinked = Code(rawValue: "apple_id_not_linked")
         /// The client id is not one of the service's sibling apps (`403`, when making a hand-off code).
-        case unknownClient = "unknown_client"
+        public static let unknownClient = Code(rawValue: "unknown_client")
         /// The hand-off code is unknown, expired or used, or the verifier or client id does not
         /// match (`400`, one answer for all). Do not retry with the same code: ask the host again.
-        case invalidGrant = "invalid_grant"
+        public static let invalidGrant = Code(rawValue: "invalid_grant")
         /// The service has the feature off: sibling apps, or Sign in with Apple (`501`).
-        case notConfigured = "not_configured"
+        public static let notConfigured = Code(rawValue: "not_configured")
+        // Requests the service could not take.
+        /// A sibling app's token on an endpoint of the host app (`403`).
+        public static let insufficientScope = Code(rawValue: "insufficient_scope")
+        /// A malformed request; the message names the field (`400`).
+        public static let invalidRequest = Code(rawValue: "invalid_request")
+        /// The device id is not an RFC 4122 UUID (`400`).
+        public static let invalidDeviceId = Code(rawValue: "invalid_device_id")
+        /// The device secret breaks the contract's rule (`400`).
+        public static let invalidDeviceSecret = Code(rawValue: "invalid_device_secret")
+        /// The request body is over 16 KiB (`413`).
+        public static let payloadTooLarge = Code(rawValue: "payload_too_large")
+        /// The request body is not JSON (`415`).
+        public static let unsupportedMediaType = Code(rawValue: "unsupported_media_type")
+        /// The service failed (`500`); try again later.
+        public static let internalError = Code(rawValue: "internal_error")
         // Load.
         /// Too many requests from this client address (`429`, see ``TransferError/retryAfter``).
-        case rateLimited = "rate_limited"
+        public static let rateLimited = Code(rawValue: "rate_limited")
         /// The password-hashing queue is full (`503`, see ``TransferError/retryAfter``).
-        case overloaded = "overloaded"
+        public static let overloaded = Code(rawValue: "overloaded")
         /// The service's database cannot be reached (`503`, see ``TransferError/retryAfter``).
-        case unavailable = "unavailable"
-        // TransferKit's own.
+        public static let unavailable = Code(rawValue: "unavailable")
         /// The credential store cannot be read now (device locked before its first unlock).
-        case storageUnavailable = "storage_unavailable"
+        public static let storageUnavailable = Code(rawValue: "storage_unavailable")
         /// There is no device identity or no current account yet.
-        case notSignedIn = "not_signed_in"
+        public static let notSignedIn = Code(rawValue: "not_signed_in")
         /// The account was signed out or moved while this call waited for its tokens.
-        case signedOut = "signed_out"
+        public static let signedOut = Code(rawValue: "signed_out")
         /// A ``SiblingSession`` has no session (none yet, signed out, or the service ended it):
         /// ask the host app for a new hand-off.
-        case handoffRequired = "handoff_required"
+        public static let handoffRequired = Code(rawValue: "handoff_required")
         /// The request did not reach the service or its answer did not arrive.
-        case network = "network"
+        public static let network = Code(rawValue: "network")
         /// The service answered something TransferKit cannot read.
-        case unexpectedResponse = "unexpected_response"
-        /// Any other code: look at ``TransferError/code``.
-        case other
+        public static let unexpectedResponse = Code(rawValue: "unexpected_response")
+
+        /// Every code this version names, the contract's and its own.
+        public static let known: [Code] = [
+            .invalidDeviceCredentials, .deviceTransferred, .deviceRevoked, .accountDeleted,
+            .accountNotOnDevice, .invalidToken, .invalidRefreshToken, .accountWouldBeLost,
+            .deviceAccountLimit, .emailInUse, .invalidEmail, .weakPassword, .invalidTransferCredentials,
+            .tooManyAttempts, .deviceHasAccount, .deviceAlreadyBound, .deviceRetired, .invalidPushToken,
+            .invalidIdentityToken, .appleIdInUse, .appleIdNotLinked, .unknownClient, .invalidGrant,
+            .notConfigured, .insufficientScope, .invalidRequest, .invalidDeviceId, .invalidDeviceSecret,
+            .payloadTooLarge, .unsupportedMediaType, .internalError, .rateLimited, .overloaded,
+            .unavailable, .storageUnavailable, .notSignedIn, .signedOut, .handoffRequired, .network,
+            .unexpectedResponse,
+        ]
     }
 
     /// An error with a code and message of your own.
-    public init(code: String, message: String, status: Int? = nil, retryAfter: Int? = nil) {
+    public init(code: Code, message: String, status: Int? = nil, retryAfter: Int? = nil, storage: StorageError? = nil) {
         self.code = code
         self.message = message
         self.status = status
         self.retryAfter = retryAfter
+        self.storage = storage
     }
 
-    init(_ kind: Kind, _ message: String, status: Int? = nil) {
-        self.init(code: kind.rawValue, message: message, status: status)
+    init(_ code: Code, _ message: String, status: Int? = nil) {
+        self.init(code: code, message: message, status: status)
+    }
+
+    /// ``Code/storageUnavailable`` for what a store threw.
+    init(storage error: any Error) {
+        let storage = StorageError(error)
+        self.init(code: .storageUnavailable, message: "The credential store cannot be used now: \(storage)", storage: storage)
     }
 
     /// The error of a service answer that is not 2xx.
     init(response: HTTPResponse) {
         let body = try? Wire.decoder().decode(ErrorBody.self, from: response.body)
         self.init(
-            code: body?.error ?? Kind.unexpectedResponse.rawValue,
+            code: Code(rawValue: body?.error ?? Code.unexpectedResponse.rawValue),
             message: body?.message ?? "The service answered HTTP \(response.status).",
             status: response.status,
             retryAfter: response.headers["retry-after"].flatMap { Int($0) }
@@ -142,9 +187,12 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
     /// Throw this from a ``TransferClient/withAccessToken(of:_:)`` body when your own backend
     /// answered 401 to the token: TransferKit renews the token once and runs the body once more.
     public static let accessTokenRejected = TransferError(
-        code: Kind.invalidToken.rawValue, message: "The access token was refused.", status: 401)
+        code: .invalidToken, message: "The access token was refused.", status: 401)
 
     public var description: String {
         "TransferError(\(code)\(status.map { ", HTTP \($0)" } ?? "")): \(message)"
     }
+
+    /// ``message``: one sentence for a human (in English; map ``code`` to your own words for the UI).
+    public var errorDescription: String? { message }
 }

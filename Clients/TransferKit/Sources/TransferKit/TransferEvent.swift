@@ -11,7 +11,7 @@ public enum TransferEvent: Sendable, Equatable {
     case switched(accountId: String)
     /// The account's access token was renewed.
     case tokenRefreshed(accountId: String)
-    /// The account's session on this phone was ended with ``TransferClient/signOut(_:)``.
+    /// The account's session on this phone was ended with ``TransferClient/signOut(of:)``.
     case signedOut(accountId: String)
     /// The account left this phone (``TransferClient/removeAccount(_:abandon:)``, or another
     /// claim took the phone over).
@@ -28,9 +28,27 @@ public enum TransferEvent: Sendable, Equatable {
     /// The app's data was restored from another phone's backup, without that phone's device identity:
     /// offer the transfer instead of creating a new account (nothing was created).
     case restoredOntoNewPhone(previousAccounts: [Account])
-    /// The credential store cannot be read now (locked before the first unlock). No identity,
-    /// account or token was created or changed.
-    case storageUnavailable
+    /// The credential store cannot be used now (``StorageError/kind`` says why: locked before
+    /// the first unlock, a missing entitlement, …). No identity, account or token was created or changed.
+    case storageUnavailable(StorageError)
+    /// A stored cache (tokens, or the account list) did not decode and was dropped; the service
+    /// has the truth, and the next calls log in again. The identity is never dropped this way.
+    case unreadableDataDiscarded(StoredItem)
+    /// ``TransferClient/startOver()`` forgot the identity, tokens and account list (called by
+    /// the app, or by TransferKit when the last account left the phone or a claim found the
+    /// device id retired).
+    case startedOver
+    /// What TransferKit knows about the phone changed (device id, accounts, current account).
+    /// Comes beside the event that says why, when there is one.
+    case stateChanged(DeviceState)
+}
+
+/// A stored cache that TransferKit may drop when it no longer decodes.
+public enum StoredItem: String, Sendable, Equatable {
+    /// The accounts' tokens (Keychain).
+    case sessions
+    /// The account list (app files).
+    case accountList
 }
 
 /// Fans events out to subscribers. A lock, not an actor, so that ``TransferClient/events`` can
@@ -38,9 +56,11 @@ public enum TransferEvent: Sendable, Equatable {
 final class EventHub: @unchecked Sendable {
     private let lock = NSLock()
     private var subscribers: [Int: AsyncStream<TransferEvent>.Continuation] = [:]
+    private var stateSubscribers: [Int: AsyncStream<DeviceState>.Continuation] = [:]
     private var observers: [@Sendable (TransferEvent) -> Void] = []
     private var nextID = 0
     private var current = DeviceState(deviceId: nil, accounts: [])
+    private var stateSet = false
 
     var state: DeviceState {
         lock.lock()
@@ -48,10 +68,36 @@ final class EventHub: @unchecked Sendable {
         return current
     }
 
-    func setState(_ state: DeviceState) {
+    /// Whether a state was ever set (by reading the stores, or a call).
+    var hasState: Bool {
         lock.lock()
+        defer { lock.unlock() }
+        return stateSet
+    }
+
+    /// Sets the state; true when it changed.
+    @discardableResult
+    func setState(_ state: DeviceState) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        stateSet = true
+        guard state != current else { return false }
         current = state
-        lock.unlock()
+        for continuation in stateSubscribers.values { continuation.yield(state) }
+        return true
+    }
+
+    /// A stream of the states, starting with the current one.
+    func subscribeState() -> AsyncStream<DeviceState> {
+        AsyncStream(bufferingPolicy: .bufferingNewest(1)) { continuation in
+            lock.lock()
+            nextID += 1
+            let id = nextID
+            stateSubscribers[id] = continuation
+            continuation.yield(current)
+            lock.unlock()
+            continuation.onTermination = { [weak self] _ in self?.unsubscribe(id) }
+        }
     }
 
     func subscribe() -> AsyncStream<TransferEvent> {
@@ -83,6 +129,7 @@ final class EventHub: @unchecked Sendable {
     private func unsubscribe(_ id: Int) {
         lock.lock()
         subscribers[id] = nil
+        stateSubscribers[id] = nil
         lock.unlock()
     }
 }

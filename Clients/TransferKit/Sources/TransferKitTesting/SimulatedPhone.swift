@@ -31,13 +31,17 @@ public final class SimulatedPhone: @unchecked Sendable {
     private let lock = NSLock()
     private var log: [TransferEvent] = []
 
-    /// A phone talking to the service at `baseURL`.
+    /// A phone talking to the service at `baseURL`; its client plans renewals with `clock`
+    /// (a ``ManualClock`` lets a scenario reach a token's expiry without waiting for it).
     public convenience init(
         _ name: String, baseURL: URL,
-        keychain: MemoryCredentialStore = MemoryCredentialStore(), appFiles: MemoryCredentialStore = MemoryCredentialStore()
+        keychain: MemoryCredentialStore = MemoryCredentialStore(), appFiles: MemoryCredentialStore = MemoryCredentialStore(),
+        clock: ManualClock? = nil
     ) {
+        let now: @Sendable () -> Date
+        if let clock { now = { clock.now } } else { now = { Date() } }
         self.init(name, keychain: keychain, appFiles: appFiles) { keychain, appFiles in
-            TransferClient(baseURL: baseURL, credentials: keychain, accountList: appFiles)
+            TransferClient(baseURL: baseURL, credentials: keychain, accountList: appFiles, clock: now)
         }
     }
 
@@ -118,8 +122,8 @@ public final class SimulatedPhone: @unchecked Sendable {
     }
 
     /// Ends the account's session (the current one when nil) and forgets its tokens.
-    public func signOut(_ accountId: String? = nil) async {
-        await client.signOut(accountId)
+    public func signOut(of accountId: String? = nil) async throws {
+        try await client.signOut(of: accountId)
     }
 
     /// A valid access token of the account (the current one when nil).
@@ -130,7 +134,7 @@ public final class SimulatedPhone: @unchecked Sendable {
     // MARK: Push
 
     /// Registers an APNs token for the phone (e.g. 32 bytes of your choice on a staging server).
-    public func registerPushToken(apns deviceToken: Data, environment: APNsEnvironment = .production) async throws {
+    public func registerPushToken(apns deviceToken: Data, environment: APNsEnvironment? = nil) async throws {
         try await client.registerPushToken(apns: deviceToken, environment: environment)
     }
 
@@ -245,8 +249,14 @@ extension TransferEvent {
         case accountDeleted
         /// ``TransferEvent/restoredOntoNewPhone(previousAccounts:)``
         case restoredOntoNewPhone
-        /// ``TransferEvent/storageUnavailable``
+        /// ``TransferEvent/storageUnavailable(_:)``
         case storageUnavailable
+        /// ``TransferEvent/unreadableDataDiscarded(_:)``
+        case unreadableDataDiscarded
+        /// ``TransferEvent/startedOver``
+        case startedOver
+        /// ``TransferEvent/stateChanged(_:)``
+        case stateChanged
     }
 
     /// The event's case without its values.
@@ -263,6 +273,35 @@ extension TransferEvent {
         case .accountDeleted: .accountDeleted
         case .restoredOntoNewPhone: .restoredOntoNewPhone
         case .storageUnavailable: .storageUnavailable
+        case .unreadableDataDiscarded: .unreadableDataDiscarded
+        case .startedOver: .startedOver
+        case .stateChanged: .stateChanged
         }
+    }
+}
+
+/// A clock a test moves by hand: give its ``now`` to a ``TransferClient`` (`clock:`) and
+/// ``advance(by:)`` it to reach a token's renewal without sleeping.
+public final class ManualClock: @unchecked Sendable {
+    private let lock = NSLock()
+    private var current: Date
+
+    /// A clock showing `start`.
+    public init(_ start: Date = Date()) {
+        current = start
+    }
+
+    /// The time it shows.
+    public var now: Date {
+        lock.lock()
+        defer { lock.unlock() }
+        return current
+    }
+
+    /// Moves the clock forward.
+    public func advance(by seconds: TimeInterval) {
+        lock.lock()
+        current += seconds
+        lock.unlock()
     }
 }

@@ -56,7 +56,7 @@ struct AppleTests {
             return error.kind == .appleIdInUse && error.status == 409
         }
 
-        try await phone.client.unlinkAppleID(for: phone.accountId)
+        try await phone.client.unlinkAppleID(of: phone.accountId)
         let unlink = try #require(phone.server.requests("DELETE /v1/me/apple").last)
         #expect(unlink.bearer == phone.storedSessions[phone.accountId]?.accessToken && unlink.request.body == nil)
         #expect(try await phone.client.profile(of: phone.accountId).appleID == nil)

@@ -22,7 +22,7 @@ struct SiblingOnPhone {
         sibling = phone.server.sibling(clientId: clientId, keychain: keychain, clock: phone.clock)
         request = HandoffRequest.make(clientId: clientId)
         let handoff = try await phone.client.createHandoffCode(
-            forClient: request.clientId, codeChallenge: request.codeChallenge, account: accountId)
+            forClient: request.clientId, codeChallenge: request.codeChallenge, of: accountId)
         account = try await sibling.redeemHandoff(code: handoff.code, request: request)
     }
 
@@ -81,7 +81,7 @@ struct HandoffHostTests {
             try await phone.client.createHandoffCode(forClient: "com.example.news", codeChallenge: "too-short")
         } throws: { error in
             let error = try #require(error as? TransferError)
-            return error.code == "invalid_request" && error.kind == .other && error.status == 400
+            return error.code == "invalid_request" && error.code == .invalidRequest && error.status == 400
         }
         phone.server.scriptError("POST /v1/handoff/codes", status: 501, "not_configured")
         await #expect {
@@ -194,7 +194,7 @@ struct HandoffSiblingTests {
     func hostSignOutEndsSibling() async throws {
         let handoff = try await SiblingOnPhone()
         let phone = handoff.phone
-        await phone.client.signOut()  // the service ends the sibling sessions of the host's session
+        try await phone.client.signOut()  // the service ends the sibling sessions of the host's session
 
         // The app's backend refuses the token; the renewal is refused too.
         await #expect {

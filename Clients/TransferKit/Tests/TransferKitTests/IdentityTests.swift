@@ -36,15 +36,15 @@ struct IdentityTests {
         let client = server.client(keychain: keychain)
         let events = EventLog(client)
 
-        #expect(try await client.launch() == .storageUnavailable)
+        #expect(try await client.launch() == .storageUnavailable(.memoryLocked))
         await #expect { try await client.claimTransfer(email: "a@example.com", temporaryPassword: "blue-harbor-42") } throws: {
             TransferError.kind(of: $0) == .storageUnavailable
         }
         await #expect { try await client.addAccount() } throws: { TransferError.kind(of: $0) == .storageUnavailable }
 
         #expect(server.log.isEmpty)
-        #expect(events.all.first == .storageUnavailable)
-        #expect(events.all.allSatisfy { $0 == .storageUnavailable })
+        #expect(events.all.first == .storageUnavailable(.memoryLocked))
+        #expect(events.all.allSatisfy { $0 == .storageUnavailable(.memoryLocked) })
         keychain.isAvailable = true
         #expect(keychain.items.isEmpty)
         #expect(client.state.deviceId == nil)
@@ -58,7 +58,7 @@ struct IdentityTests {
     func unwritableStore() async throws {
         let server = FakeServer()
         let client = server.client(keychain: ReadOnlyStore())
-        #expect(try await client.launch() == .storageUnavailable)
+        #expect(try await client.launch() == .storageUnavailable(StorageError("read-only")))
         #expect(server.log.isEmpty)
     }
 

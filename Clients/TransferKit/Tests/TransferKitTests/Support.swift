@@ -26,10 +26,7 @@ struct Launched {
     }
 
     /// The tokens stored in the phone's Keychain, by account.
-    var storedSessions: [String: StoredSession] {
-        guard let data = keychain.items[StoreKey.sessions] else { return [:] }
-        return (try? Wire.decoder().decode([String: StoredSession].self, from: data)) ?? [:]
-    }
+    var storedSessions: [String: StoredSession] { keychain.storedSessions }
 
     var storedIdentity: DeviceIdentity? {
         keychain.items[StoreKey.identity].flatMap { try? Wire.decoder().decode(DeviceIdentity.self, from: $0) }
@@ -38,4 +35,29 @@ struct Launched {
 
 extension TransferError {
     static func kind(of error: any Error) -> Kind? { (error as? TransferError)?.kind }
+}
+
+extension MemoryCredentialStore {
+    /// The tokens stored, by account (one item per account).
+    var storedSessions: [String: StoredSession] {
+        let prefix = StoreKey.session("")
+        return items.reduce(into: [:]) { sessions, item in
+            guard item.key.hasPrefix(prefix),
+                let session = try? Wire.decoder().decode(StoredSession.self, from: item.value)
+            else { return }
+            sessions[String(item.key.dropFirst(prefix.count))] = session
+        }
+    }
+}
+
+extension EventLog {
+    /// The events without ``TransferEvent/stateChanged(_:)``, which comes beside the others.
+    var meaningful: [TransferEvent] {
+        all.filter { if case .stateChanged = $0 { false } else { true } }
+    }
+}
+
+extension StorageError {
+    /// What a locked ``MemoryCredentialStore`` throws.
+    static let memoryLocked = StorageError(.locked, reason: "locked")
 }

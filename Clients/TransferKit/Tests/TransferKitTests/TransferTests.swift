@@ -94,7 +94,7 @@ struct TransferTests {
         // A locked phone does nothing.
         let d = SimulatedPhone("D") { server.client(keychain: $0, appFiles: $1) }
         d.setLockedBeforeFirstUnlock(true)
-        #expect(try await d.launch() == .storageUnavailable)
+        #expect(try await d.launch() == .storageUnavailable(.memoryLocked))
         #expect(d.saw(.storageUnavailable) && d.deviceId == nil)
         #expect(server.violations.isEmpty)
     }

@@ -1,0 +1,542 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@_spi(TransferKitTesting) import TransferKit
+
+/// An in-memory stand-in for the device-transfer service, for unit tests and SwiftUI previews of
+/// an app without a server: enough of the contract for every flow of ``TransferClient`` and
+/// ``SiblingSession`` (devices, several accounts, transfers, Sign in with Apple, hand-off,
+/// deletion), a log of every request, scripted answers, and a check of every request against
+/// the operations TransferKit calls.
+///
+/// ```swift
+/// let service = FakeTransferService()
+/// let transfer = service.client()          // a TransferClient on in-memory stores
+/// _ = try await transfer.launch()           // .signedIn(accountId: …, created: true)
+/// service.scriptError("POST /v1/transfers/claim", status: 429, "rate_limited")
+/// ```
+///
+/// Its Sign in with Apple accepts identity tokens made by ``identityToken(sub:nonce:)``.
+public final class FakeTransferService: @unchecked Sendable {
+    /// A request as the service received it.
+    public struct Request: Sendable {
+        /// `GET`, `POST`, `PUT` or `DELETE`.
+        public let method: String
+        /// The full URL.
+        public let url: URL
+        /// The headers, by name as sent.
+        public let headers: [String: String]
+        /// The body, if any.
+        public let body: Data?
+    }
+
+    /// A request and the operation it is.
+    public struct Recorded: Sendable {
+        /// `"POST /v1/devices/login"`: the method and path template.
+        public let route: String
+        /// The request.
+        public let request: Request
+        /// The JSON body as an object.
+        public var body: [String: Any] {
+            guard let body = request.body, let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any]
+            else { return [:] }
+            return object
+        }
+        /// The body's field names.
+        public var bodyKeys: Set<String> { Set(body.keys) }
+        /// The bearer token, if any.
+        public var bearer: String? {
+            request.headers["Authorization"].map { String($0.dropFirst("Bearer ".count)) }
+        }
+        /// The query items.
+        public var query: [String: String] {
+            let items = URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems ?? []
+            return Dictionary(uniqueKeysWithValues: items.map { ($0.name, $0.value ?? "") })
+        }
+    }
+
+    private struct Device {
+        var secret: String
+        var accounts: [String]
+        var current: String?
+    }
+
+    /// A session's (device, account) pair; a sibling app's session also names its client id.
+    private struct Pair: Hashable {
+        let device: String
+        let account: String
+        var client: String? = nil
+
+        var host: Pair { Pair(device: device, account: account) }
+    }
+
+    private struct HandoffGrant {
+        let host: Pair
+        let client: String
+        let challenge: String
+        var used = false
+    }
+
+    /// The base URL the fake answers under (any host: requests never leave the process).
+    public static let baseURL = URL(string: "https://transfer.test/api")!
+
+    private let lock = NSLock()
+    private var devices: [String: Device] = [:]
+    private var userNames: [String: String] = [:]
+    private var refreshTokens: [String: Pair] = [:]
+    private var accessTokens: [String: Pair] = [:]
+    private var transfers: [String: (account: String, password: String)] = [:]
+    private var handoffCodes: [String: HandoffGrant] = [:]
+    /// Apple's `sub` → the account linked to it, and the email Apple sent.
+    private var appleLinks: [String: (account: String, email: String)] = [:]
+    private var appleNonces: Set<String> = []
+    private var deleted: Set<String> = []
+    /// (device, account) pairs a claim moved away.
+    private var moved: Set<Pair> = []
+    private var scripted: [String: [Response]] = [:]
+    private var recorded: [Recorded] = []
+    private var problems: [String] = []
+    private var counter = 0
+
+    /// `expiresIn` of every session.
+    public let expiresIn = 900
+    /// The sibling apps' client ids (`--handoff-clients`).
+    public let handoffClients: Set<String>
+    private let hooks = Hooks()
+
+    /// A service whose sibling apps are `handoffClients`.
+    public init(handoffClients: Set<String> = ["com.example.news", "com.example.weather"]) {
+        self.handoffClients = handoffClients
+    }
+
+    /// How long a refresh takes.
+    public var refreshDelayNanoseconds: UInt64 {
+        get { hooks.get { $0.refreshDelay } }
+        set { hooks.set { $0.refreshDelay = newValue } }
+    }
+
+    /// Runs before each refresh is answered (e.g. to hold it until a test lets it go).
+    public var beforeRefresh: (@Sendable () async -> Void)? {
+        get { hooks.get { $0.beforeRefresh } }
+        set { hooks.set { $0.beforeRefresh = newValue } }
+    }
+
+    // MARK: Looking at what happened
+
+    /// Every request so far, oldest first.
+    public var log: [Recorded] { locked { recorded } }
+    /// The requests to `route` (`"POST /v1/devices/login"`).
+    public func requests(_ route: String) -> [Recorded] { log.filter { $0.route == route } }
+    /// How many requests went to `route`.
+    public func count(_ route: String) -> Int { requests(route).count }
+    /// Requests that TransferKit should not have sent: an operation it does not call, undeclared
+    /// body fields or query, a bearer token where none belongs (or none where one does).
+    public var violations: [String] { locked { problems } }
+
+    /// The next answer to `route` is this one, before any behaviour.
+    public func script(_ route: String, status: Int, _ body: [String: Any]) {
+        let data = try! JSONSerialization.data(withJSONObject: body)
+        locked { scripted[route, default: []].append(Response(status: status, body: data)) }
+    }
+
+    /// The next answer to `route` is the error `code` with `status`.
+    public func scriptError(_ route: String, status: Int, _ code: String) {
+        script(route, status: status, ["error": code, "message": "Scripted \(code)."])
+    }
+
+    /// Whether the account's session on its device (or the sibling app `client`'s) is open: its
+    /// refresh token works.
+    public func hasOpenSession(_ accountId: String, client: String? = nil) -> Bool {
+        locked { refreshTokens.values.contains { $0.account == accountId && $0.client == client } }
+    }
+
+    /// Every access token issued so far expires (`401 invalid_token`); refresh tokens still work.
+    public func expireAccessTokens() { locked { accessTokens.removeAll() } }
+
+    /// An identity token of the Apple ID `sub` for a Sign in with Apple made with `nonce`
+    /// (this fake's format: Apple's are JWTs whose `nonce` claim is the nonce's hex SHA-256).
+    public static func identityToken(sub: String, nonce: AppleNonce) -> String { "apple:\(sub):\(nonce.sha256)" }
+
+    /// A client of this service on the given stores, its renewals planned with `clock`.
+    public func client(
+        keychain: any CredentialStore = MemoryCredentialStore(), appFiles: any CredentialStore = MemoryCredentialStore(),
+        clock: ManualClock = ManualClock(), sharesSessions: Bool = false
+    ) -> TransferClient {
+        TransferClient(
+            baseURL: Self.baseURL, credentials: keychain, accountList: appFiles, sharesSessions: sharesSessions,
+            transport: transport, clock: { clock.now })
+    }
+
+    /// A sibling app's session with this service.
+    public func sibling(
+        clientId: String = "com.example.news", keychain: any CredentialStore = MemoryCredentialStore(),
+        clock: ManualClock = ManualClock()
+    ) -> SiblingSession {
+        SiblingSession(baseURL: Self.baseURL, clientId: clientId, credentials: keychain, transport: transport, clock: { clock.now })
+    }
+
+    // MARK: Transport
+
+    /// The transport to give a ``TransferClient`` or ``SiblingSession`` of `baseURL`.
+    public var transport: Transport {
+        Transport { [self] urlRequest in
+            let request = Request(
+                method: urlRequest.httpMethod ?? "GET", url: urlRequest.url!,
+                headers: urlRequest.allHTTPHeaderFields ?? [:], body: urlRequest.httpBody)
+            let response = try await self.send(request)
+            let http = HTTPURLResponse(
+                url: request.url, statusCode: response.status, httpVersion: "HTTP/1.1", headerFields: response.headers)!
+            return (response.body, http)
+        }
+    }
+
+    private func send(_ request: Request) async throws -> Response {
+        let route = check(request)
+        if route == "POST /v1/tokens/refresh" {
+            if let beforeRefresh { await beforeRefresh() }
+            let delay = refreshDelayNanoseconds
+            if delay > 0 { try await Task.sleep(nanoseconds: delay) }
+        }
+        return locked {
+            if var queue = scripted[route], !queue.isEmpty {
+                let response = queue.removeFirst()
+                scripted[route] = queue
+                return response
+            }
+            return handle(route, request)
+        }
+    }
+
+    /// Records the request and checks it against the operations TransferKit calls; returns its route.
+    private func check(_ request: Request) -> String {
+        let path = String(request.url.path.dropFirst(Self.baseURL.path.count))
+        let endpoint = WireContract.route(method: request.method, path: path)
+        let route = endpoint?.name ?? "\(request.method) \(path)"
+        let entry = Recorded(route: route, request: request)
+        locked {
+            recorded.append(entry)
+            guard let endpoint else { return problems.append("\(route): not an operation TransferKit calls") }
+            let extra = entry.bodyKeys.subtracting(endpoint.bodyFields)
+            if !extra.isEmpty { problems.append("\(route): undeclared body fields \(extra.sorted())") }
+            let extraQuery = Set(entry.query.keys).subtracting(endpoint.queryFields)
+            if !extraQuery.isEmpty { problems.append("\(route): undeclared query \(extraQuery.sorted())") }
+            if (entry.bearer != nil) != endpoint.needsToken { problems.append("\(route): Authorization header mismatch") }
+            if request.body != nil && request.headers["Content-Type"] != "application/json" {
+                problems.append("\(route): body without Content-Type application/json")
+            }
+        }
+        return route
+    }
+
+
+    // MARK: Behaviour (a small model of the contract)
+
+    private func handle(_ route: String, _ request: Request) -> Response {
+        let body = (request.body.flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] }) ?? [:]
+        let caller = request.headers["Authorization"].flatMap { accessTokens[String($0.dropFirst("Bearer ".count))] }
+        let path = String(request.url.path.dropFirst(Self.baseURL.path.count))
+        if WireContract.route(method: request.method, path: path)?.needsToken == true, caller == nil {
+            return error(401, "invalid_token")
+        }
+        // A sibling's token may only read the account and log out (and refresh, which takes no token).
+        if caller?.client != nil && !["POST /v1/logout", "GET /v1/me"].contains(route) {
+            return error(403, "insufficient_scope")
+        }
+        switch route {
+        case "POST /v1/devices/login":
+            return login(body)
+        case "POST /v1/tokens/refresh":
+            guard let token = body["refreshToken"] as? String, let pair = refreshTokens.removeValue(forKey: token) else {
+                return error(401, "invalid_refresh_token")
+            }
+            return session(pair, created: false, status: 200, rotate: true)
+        case "POST /v1/logout":
+            // The host's logout also ends the sibling sessions of its pair.
+            let pair = caller!
+            let ends = { (other: Pair) in other == pair || (pair.client == nil && other.host == pair) }
+            refreshTokens = refreshTokens.filter { !ends($0.value) }
+            accessTokens = accessTokens.filter { !ends($0.value) }
+            return Response(status: 204)
+        case "GET /v1/devices/accounts":
+            let device = devices[caller!.device]!
+            let items: [[String: Any]] = device.accounts.map {
+                ["accountId": $0, "userName": userNames[$0]!, "current": $0 == device.current,
+                 "addedAt": "2026-11-21T12:00:00Z", "lastLoginAt": NSNull(), "pushEnabled": true]
+            }
+            return json(200, ["deviceId": caller!.device, "accounts": items])
+        case "PUT /v1/devices/current-account":
+            let id = body["accountId"] as! String
+            guard devices[caller!.device]!.accounts.contains(id) else { return error(403, "account_not_on_device") }
+            devices[caller!.device]!.current = id
+            return Response(status: 204)
+        case "DELETE /v1/devices/accounts/{accountId}":
+            let id = String(request.url.lastPathComponent)
+            let abandon = URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems?.first { $0.name == "abandon" }?.value
+            guard devices[caller!.device]!.accounts.contains(id) else { return error(403, "account_not_on_device") }
+            let wayBack = transfers.values.contains { $0.account == id } || appleLinks.values.contains { $0.account == id }
+            guard abandon == "true" || wayBack else {
+                return error(409, "account_would_be_lost")
+            }
+            takeOff(id, from: caller!.device)
+            return Response(status: 204)
+        case "PUT /v1/me/transfer":
+            let email = body["email"] as! String
+            transfers = transfers.filter { $0.value.account != caller!.account }
+            transfers[email] = (caller!.account, body["temporaryPassword"] as! String)
+            return json(201, ["email": email, "expiresAt": "2026-11-22T12:00:00Z"])
+        case "DELETE /v1/me/transfer":
+            transfers = transfers.filter { $0.value.account != caller!.account }
+            return Response(status: 204)
+        case "POST /v1/transfers/claim":
+            return claim(body)
+        case "POST /v1/handoff/codes":
+            return createHandoffCode(body, host: caller!)
+        case "POST /v1/handoff/token":
+            return redeemHandoff(body)
+        case "GET /v1/me":
+            return me(caller!)
+        case "DELETE /v1/me":
+            let account = caller!.account
+            takeOff(account, from: caller!.device)
+            transfers = transfers.filter { $0.value.account != account }
+            appleLinks = appleLinks.filter { $0.value.account != account }
+            deleted.insert(account)
+            return Response(status: 204)
+        case "POST /v1/apple/nonce":
+            let nonce = "nonce-\(newID())"
+            appleNonces.insert(nonce)
+            return json(201, ["nonce": nonce, "expiresIn": 300])
+        case "PUT /v1/me/apple":
+            guard let sub = appleSub(body) else { return error(401, "invalid_identity_token") }
+            if let link = appleLinks[sub], link.account != caller!.account { return error(409, "apple_id_in_use") }
+            let linked = appleLinks[sub] != nil
+            appleLinks[sub] = (caller!.account, "\(sub)@privaterelay.appleid.com")
+            return json(linked ? 200 : 201, ["email": appleLinks[sub]!.email, "isPrivateEmail": true])
+        case "DELETE /v1/me/apple":
+            appleLinks = appleLinks.filter { $0.value.account != caller!.account }
+            return Response(status: 204)
+        case "POST /v1/transfers/apple":
+            guard let sub = appleSub(body) else { return error(401, "invalid_identity_token") }
+            guard let link = appleLinks[sub] else { return error(404, "apple_id_not_linked") }
+            let response = move(link.account, onto: body)
+            if response.isSuccess { transfers = transfers.filter { $0.value.account != link.account } }
+            return response
+        default:  // push endpoints
+            return Response(status: 204)
+        }
+    }
+
+    private func login(_ body: [String: Any]) -> Response {
+        let deviceId = (body["deviceId"] as! String).lowercased(), secret = body["deviceSecret"] as! String
+        let accountId = body["accountId"] as? String, newAccount = body["newAccount"] as? Bool ?? false
+        guard var device = devices[deviceId] else {
+            if accountId != nil { return error(403, "account_not_on_device") }
+            let id = newID()
+            userNames[id] = deviceId
+            devices[deviceId] = Device(secret: secret, accounts: [id], current: id)
+            return session(Pair(device: deviceId, account: id), created: true, status: 201)
+        }
+        guard device.secret == secret else { return error(401, "invalid_device_credentials") }
+        if let accountId {
+            if deleted.contains(accountId) { return error(410, "account_deleted") }
+            guard device.accounts.contains(accountId) else { return notOnDevice(Pair(device: deviceId, account: accountId)) }
+            return session(Pair(device: deviceId, account: accountId), created: false, status: 200)
+        }
+        if newAccount {
+            let id = newID()
+            userNames[id] = id
+            device.accounts.append(id)
+            device.current = id
+            devices[deviceId] = device
+            return session(Pair(device: deviceId, account: id), created: true, status: 201)
+        }
+        guard let current = device.current else { return error(403, "account_not_on_device") }
+        guard device.accounts.contains(current) else { return notOnDevice(Pair(device: deviceId, account: current)) }
+        return session(Pair(device: deviceId, account: current), created: false, status: 200)
+    }
+
+    /// `410 device_transferred` (with the accounts left) for a moved account, else `403`.
+    private func notOnDevice(_ pair: Pair) -> Response {
+        guard moved.contains(pair) else { return error(403, "account_not_on_device") }
+        let device = devices[pair.device]!
+        return json(410, [
+            "error": "device_transferred", "message": "Fake device_transferred.", "transferredAt": "2026-11-21T13:00:00Z",
+            "accounts": device.accounts.map { ["accountId": $0, "userName": userNames[$0]!, "current": false] },
+        ])
+    }
+
+    private func claim(_ body: [String: Any]) -> Response {
+        let email = body["email"] as! String, password = body["temporaryPassword"] as! String
+        guard let transfer = transfers[email], transfer.password == password else {
+            return error(401, "invalid_transfer_credentials")
+        }
+        let response = move(transfer.account, onto: body)
+        if response.isSuccess { transfers[email] = nil }
+        return response
+    }
+
+    /// The device part of a claim (by password or Apple ID): the account moves onto the body's device.
+    private func move(_ account: String, onto body: [String: Any]) -> Response {
+        let deviceId = (body["deviceId"] as! String).lowercased(), secret = body["deviceSecret"] as! String
+        let replace = body["replaceExistingAccount"] as? Bool ?? false, add = body["addAccount"] as? Bool ?? false
+        if replace && add { return error(400, "invalid_request") }
+        var device = devices[deviceId] ?? Device(secret: secret, accounts: [], current: nil)
+        guard device.secret == secret else { return error(401, "invalid_device_credentials") }
+        if device.accounts.contains(account) { return error(409, "device_already_bound") }
+        if !device.accounts.isEmpty && !replace && !add { return error(409, "device_has_account") }
+        for (id, old) in devices where old.accounts.contains(account) {
+            takeOff(account, from: id, movedAway: true)
+        }
+        if replace {
+            for id in device.accounts { takeOff(id, from: deviceId) }
+            device.accounts = []
+        }
+        device.accounts.append(account)
+        device.current = account
+        devices[deviceId] = device
+        return session(Pair(device: deviceId, account: account), created: false, status: 200)
+    }
+
+    private func me(_ caller: Pair) -> Response {
+        let account = caller.account
+        let transfer = transfers.first { $0.value.account == account }.map {
+            ["email": $0.key, "createdAt": "2026-11-21T12:00:00Z", "expiresAt": "2026-11-22T12:00:00Z"] as [String: Any]
+        }
+        let link = appleLinks.first { $0.value.account == account }.map {
+            ["email": $0.value.email, "isPrivateEmail": true, "linkedAt": "2026-11-21T12:30:00Z"] as [String: Any]
+        }
+        let onDevices = devices.filter { $0.value.accounts.contains(account) }.map {
+            ["deviceId": $0.key, "boundAt": "2026-11-21T12:00:00Z", "current": $0.key == caller.device] as [String: Any]
+        }
+        return json(200, [
+            "accountId": account, "userName": userNames[account]!, "createdAt": "2026-11-21T12:00:00Z",
+            "migrationFlag": transfer != nil, "transferId": NSNull(), "transfer": transfer ?? NSNull(),
+            "devices": onDevices, "apple": link ?? NSNull(),
+        ])
+    }
+
+    /// The Apple `sub` of the body's identity token, when its nonce is one this server issued
+    /// (used up here) and the token carries its SHA-256; nil: `invalid_identity_token`.
+    private func appleSub(_ body: [String: Any]) -> String? {
+        guard let nonce = body["nonce"] as? String, appleNonces.remove(nonce) != nil,
+            let parts = (body["identityToken"] as? String)?.split(separator: ":"), parts.count == 3, parts[0] == "apple",
+            parts[2] == AppleNonce(value: nonce, expiresIn: 0).sha256
+        else { return nil }
+        return String(parts[1])
+    }
+
+    private func createHandoffCode(_ body: [String: Any], host: Pair) -> Response {
+        guard let client = body["clientId"] as? String, let challenge = body["codeChallenge"] as? String,
+            body["codeChallengeMethod"] as? String == "S256", challenge.count == 43
+        else { return error(400, "invalid_request") }
+        guard handoffClients.contains(client) else { return error(403, "unknown_client") }
+        let code = "hc-\(newID())"
+        handoffCodes[code] = HandoffGrant(host: host, client: client, challenge: challenge)
+        return json(201, ["code": code, "expiresIn": 60])
+    }
+
+    /// One `invalid_grant` for every failure; a used code presented again with its verifier
+    /// ends the session its first redemption opened.
+    private func redeemHandoff(_ body: [String: Any]) -> Response {
+        guard let code = body["code"] as? String, let verifier = body["codeVerifier"] as? String,
+            let client = body["clientId"] as? String
+        else { return error(400, "invalid_request") }
+        guard let grant = handoffCodes[code], grant.client == client, WireContract.pkceChallenge(for: verifier) == grant.challenge,
+            devices[grant.host.device]?.accounts.contains(grant.host.account) == true
+        else { return error(400, "invalid_grant") }
+        let sibling = Pair(device: grant.host.device, account: grant.host.account, client: client)
+        if grant.used {
+            refreshTokens = refreshTokens.filter { $0.value != sibling }
+            accessTokens = accessTokens.filter { $0.value != sibling }
+            return error(400, "invalid_grant")
+        }
+        handoffCodes[code]!.used = true
+        accessTokens = accessTokens.filter { $0.value != sibling }  // a later hand-off replaces the session
+        return session(sibling, created: false, status: 200, rotate: true)
+    }
+
+    /// A moved account stays its old device's current one (the plain login keeps answering 410).
+    private func takeOff(_ account: String, from deviceId: String, movedAway: Bool = false) {
+        devices[deviceId]!.accounts.removeAll { $0 == account }
+        if movedAway {
+            moved.insert(Pair(device: deviceId, account: account))
+        } else if devices[deviceId]!.current == account {
+            devices[deviceId]!.current = devices[deviceId]!.accounts.last
+        }
+        refreshTokens = refreshTokens.filter { $0.value.account != account }
+        accessTokens = accessTokens.filter { $0.value.account != account }
+    }
+
+    /// A session of `pair`: a new access token, and the session's refresh token. Only a refresh
+    /// rotates it (the contract); a login or claim of an open session returns the current one.
+    private func session(_ pair: Pair, created: Bool, status: Int, rotate: Bool = false) -> Response {
+        let access = "at-\(newID())"
+        accessTokens[access] = pair
+        let open = refreshTokens.first { $0.value == pair }?.key
+        let refresh = (rotate ? nil : open) ?? "rt-\(newID())"
+        refreshTokens = refreshTokens.filter { $0.value != pair }
+        refreshTokens[refresh] = pair
+        let device = devices[pair.device]!
+        // A sibling's session lists only its account.
+        let accounts = pair.client == nil ? device.accounts : [pair.account]
+        return json(status, [
+            "accountId": pair.account, "userName": userNames[pair.account]!, "deviceId": pair.device,
+            "created": created, "migrationFlag": false, "accessToken": access, "tokenType": "Bearer",
+            "expiresIn": expiresIn, "refreshToken": refresh,
+            "accounts": accounts.map {
+                ["accountId": $0, "userName": userNames[$0]!, "current": $0 == device.current || pair.client != nil]
+            },
+        ])
+    }
+
+    private func newID() -> String {
+        counter += 1
+        return String(format: "00000000-0000-4000-8000-%012d", counter)
+    }
+
+    private func json(_ status: Int, _ object: [String: Any]) -> Response {
+        Response(status: status, headers: ["content-type": "application/json"], body: try! JSONSerialization.data(withJSONObject: object))
+    }
+
+    private func error(_ status: Int, _ code: String) -> Response {
+        json(status, ["error": code, "message": "Fake \(code)."])
+    }
+
+    private func locked<T>(_ body: () throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
+    }
+}
+
+
+extension FakeTransferService {
+    /// One answer.
+    struct Response {
+        var status: Int
+        var headers: [String: String] = [:]
+        var body: Data = Data()
+        var isSuccess: Bool { (200..<300).contains(status) }
+    }
+
+    /// Settings a test changes while requests run.
+    final class Hooks: @unchecked Sendable {
+        struct Values {
+            var refreshDelay: UInt64 = 0
+            var beforeRefresh: (@Sendable () async -> Void)?
+        }
+        private let lock = NSLock()
+        private var values = Values()
+        func get<T>(_ read: (Values) -> T) -> T {
+            lock.lock()
+            defer { lock.unlock() }
+            return read(values)
+        }
+        func set(_ change: (inout Values) -> Void) {
+            lock.lock()
+            change(&values)
+            lock.unlock()
+        }
+    }
+}
