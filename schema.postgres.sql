@@ -69,9 +69,11 @@ CREATE TABLE rotated_refresh_tokens (
 CREATE TABLE transfers (
     id                 TEXT PRIMARY KEY NOT NULL,
     account_id         TEXT NOT NULL REFERENCES accounts(id),
-    email              TEXT NOT NULL,
-    email_key          TEXT NOT NULL,
-    password_hash      TEXT NOT NULL CHECK (password_hash LIKE '$argon2id$%'),
+    method             TEXT NOT NULL DEFAULT 'password' CHECK (method IN ('password', 'code')),
+    email              TEXT,
+    email_key          TEXT,
+    password_hash      TEXT CHECK (password_hash LIKE '$argon2id$%'),
+    code_hash          BYTEA CHECK (length(code_hash) = 32),
     state              TEXT NOT NULL CHECK (state IN ('pending', 'claimed', 'cancelled', 'replaced', 'expired', 'voided')),
     created_at         BIGINT NOT NULL,
     expires_at         BIGINT NOT NULL,
@@ -81,12 +83,16 @@ CREATE TABLE transfers (
     ended_at           BIGINT,
     claimed_by_device  TEXT,
     issued_by          TEXT NOT NULL DEFAULT 'device',
-    CHECK ((state = 'pending') = (ended_at IS NULL))
+    CHECK ((state = 'pending') = (ended_at IS NULL)),
+    CHECK (CASE method
+               WHEN 'password' THEN email IS NOT NULL AND email_key IS NOT NULL AND password_hash IS NOT NULL AND code_hash IS NULL
+               ELSE email IS NULL AND email_key IS NULL AND password_hash IS NULL AND code_hash IS NOT NULL END)
 );
 CREATE UNIQUE INDEX transfers_one_pending_per_email ON transfers(email_key) WHERE state = 'pending';
 CREATE UNIQUE INDEX transfers_one_pending_per_account ON transfers(account_id) WHERE state = 'pending';
 CREATE INDEX transfers_by_account ON transfers(account_id);
 CREATE INDEX transfers_by_email ON transfers(email_key);
+CREATE UNIQUE INDEX transfers_by_code ON transfers(code_hash) WHERE code_hash IS NOT NULL;
 
 CREATE TABLE audit_events (
     id             BIGSERIAL PRIMARY KEY,

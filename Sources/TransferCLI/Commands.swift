@@ -105,9 +105,10 @@ struct Account: AsyncParsableCommand {
     func transferSection(_ transfer: TransferRecord?, now: Timestamp) -> String {
         guard let t = transfer else { return "Pending transfer\n  none" }
         let expiry = t.expiresAt > now ? "expires \(Text.time(t.expiresAt, now: now))" : "expired \(Text.time(t.expiresAt, now: now))"
-        let lock = t.isLocked(at: now) ? "locked until \(t.lockedUntil!.rfc3339) (\(Text.relative(t.lockedUntil!, now: now).replacingOccurrences(of: "in ", with: "")) left)" : "not locked"
+        let lock = t.lock(at: now).map { "locked until \($0.rfc3339) (\(Text.relative($0, now: now).replacingOccurrences(of: "in ", with: "")) left)" } ?? "not locked"
         return Text.section("Pending transfer \(t.id)", [
-            ("email", t.email),
+            ("method", t.method == .code ? "transfer code (never shown again)" : "email and temporary password"),
+            ("email", t.email ?? "none"),
             ("created", Text.time(t.createdAt, now: now)),
             ("expiry", expiry),
             ("failed attempts", "\(t.failedConsecutive) in a row, \(t.failedTotal) in total (void at \(LockPolicy.standard.totalFailures))"),
@@ -162,7 +163,7 @@ struct Cancel: AsyncParsableCommand {
                 try JSON.print(Out(accountId: match.accountID, cancelled: TransferJSON(pending, now: now)))
                 return
             }
-            print("Cancelled transfer \(pending.id) of account \(match.accountID) (email \(pending.email)); the migration flag is lowered.")
+            print("Cancelled transfer \(pending.id) of account \(match.accountID) (\(pending.email.map { "email \($0)" } ?? "a transfer code")); the migration flag is lowered.")
         }
     }
 }
@@ -201,41 +202,64 @@ struct Unlock: AsyncParsableCommand {
 
 struct Issue: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Create a transfer with a generated temporary password, for a user who lost the old phone.",
-        discussion: "Only after the user proved ownership another way. The password is printed once; give it to the user and enter it nowhere else. It replaces any pending transfer of the account.")
+        abstract: "Create a transfer with a generated temporary password (or a transfer code), for a user who lost the old phone.",
+        discussion: "Only after the user proved ownership another way. The password or code is printed once; give it to the user and enter it nowhere else. It replaces any pending transfer of the account.")
 
     @OptionGroup var common: CommonOptions
     @OptionGroup var change: ChangeOptions
-    @Option(help: "The email the user will type on the new phone.") var email: String
+    @Option(help: "The email the user will type on the new phone (not with --code).") var email: String?
+    @Flag(help: "Issue a transfer code instead of an email and temporary password.") var code = false
     @Argument(help: "accountId, userName, deviceId or transfer email.") var account: String
 
+    func validate() throws {
+        if code && email != nil { throw ValidationError("--code issues a transfer code: it takes no --email.") }
+        if !code && email == nil { throw ValidationError("give --email for a password transfer, or --code for a transfer code.") }
+    }
+
     func run() async throws {
-        let parsed: Email
-        do { parsed = try FieldRules.email(email) } catch {
-            throw Failure.usage("--email is not a valid email address.")
+        var typed: Email?
+        if let email {
+            do { typed = try FieldRules.email(email) } catch {
+                throw Failure.usage("--email is not a valid email address.")
+            }
         }
+        let parsed = typed
         try await common.withStore { store in
             let match = try await store.resolve(account)
             let service = try await store.service()
-            let issued: (password: String, email: String, expiresAt: Timestamp)
+            let now = SystemWallClock().now()
             do {
-                issued = try await service.issueTransfer(accountID: match.accountID, email: parsed, by: change.initiator, reason: change.trimmedReason)
+                if let parsed {
+                    let issued = try await service.issueTransfer(
+                        accountID: match.accountID, email: parsed, by: change.initiator, reason: change.trimmedReason)
+                    if common.json {
+                        struct Out: Encodable { var accountId: String; var email: String; var expiresAt: String; var temporaryPassword: String }
+                        try JSON.print(Out(accountId: match.accountID, email: issued.email, expiresAt: issued.expiresAt.rfc3339, temporaryPassword: issued.password))
+                        return
+                    }
+                    print(Text.section("Issued a transfer for account \(match.accountID)", [
+                        ("email", issued.email),
+                        ("temporary password", issued.password + "   (shown once)"),
+                        ("expires", Text.time(issued.expiresAt, now: now)),
+                    ]))
+                } else {
+                    let issued = try await service.setUpTransferCode(
+                        accountID: match.accountID, by: change.initiator, reason: change.trimmedReason)
+                    if common.json {
+                        struct Out: Encodable { var accountId: String; var expiresAt: String; var transferCode: String }
+                        try JSON.print(Out(accountId: match.accountID, expiresAt: issued.expiresAt.rfc3339, transferCode: issued.code.grouped))
+                        return
+                    }
+                    print(Text.section("Issued a transfer code for account \(match.accountID)", [
+                        ("transfer code", issued.code.grouped + "   (shown once)"),
+                        ("expires", Text.time(issued.expiresAt, now: now)),
+                    ]))
+                }
             } catch TransferError.emailInUse {
-                throw Failure.conflict("another account has a pending transfer with \(parsed.display); use another email or cancel that one.")
+                throw Failure.conflict("another account has a pending transfer with \(parsed?.display ?? ""); use another email or cancel that one.")
             } catch TransferError.accountDeleted {
                 throw Failure.conflict("account \(match.accountID) was deleted; it cannot be moved to a phone again.")
             }
-            if common.json {
-                struct Out: Encodable { var accountId: String; var email: String; var expiresAt: String; var temporaryPassword: String }
-                try JSON.print(Out(accountId: match.accountID, email: issued.email, expiresAt: issued.expiresAt.rfc3339, temporaryPassword: issued.password))
-                return
-            }
-            let now = SystemWallClock().now()
-            print(Text.section("Issued a transfer for account \(match.accountID)", [
-                ("email", issued.email),
-                ("temporary password", issued.password + "   (shown once)"),
-                ("expires", Text.time(issued.expiresAt, now: now)),
-            ]))
         }
     }
 }

@@ -159,7 +159,9 @@ struct SiblingSessionJSON: Encodable {
 
 struct TransferJSON: Encodable {
     var transferId: String
-    var email: String
+    var method: String
+    /// A password transfer's; a code transfer has none (and its code is never shown again).
+    var email: String?
     var createdAt: String
     var expiresAt: String
     var expired: Bool
@@ -169,13 +171,14 @@ struct TransferJSON: Encodable {
 
     init(_ t: TransferRecord, now: Timestamp) {
         transferId = t.id
+        method = t.method.rawValue
         email = t.email
         createdAt = t.createdAt.rfc3339
         expiresAt = t.expiresAt.rfc3339
         expired = !t.isOpen(at: now)
         failedAttemptsInARow = t.failedConsecutive
         failedAttemptsTotal = t.failedTotal
-        lockedUntil = t.isLocked(at: now) ? t.lockedUntil?.rfc3339 : nil
+        lockedUntil = t.lock(at: now)?.rfc3339
     }
 }
 

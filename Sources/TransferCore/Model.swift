@@ -124,13 +124,45 @@ public enum TransferState: String, Sendable, Codable {
     case pending, claimed, cancelled, replaced, expired, voided
 }
 
+/// How the new phone proves it may claim a transfer.
+public enum TransferMethod: String, Sendable, Codable, CaseIterable {
+    /// An email and a temporary password the user chose (or support generated).
+    case password
+    /// A transfer code the old phone showed (or support issued).
+    case code
+}
+
+/// The proof a transfer is claimed with, as stored: never the password or the code itself.
+public enum TransferProof: Sendable, Equatable {
+    /// The email as typed (trimmed), its key (NFC, lower-case), the argon2id hash of the password.
+    case password(email: String, emailKey: String, hash: String)
+    /// The SHA-256 of the transfer code's canonical form.
+    case code(SecretHash)
+
+    public var method: TransferMethod {
+        switch self {
+        case .password: .password
+        case .code: .code
+        }
+    }
+
+    /// The email of a password transfer.
+    public var email: String? {
+        if case .password(let email, _, _) = self { return email }
+        return nil
+    }
+
+    public var emailKey: String? {
+        if case .password(_, let key, _) = self { return key }
+        return nil
+    }
+}
+
 /// A transfer as a store reads it.
 public struct TransferRecord: Sendable, Equatable {
     public var id: String
     public var accountID: String
-    public var email: String
-    public var emailKey: String
-    public var passwordHash: String
+    public var proof: TransferProof
     public var state: TransferState
     public var createdAt: Timestamp
     public var expiresAt: Timestamp
@@ -141,16 +173,14 @@ public struct TransferRecord: Sendable, Equatable {
     public var issuedBy: Initiator
 
     public init(
-        id: String, accountID: String, email: String, emailKey: String, passwordHash: String, state: TransferState,
+        id: String, accountID: String, proof: TransferProof, state: TransferState,
         createdAt: Timestamp, expiresAt: Timestamp, failedConsecutive: Int = 0, failedTotal: Int = 0,
         lockedUntil: Timestamp? = nil, issuedBy: Initiator = .device
     ) {
         self.issuedBy = issuedBy
         self.id = id
         self.accountID = accountID
-        self.email = email
-        self.emailKey = emailKey
-        self.passwordHash = passwordHash
+        self.proof = proof
         self.state = state
         self.createdAt = createdAt
         self.expiresAt = expiresAt
@@ -159,9 +189,28 @@ public struct TransferRecord: Sendable, Equatable {
         self.lockedUntil = lockedUntil
     }
 
+    /// A password transfer, as v1 knew them.
+    public init(
+        id: String, accountID: String, email: String, emailKey: String, passwordHash: String, state: TransferState,
+        createdAt: Timestamp, expiresAt: Timestamp, failedConsecutive: Int = 0, failedTotal: Int = 0,
+        lockedUntil: Timestamp? = nil, issuedBy: Initiator = .device
+    ) {
+        self.init(
+            id: id, accountID: accountID, proof: .password(email: email, emailKey: emailKey, hash: passwordHash), state: state,
+            createdAt: createdAt, expiresAt: expiresAt, failedConsecutive: failedConsecutive, failedTotal: failedTotal,
+            lockedUntil: lockedUntil, issuedBy: issuedBy)
+    }
+
+    public var method: TransferMethod { proof.method }
+    /// The email of a password transfer.
+    public var email: String? { proof.email }
+    public var emailKey: String? { proof.emailKey }
+
     /// Pending and not yet expired at `now`.
     public func isOpen(at now: Timestamp) -> Bool { state == .pending && now < expiresAt }
-    public func isLocked(at now: Timestamp) -> Bool { lockedUntil.map { now < $0 } ?? false }
+    /// Locked after wrong passwords in a row, until the returned time; nil when not locked at `now`.
+    public func lock(at now: Timestamp) -> Timestamp? { lockedUntil.flatMap { now < $0 ? $0 : nil } }
+    public func isLocked(at now: Timestamp) -> Bool { lock(at: now) != nil }
 }
 
 /// What `/v1/me` shows.
@@ -177,10 +226,13 @@ public struct AccountProfile: Sendable, Equatable {
         }
     }
     public struct PendingTransfer: Sendable, Equatable {
-        public var email: String
+        public var method: TransferMethod
+        /// The email of a password transfer; a code is never shown again.
+        public var email: String?
         public var createdAt: Timestamp
         public var expiresAt: Timestamp
-        public init(email: String, createdAt: Timestamp, expiresAt: Timestamp) {
+        public init(method: TransferMethod = .password, email: String?, createdAt: Timestamp, expiresAt: Timestamp) {
+            self.method = method
             self.email = email
             self.createdAt = createdAt
             self.expiresAt = expiresAt

@@ -57,7 +57,9 @@ public struct WebhookEvent: Sendable, Equatable {
         case password
         /// Sign in with Apple.
         case apple
-        /// The temporary password of a transfer support issued.
+        /// A transfer code, set up on the old phone.
+        case code
+        /// The temporary password or code of a transfer support issued.
         case support
     }
 

@@ -119,6 +119,14 @@ struct API<Context: AppRequestContext>: Sendable {
     func setUpTransfer(_ request: Request, _ context: Context) async throws -> Response {
         let caller = try await authenticate(request, context)
         let body = try await JSONBody.read(request, context: context)
+        let method: TransferMethod = try body.optionalString("method").map { try JSONBody.choice($0, name: "method") } ?? .password
+        if method == .code {
+            guard !body.has("email"), !body.has("temporaryPassword") else {
+                throw APIError.invalidRequest("method 'code' takes no email and no temporaryPassword.")
+            }
+            let result = try await service.setUpTransferCode(accountID: caller.accountID, clientAddress: clientAddress(request, context))
+            return try Self.json(TransferCodeBody(transferCode: result.code.grouped, expiresAt: result.expiresAt.rfc3339), status: .created)
+        }
         let email = try FieldRules.email(try body.string("email"))
         let password = try FieldRules.temporaryPassword(try body.string("temporaryPassword"), email: email)
         let result = try await service.setUpTransfer(
@@ -135,16 +143,23 @@ struct API<Context: AppRequestContext>: Sendable {
 
     func claim(_ request: Request, _ context: Context) async throws -> Response {
         let body = try await JSONBody.read(request, context: context)
-        let emailText = try body.string("email")
-        let password = try body.string("temporaryPassword")
+        let code = try body.optionalString("transferCode")
+        var password: (email: String, password: String)?
+        if code == nil {
+            password = (try body.string("email"), try body.string("temporaryPassword"))
+        } else if body.has("email") || body.has("temporaryPassword") {
+            throw APIError.invalidRequest("transferCode goes without email and temporaryPassword.")
+        }
         let target = try ClaimTarget(body)
-        let email = try FieldRules.email(emailText)
-        let temporaryPassword = try FieldRules.claimPassword(password)
+        let proof: ClaimRequest.Proof =
+            if let password { .password(try FieldRules.email(password.email), try FieldRules.claimPassword(password.password)) } else {
+                .transferCode(code ?? "")
+            }
         let address = try countClaim(request, context)
         let grant = try await service.claim(
             ClaimRequest(
-                email: email, temporaryPassword: temporaryPassword, deviceID: target.deviceID,
-                deviceSecret: target.secret, replaceExistingAccount: target.replace, addAccount: target.add),
+                proof: proof, deviceID: target.deviceID, deviceSecret: target.secret, replaceExistingAccount: target.replace,
+                addAccount: target.add),
             clientAddress: address)
         context.log.accountID = grant.account.accountID
         return try await session(grant, status: .ok)
@@ -588,9 +603,16 @@ struct TransferBody: Encodable {
     var expiresAt: String
 }
 
+/// A code set-up's answer: the code, shown this once.
+struct TransferCodeBody: Encodable {
+    var transferCode: String
+    var expiresAt: String
+}
+
 /// `/v1/me`; `transferId` and `transfer` are written as `null` when absent.
 struct MeBody: Encodable {
-    struct Transfer: Encodable { var email: String; var createdAt: String; var expiresAt: String }
+    /// `email` only for a password transfer: a code is never shown again.
+    struct Transfer: Encodable { var method: String; var email: String?; var createdAt: String; var expiresAt: String }
     struct Device: Encodable { var deviceId: String; var boundAt: String; var lastLoginAt: String?; var current: Bool }
 
     let profile: AccountProfile
@@ -611,7 +633,9 @@ struct MeBody: Encodable {
         try c.encode(profile.migrationFlag, forKey: .migrationFlag)
         try c.encode(profile.movedToDeviceID, forKey: .transferId)
         try c.encode(
-            profile.transfer.map { Transfer(email: $0.email, createdAt: $0.createdAt.rfc3339, expiresAt: $0.expiresAt.rfc3339) },
+            profile.transfer.map {
+                Transfer(method: $0.method.rawValue, email: $0.email, createdAt: $0.createdAt.rfc3339, expiresAt: $0.expiresAt.rfc3339)
+            },
             forKey: .transfer)
         try c.encode(
             profile.activeDevices.map {

@@ -94,6 +94,9 @@ struct JSONBody {
         return nil
     }
 
+    /// Whether the body names the field (null included).
+    func has(_ name: String) -> Bool { fields[name] != nil }
+
     func string(_ name: String) throws -> String {
         switch fields[name] {
         case .none, .null: throw APIError.invalidRequest("\(name) is required.")

@@ -132,7 +132,7 @@ public enum Queries {
     public static func accountSummary(_ id: String) -> SQL { "SELECT user_name, created_at, moved_to_device_id FROM accounts WHERE id = \(id)" }
 
     public static func openTransfer(ofAccount id: String, at now: Timestamp) -> SQL {
-        "SELECT email, created_at, expires_at FROM transfers WHERE account_id = \(id) AND state = 'pending' AND expires_at > \(now)"
+        "SELECT method, email, created_at, expires_at FROM transfers WHERE account_id = \(id) AND state = 'pending' AND expires_at > \(now)"
     }
 
     public static func boundDevices(ofAccount id: String) -> SQL {
@@ -161,6 +161,7 @@ public enum Queries {
     }
 
     public static func pendingTransfer(emailKey: String) -> SQL { "SELECT * FROM transfers WHERE email_key = \(emailKey) AND state = 'pending'" }
+    public static func transfer(codeHash: SecretHash) -> SQL { "SELECT * FROM transfers WHERE code_hash = \(codeHash)" }
 
     // Support (the `transfer` command line).
 

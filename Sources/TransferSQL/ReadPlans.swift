@@ -302,7 +302,9 @@ public struct ProfilePlan: ReadPlan {
             account = try rows.first.map { (try $0.text("user_name"), try $0.time("created_at"), try $0.textOrNil("moved_to_device_id")) }
         case 1:
             transfer = try rows.first.map {
-                AccountProfile.PendingTransfer(email: try $0.text("email"), createdAt: try $0.time("created_at"), expiresAt: try $0.time("expires_at"))
+                AccountProfile.PendingTransfer(
+                    method: try $0.value("method", table: "transfers"), email: try $0.textOrNil("email"), createdAt: try $0.time("created_at"),
+                    expiresAt: try $0.time("expires_at"))
             }
         case 2:
             devices = try rows.map {

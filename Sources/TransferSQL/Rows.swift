@@ -105,9 +105,15 @@ public enum Rows {
     }
 
     public static func transfer(_ row: any SQLRow) throws -> TransferRecord {
-        TransferRecord(
-            id: try row.text("id"), accountID: try row.text("account_id"), email: try row.text("email"), emailKey: try row.text("email_key"),
-            passwordHash: try row.text("password_hash"), state: try row.value("state", table: "transfers"),
+        let proof: TransferProof
+        switch try row.value("method", table: "transfers") as TransferMethod {
+        case .password:
+            proof = .password(email: try row.text("email"), emailKey: try row.text("email_key"), hash: try row.text("password_hash"))
+        case .code:
+            proof = .code(try row.hash("code_hash"))
+        }
+        return TransferRecord(
+            id: try row.text("id"), accountID: try row.text("account_id"), proof: proof, state: try row.value("state", table: "transfers"),
             createdAt: try row.time("created_at"), expiresAt: try row.time("expires_at"), failedConsecutive: try row.int("failed_consecutive"),
             failedTotal: try row.int("failed_total"), lockedUntil: try row.timeOrNil("locked_until"),
             issuedBy: try Initiator(stored: try row.text("issued_by")))

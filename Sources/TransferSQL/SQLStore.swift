@@ -51,6 +51,10 @@ extension SQLStore {
         try await read(FirstRow(Queries.pendingTransfer(emailKey: emailKey), Rows.transfer))
     }
 
+    public func transfer(codeHash: SecretHash) async throws -> TransferRecord? {
+        try await read(FirstRow(Queries.transfer(codeHash: codeHash), Rows.transfer))
+    }
+
     // SupportStore
 
     public func findAccounts(_ query: String) async throws -> [AccountMatch] {

@@ -356,6 +356,65 @@ struct MigrationTests {
         }
     }
 
+    @Test("a v8 database with a pending password transfer and a claimed one upgrades to v9: the transfer is still claimed by its password, codes work, the schema keeps each method's columns",
+          arguments: StoreKind.available)
+    func upgradeFromV8(kind: StoreKind) async throws {
+        try await kind.withDatabaseLocation { location, file in
+            let old = Device(), new = Device()
+            let now = Timestamp(Date()).milliseconds
+            let raw = RawDatabase(location: location)
+            try await raw.migrate(through: 8)
+            let account = "a8000000-0000-4000-8000-000000000001"
+            let password = "plum-harbor-71-sail"
+            let hasher = Argon2Hasher(parameters: Argon2Parameters(memoryKiB: 256, iterations: 1, parallelism: 1), workers: 1, queueDepth: 4)
+            let hash = try await hasher.hash(password)
+            try await raw.run([
+                ("INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)", [.text(account), .text(old.id), .int(now - 60_000)]),
+                ("INSERT INTO devices (id, secret_hash, created_at) VALUES (?, ?, ?)", [.text(old.id), .blob(SecretHash(of: old.secret).bytes), .int(now - 60_000)]),
+                ("INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES (?, ?, 'active', ?)", [.text(old.id), .text(account), .int(now - 60_000)]),
+                ("UPDATE devices SET current_account_id = ? WHERE id = ?", [.text(account), .text(old.id)]),
+                ("""
+                 INSERT INTO transfers (id, account_id, email, email_key, password_hash, state, created_at, expires_at, ended_at, claimed_by_device)
+                 VALUES (?, ?, ?, ?, ?, 'claimed', ?, ?, ?, ?)
+                 """, [.text("t-old"), .text(account), .text("Old@Example.com"), .text("old@example.com"), .text(hash), .int(now - 50_000),
+                       .int(now + 3_600_000), .int(now - 40_000), .text(old.id)]),
+                ("""
+                 INSERT INTO transfers (id, account_id, email, email_key, password_hash, state, created_at, expires_at)
+                 VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)
+                 """, [.text("t-pending"), .text(account), .text("Mia@Example.com"), .text("mia@example.com"), .text(hash), .int(now - 30_000),
+                       .int(now + 3_600_000)]),
+            ])
+            try await Harness(location: location, file: file).run { api, _ in
+                let onOld = try await api.login(old)
+                #expect(onOld["migrationFlag"] as? Bool == true, "the v8 transfer is still pending: \(onOld.text)")
+                let pending = try #require(try await api.me(try onOld.accessToken)["transfer"] as? [String: Any])
+                #expect(pending["method"] as? String == "password" && pending["email"] as? String == "Mia@Example.com", "\(pending)")
+                let claimed = try await api.claim(email: "mia@example.com", password: password, device: new)
+                #expect(claimed.status == .ok, "the v8 transfer is claimed with its password: \(claimed.text)")
+                let onNew = try await api.login(new)
+                let code = try await api.call(.put, "/v1/me/transfer", json: ["method": "code"], token: try onNew.accessToken)
+                #expect(code.status == .created, "\(code.text)")
+                #expect(try await api.call(.post, "/v1/transfers/claim", json: [
+                    "transferCode": try code.string("transferCode"), "deviceId": old.id, "deviceSecret": old.secret,
+                ]).error == "device_retired", "the code reaches the claim's device checks")
+            }
+            // The same row as a valid code transfer is accepted: the refusals below are the method checks.
+            try await raw.run([(
+                "INSERT INTO transfers (id, account_id, method, code_hash, state, created_at, expires_at, ended_at) VALUES (?, ?, 'code', ?, 'cancelled', ?, ?, ?)",
+                [.text("t-good"), .text(account), .blob(SecretHash(of: "c").bytes), .int(now), .int(now), .int(now)])])
+            await #expect(throws: (any Error).self, "a code transfer has no email") {
+                try await raw.run([(
+                    "INSERT INTO transfers (id, account_id, method, email, email_key, code_hash, state, created_at, expires_at, ended_at) VALUES (?, ?, 'code', ?, ?, ?, 'cancelled', ?, ?, ?)",
+                    [.text("t-bad"), .text(account), .text("x@example.com"), .text("x@example.com"), .blob(SecretHash(of: "c2").bytes), .int(now), .int(now), .int(now)])])
+            }
+            await #expect(throws: (any Error).self, "a password transfer has a password hash") {
+                try await raw.run([(
+                    "INSERT INTO transfers (id, account_id, email, email_key, state, created_at, expires_at, ended_at) VALUES (?, ?, ?, ?, 'cancelled', ?, ?, ?)",
+                    [.text("t-bad2"), .text(account), .text("x@example.com"), .text("x@example.com"), .int(now), .int(now), .int(now)])])
+            }
+        }
+    }
+
     @Test("schema.sql is what the SQLite migrations build")
     func sqliteSchemaFile() async throws {
         let migrated = TempDatabase(), fromFile = TempDatabase()

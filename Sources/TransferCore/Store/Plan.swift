@@ -226,24 +226,45 @@ public enum Effect: Sendable, Equatable {
 
 /// A transfer to create, pending.
 public struct NewTransfer: Sendable, Equatable {
+    /// How it will be claimed: an email and the password's argon2id hash, or a code's hash.
+    public enum Proof: Sendable, Equatable {
+        case password(Email, hash: String)
+        case code(SecretHash)
+    }
     public var id: String
     public var accountID: String
-    public var email: Email
-    public var passwordHash: String
+    public var proof: Proof
     public var createdAt: Timestamp
     public var expiresAt: Timestamp
     public var issuedBy: Initiator
+    public init(id: String, accountID: String, proof: Proof, createdAt: Timestamp, expiresAt: Timestamp, issuedBy: Initiator) {
+        self.id = id
+        self.accountID = accountID
+        self.proof = proof
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+        self.issuedBy = issuedBy
+    }
+
     public init(
         id: String, accountID: String, email: Email, passwordHash: String, createdAt: Timestamp, expiresAt: Timestamp,
         issuedBy: Initiator
     ) {
-        self.id = id
-        self.accountID = accountID
-        self.email = email
-        self.passwordHash = passwordHash
-        self.createdAt = createdAt
-        self.expiresAt = expiresAt
-        self.issuedBy = issuedBy
+        self.init(
+            id: id, accountID: accountID, proof: .password(email, hash: passwordHash), createdAt: createdAt, expiresAt: expiresAt,
+            issuedBy: issuedBy)
+    }
+
+    public var method: TransferMethod {
+        switch proof {
+        case .password: .password
+        case .code: .code
+        }
+    }
+
+    public var email: Email? {
+        if case .password(let email, _) = proof { return email }
+        return nil
     }
 }
 

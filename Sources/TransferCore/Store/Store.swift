@@ -21,6 +21,8 @@ public protocol TransferStore: Sendable {
     func profile(accountID: String, at: Timestamp) async throws -> AccountProfile?
     /// The pending transfer for an email key, if any (it may be expired or locked: the caller decides).
     func pendingTransfer(emailKey: String) async throws -> TransferRecord?
+    /// The transfer whose code has this SHA-256, in whatever state (the caller decides).
+    func transfer(codeHash: SecretHash) async throws -> TransferRecord?
 
     /// Who reaches which token, for the asked accounts (lower-case ids): one row per (token,
     /// account), ordered by device, provider and account. One query, whatever the number of ids.

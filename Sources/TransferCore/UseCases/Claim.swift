@@ -19,49 +19,60 @@ public struct LockPolicy: Sendable, Equatable {
     public static let standard = LockPolicy()
 }
 
-/// What a device sends to claim a transfer. `temporaryPassword` has passed `FieldRules.claimPassword`.
+/// What a device sends to claim a transfer: the proof (`temporaryPassword` has passed
+/// `FieldRules.claimPassword`), its device and the claim's options.
 public struct ClaimRequest: Sendable {
-    public var email: Email
-    public var temporaryPassword: String
+    public enum Proof: Sendable {
+        case password(Email, String)
+        /// A transfer code as the user typed or scanned it (read by `OneTimeCode`'s rules).
+        case transferCode(String)
+    }
+    public var proof: Proof
     public var deviceID: DeviceID
     public var deviceSecret: String
     public var replaceExistingAccount: Bool
     /// Add the account beside those the device holds (never together with `replaceExistingAccount`).
     public var addAccount: Bool
-    public init(
-        email: Email, temporaryPassword: String, deviceID: DeviceID, deviceSecret: String,
-        replaceExistingAccount: Bool, addAccount: Bool = false
-    ) {
-        self.email = email
-        self.temporaryPassword = temporaryPassword
+    public init(proof: Proof, deviceID: DeviceID, deviceSecret: String, replaceExistingAccount: Bool, addAccount: Bool = false) {
+        self.proof = proof
         self.deviceID = deviceID
         self.deviceSecret = deviceSecret
         self.replaceExistingAccount = replaceExistingAccount
         self.addAccount = addAccount
     }
+
+    public init(
+        email: Email, temporaryPassword: String, deviceID: DeviceID, deviceSecret: String,
+        replaceExistingAccount: Bool, addAccount: Bool = false
+    ) {
+        self.init(
+            proof: .password(email, temporaryPassword), deviceID: deviceID, deviceSecret: deviceSecret,
+            replaceExistingAccount: replaceExistingAccount, addAccount: addAccount)
+    }
 }
 
 extension TransferService {
-    /// The claim. The password is verified first, always exactly once (against a dummy hash
+    /// The claim. A password is verified first, always exactly once (against a dummy hash
     /// for an unknown email), so only someone who knows it learns anything about the device.
+    /// A code is looked up by its hash: no hash worker, no lockout (80 bits and
+    /// `--claim-limit` make guessing hopeless). Either way, every failure is the same
+    /// `invalid_transfer_credentials`.
     public func claim(_ request: ClaimRequest, clientAddress: String?) async throws -> SessionGrant {
-        let transfer = try await store.pendingTransfer(emailKey: request.email.key)
-        let before = clock.now()
-        if let transfer, transfer.isOpen(at: before), let until = transfer.lockedUntil, before < until {
-            observer.claimFailed()
-            throw TransferError.tooManyAttempts(retryAfterSeconds: before.secondsUntil(until))
-        }
-        // Unknown, expired and open transfers all cost one verification.
-        let usable = transfer.flatMap { $0.isOpen(at: before) ? $0 : nil }
-        let verified = try await hasher.verify(request.temporaryPassword, against: usable?.passwordHash ?? dummyHash)
-        guard let usable, verified else {
-            observer.claimFailed()
-            if let usable {
-                try await recordFailure(transferID: usable.id, clientAddress: clientAddress)
+        let usable: TransferRecord
+        switch request.proof {
+        case .password(let email, let password):
+            usable = try await verifiedTransfer(email: email, password: password, clientAddress: clientAddress)
+        case .transferCode(let typed):
+            // A code that cannot be one is unknown, as one that is not stored: the same answer.
+            let code = OneTimeCode(typed: typed, characters: OneTimeCode.transferCodeLength)
+            var transfer: TransferRecord?
+            if let code { transfer = try await store.transfer(codeHash: code.hash) }
+            guard let transfer, transfer.method == .code, transfer.isOpen(at: clock.now()) else {
+                observer.claimFailed()
+                throw TransferError.invalidTransferCredentials
             }
-            throw TransferError.invalidTransferCredentials
+            usable = transfer
         }
-
         let now = clock.now()
         let result = try await store.execute(
             ClaimCommand(
@@ -79,6 +90,30 @@ extension TransferService {
         }
     }
 
+    /// The open password transfer of `email` whose password is `password`; a wrong password
+    /// is counted against it.
+    private func verifiedTransfer(email: Email, password: String, clientAddress: String?) async throws -> TransferRecord {
+        let transfer = try await store.pendingTransfer(emailKey: email.key)
+        let before = clock.now()
+        if let transfer, transfer.isOpen(at: before), let until = transfer.lock(at: before) {
+            observer.claimFailed()
+            throw TransferError.tooManyAttempts(retryAfterSeconds: before.secondsUntil(until))
+        }
+        // Unknown, expired and open transfers all cost one verification.
+        let usable = transfer.flatMap { $0.isOpen(at: before) ? $0 : nil }
+        var hash = dummyHash
+        if case .password(_, _, let stored) = usable?.proof { hash = stored }
+        let verified = try await hasher.verify(password, against: hash)
+        guard let usable, verified else {
+            observer.claimFailed()
+            if let usable {
+                try await recordFailure(transferID: usable.id, clientAddress: clientAddress)
+            }
+            throw TransferError.invalidTransferCredentials
+        }
+        return usable
+    }
+
     private func recordFailure(transferID: String, clientAddress: String?) async throws {
         let result = try await store.execute(
             FailedClaimCommand(transferID: transferID, now: clock.now(), policy: policy.lock, clientAddress: clientAddress))
@@ -91,7 +126,7 @@ extension TransferService {
     }
 }
 
-/// Applies a claim whose password verified: puts the account on the new device (beside its
+/// Applies a claim whose password verified (or whose code was found): puts the account on the new device (beside its
 /// accounts, or in place of them), takes it off its old device (which keeps its other
 /// accounts, and is retired when none is left), consumes the transfer and opens a session;
 /// or changes nothing.
@@ -123,7 +158,7 @@ public struct ClaimCommand: StoreOperation {
         guard let transfer = facts.transfer, transfer.accountID == accountID, transfer.isOpen(at: now),
             let account = facts.account, facts.accountDeletedAt == nil
         else { return Plan(.rejected(.invalidTransferCredentials)) }
-        if let until = transfer.lockedUntil, now < until {
+        if let until = transfer.lock(at: now) {
             return Plan(.rejected(.tooManyAttempts(retryAfterSeconds: now.secondsUntil(until))))
         }
         switch move.plan(facts, account: account) {
@@ -134,7 +169,7 @@ public struct ClaimCommand: StoreOperation {
                 .audit(AuditEvent(
                     at: now, kind: .transferClaimed, accountID: accountID, deviceID: move.deviceID.value, transferID: transfer.id,
                     clientAddress: move.clientAddress)),
-                move.claimedEvent(facts, method: transfer.issuedBy == .device ? .password : .support),
+                move.claimedEvent(facts, method: transfer.issuedBy != .device ? .support : transfer.method == .code ? .code : .password),
             ])
         }
     }
@@ -253,7 +288,7 @@ public struct FailedClaimCommand: StoreOperation {
         guard let transfer = facts.transfer, transfer.isOpen(at: now) else {
             return Plan(.notCounted(.invalidTransferCredentials))
         }
-        if let until = transfer.lockedUntil, now < until {
+        if let until = transfer.lock(at: now) {
             return Plan(.notCounted(.tooManyAttempts(retryAfterSeconds: now.secondsUntil(until))))
         }
         let account = transfer.accountID

@@ -9,15 +9,34 @@ extension TransferService {
         clientAddress: String? = nil
     ) async throws -> (email: String, expiresAt: Timestamp) {
         let hash = try await hasher.hash(password)
+        let expiresAt = try await setUp(
+            accountID: accountID, proof: .password(email, hash: hash), by: initiator, reason: reason, clientAddress: clientAddress)
+        return (email.display, expiresAt)
+    }
+
+    /// Sets up (or replaces) the account's pending transfer with a transfer code, returned
+    /// once and stored only as its SHA-256. No password hashing: no hash worker is involved.
+    public func setUpTransferCode(
+        accountID: String, by initiator: Initiator = .device, reason: String? = nil, clientAddress: String? = nil
+    ) async throws -> (code: OneTimeCode, expiresAt: Timestamp) {
+        let code = OneTimeCode.make(characters: OneTimeCode.transferCodeLength)
+        let expiresAt = try await setUp(
+            accountID: accountID, proof: .code(code.hash), by: initiator, reason: reason, clientAddress: clientAddress)
+        return (code, expiresAt)
+    }
+
+    /// The set-up of either kind: one pending transfer per account, the new one replacing the old.
+    private func setUp(
+        accountID: String, proof: NewTransfer.Proof, by initiator: Initiator, reason: String?, clientAddress: String?
+    ) async throws -> Timestamp {
         let now = clock.now()
         let transfer = NewTransfer(
-            id: Identifier.make(), accountID: accountID, email: email, passwordHash: hash, createdAt: now,
-            expiresAt: now + policy.transferTTL, issuedBy: initiator)
-        let result = try await store.execute(SetUpCommand(transfer: transfer, reason: reason, clientAddress: clientAddress))
-        switch result {
+            id: Identifier.make(), accountID: accountID, proof: proof, createdAt: now, expiresAt: now + policy.transferTTL,
+            issuedBy: initiator)
+        switch try await store.execute(SetUpCommand(transfer: transfer, reason: reason, clientAddress: clientAddress)) {
         case .created:
             observer.transferSetUp()
-            return (email.display, transfer.expiresAt)
+            return transfer.expiresAt
         case .emailInUse:
             throw TransferError.emailInUse
         case .accountDeleted:
@@ -61,7 +80,7 @@ public struct SetUpCommand: StoreOperation {
 
     public var now: Timestamp { transfer.createdAt }
     public var reads: Reads {
-        Reads(pendingTransfers: PendingTransferQuery(emailKey: transfer.email.key, accountID: transfer.accountID), account: transfer.accountID)
+        Reads(pendingTransfers: PendingTransferQuery(emailKey: transfer.email?.key, accountID: transfer.accountID), account: transfer.accountID)
     }
 
     public func plan(_ facts: Facts) -> Plan<SetUpResult> {
@@ -77,10 +96,10 @@ public struct SetUpCommand: StoreOperation {
                 effects.append(.endTransfer(id: pending.id, state: .expired, at: now))
             }
         }
-        if open.contains(where: { $0.emailKey == transfer.email.key && $0.accountID != transfer.accountID }) {
+        if let email = transfer.email, open.contains(where: { $0.emailKey == email.key && $0.accountID != transfer.accountID }) {
             return Plan(.emailInUse, effects)
         }
-        // The account's earlier transfer gives way: new password, new expiry, attempts reset.
+        // The account's earlier transfer, of either kind, gives way: new proof, new expiry, attempts reset.
         for earlier in open where earlier.accountID == transfer.accountID {
             effects.append(.endTransfer(id: earlier.id, state: .replaced, at: now))
         }
@@ -90,7 +109,7 @@ public struct SetUpCommand: StoreOperation {
             transferID: transfer.id, actor: transfer.issuedBy, reason: reason, clientAddress: clientAddress)))
         effects.append(.webhook(
             .transferSetUp, accountID: transfer.accountID, at: now,
-            ["transferId": transfer.id, "expiresAt": transfer.expiresAt.rfc3339]))
+            ["transferId": transfer.id, "expiresAt": transfer.expiresAt.rfc3339, "method": transfer.method.rawValue]))
         return Plan(.created, effects)
     }
 }
