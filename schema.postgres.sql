@@ -93,6 +93,7 @@ CREATE UNIQUE INDEX transfers_one_pending_per_account ON transfers(account_id) W
 CREATE INDEX transfers_by_account ON transfers(account_id);
 CREATE INDEX transfers_by_email ON transfers(email_key);
 CREATE UNIQUE INDEX transfers_by_code ON transfers(code_hash) WHERE code_hash IS NOT NULL;
+CREATE INDEX transfers_claimed_by_device ON transfers(claimed_by_device) WHERE claimed_by_device IS NOT NULL;
 
 CREATE TABLE audit_events (
     id             BIGSERIAL PRIMARY KEY,
@@ -237,3 +238,13 @@ CREATE TRIGGER sibling_sessions_on_active_pair BEFORE INSERT ON sibling_sessions
 
 CREATE FUNCTION device_accounts_end_without_siblings() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF NEW.state <> 'active' AND EXISTS (SELECT 1 FROM sibling_sessions WHERE device_id = NEW.device_id AND account_id = NEW.account_id) THEN RAISE EXCEPTION 'a pair ends with its sibling sessions'; END IF; RETURN NEW; END $$;
 CREATE TRIGGER device_accounts_end_without_siblings BEFORE UPDATE OF state ON device_accounts FOR EACH ROW EXECUTE FUNCTION device_accounts_end_without_siblings();
+
+-- Recovery codes: one per account, shown once, stored as SHA-256; a used one keeps its winner.
+CREATE TABLE recovery_codes (
+    account_id     TEXT PRIMARY KEY NOT NULL REFERENCES accounts(id),
+    code_hash      BYTEA NOT NULL UNIQUE CHECK (length(code_hash) = 32),
+    created_at     BIGINT NOT NULL,
+    used_at        BIGINT,
+    used_by_device TEXT,
+    CHECK ((used_at IS NULL) = (used_by_device IS NULL))
+);

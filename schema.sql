@@ -114,6 +114,7 @@ CREATE UNIQUE INDEX transfers_one_pending_per_account ON transfers(account_id) W
 CREATE INDEX transfers_by_account ON transfers(account_id);
 CREATE INDEX transfers_by_email ON transfers(email_key);
 CREATE UNIQUE INDEX transfers_by_code ON transfers(code_hash) WHERE code_hash IS NOT NULL;
+CREATE INDEX transfers_claimed_by_device ON transfers(claimed_by_device) WHERE claimed_by_device IS NOT NULL;
 
 CREATE TABLE audit_events (
     id             INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -266,3 +267,13 @@ CREATE TRIGGER device_accounts_end_without_siblings BEFORE UPDATE OF state ON de
 WHEN NEW.state <> 'active'
  AND EXISTS (SELECT 1 FROM sibling_sessions WHERE device_id = NEW.device_id AND account_id = NEW.account_id)
 BEGIN SELECT RAISE(ABORT, 'a pair ends with its sibling sessions'); END;
+
+-- Recovery codes: one per account, shown once, stored as SHA-256; a used one keeps its winner.
+CREATE TABLE recovery_codes (
+    account_id     TEXT PRIMARY KEY NOT NULL REFERENCES accounts(id),
+    code_hash      BLOB NOT NULL UNIQUE CHECK (length(code_hash) = 32),
+    created_at     INTEGER NOT NULL,
+    used_at        INTEGER,
+    used_by_device TEXT,
+    CHECK ((used_at IS NULL) = (used_by_device IS NULL))
+);

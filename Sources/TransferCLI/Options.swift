@@ -99,6 +99,7 @@ extension AccountMatch.Field {
         case .userName: "user name"
         case .deviceId: "device id"
         case .email: "transfer email"
+        case .appleEmail: "Apple ID email"
         }
     }
 }

@@ -171,12 +171,18 @@ public struct TransferRecord: Sendable, Equatable {
     public var lockedUntil: Timestamp?
     /// Set up by the app on the old phone, or issued by support.
     public var issuedBy: Initiator
+    /// When it stopped being pending.
+    public var endedAt: Timestamp?
+    /// The device that claimed it.
+    public var claimedBy: String?
 
     public init(
         id: String, accountID: String, proof: TransferProof, state: TransferState,
         createdAt: Timestamp, expiresAt: Timestamp, failedConsecutive: Int = 0, failedTotal: Int = 0,
-        lockedUntil: Timestamp? = nil, issuedBy: Initiator = .device
+        lockedUntil: Timestamp? = nil, issuedBy: Initiator = .device, endedAt: Timestamp? = nil, claimedBy: String? = nil
     ) {
+        self.endedAt = endedAt
+        self.claimedBy = claimedBy
         self.issuedBy = issuedBy
         self.id = id
         self.accountID = accountID
@@ -211,6 +217,51 @@ public struct TransferRecord: Sendable, Equatable {
     /// Locked after wrong passwords in a row, until the returned time; nil when not locked at `now`.
     public func lock(at now: Timestamp) -> Timestamp? { lockedUntil.flatMap { now < $0 ? $0 : nil } }
     public func isLocked(at now: Timestamp) -> Bool { lock(at: now) != nil }
+
+    /// Claimed by `device` recently enough that the device may repeat its claim (a lost answer).
+    public func wasClaimed(by device: DeviceID, repeatableAt now: Timestamp) -> Bool {
+        state == .claimed && claimedBy == device.value && ClaimRepeat.allows(wonAt: endedAt, now: now)
+    }
+}
+
+/// A claim's answer can be lost: the device that won may repeat the claim, with the same
+/// credentials, within 10 minutes of winning, and gets a session again; nothing else changes.
+public enum ClaimRepeat {
+    public static let window = Duration.seconds(10 * 60)
+
+    public static func allows(wonAt: Timestamp?, now: Timestamp) -> Bool {
+        guard let wonAt else { return false }
+        return wonAt <= now && now < wonAt + window
+    }
+}
+
+/// An account's recovery code, as stored: its hash, and once used, when and by which device.
+public struct RecoveryCodeRecord: Sendable, Equatable {
+    public var accountID: String
+    public var codeHash: SecretHash
+    public var createdAt: Timestamp
+    public var usedAt: Timestamp?
+    public var usedByDevice: String?
+    public init(accountID: String, codeHash: SecretHash, createdAt: Timestamp, usedAt: Timestamp? = nil, usedByDevice: String? = nil) {
+        self.accountID = accountID
+        self.codeHash = codeHash
+        self.createdAt = createdAt
+        self.usedAt = usedAt
+        self.usedByDevice = usedByDevice
+    }
+
+    /// Not used yet: a way back.
+    public var isUsable: Bool { usedAt == nil }
+
+    /// 20 characters, 100 bits.
+    public static let length = 20
+}
+
+/// The ways an account can come back to a new phone if its phone is lost, as `GET /v1/me` lists them.
+public enum WayBack: String, Sendable, Codable, CaseIterable {
+    case transfer
+    case apple
+    case recoveryCode
 }
 
 /// What `/v1/me` shows.
@@ -247,14 +298,22 @@ public struct AccountProfile: Sendable, Equatable {
     public var activeDevices: [Device]
     /// The account's Apple ID link, if any.
     public var apple: AppleLink?
+    /// When its recovery code was made, while it has an unused one.
+    public var recoveryCodeCreatedAt: Timestamp?
+
+    /// What would bring the account back if its phone were lost.
+    public var waysBack: [WayBack] {
+        (transfer != nil ? [.transfer] : []) + (apple != nil ? [.apple] : []) + (recoveryCodeCreatedAt != nil ? [.recoveryCode] : [])
+    }
 
     /// Raised exactly while a transfer is pending (set up, not expired, cancelled, claimed or voided).
     public var migrationFlag: Bool { transfer != nil }
 
     public init(
         accountID: String, userName: String, createdAt: Timestamp, movedToDeviceID: String?,
-        transfer: PendingTransfer?, activeDevices: [Device], apple: AppleLink? = nil
+        transfer: PendingTransfer?, activeDevices: [Device], apple: AppleLink? = nil, recoveryCodeCreatedAt: Timestamp? = nil
     ) {
+        self.recoveryCodeCreatedAt = recoveryCodeCreatedAt
         self.apple = apple
         self.accountID = accountID
         self.userName = userName
@@ -283,6 +342,9 @@ public struct AuditEvent: Sendable, Equatable {
         case transferSetUp = "transfer.set_up"
         case transferCancelled = "transfer.cancelled"
         case transferClaimed = "transfer.claimed"
+        case recoveryCodeSet = "recovery_code.set"
+        case recoveryCodeDeleted = "recovery_code.deleted"
+        case recoveryCodeUsed = "recovery_code.used"
         case claimFailed = "transfer.claim_failed"
         case transferLocked = "transfer.locked"
         case transferVoided = "transfer.voided"

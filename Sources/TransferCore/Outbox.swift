@@ -59,6 +59,8 @@ public struct WebhookEvent: Sendable, Equatable {
         case apple
         /// A transfer code, set up on the old phone.
         case code
+        /// The account's recovery code.
+        case recoveryCode = "recovery_code"
         /// The temporary password or code of a transfer support issued.
         case support
     }

@@ -227,9 +227,22 @@ extension Effect {
                 "DELETE FROM rotated_refresh_tokens WHERE account_id = \(id)",
                 "DELETE FROM handoff_codes WHERE account_id = \(id)",
                 "DELETE FROM apple_links WHERE account_id = \(id)",
+                "DELETE FROM recovery_codes WHERE account_id = \(id)",
                 "UPDATE device_accounts SET last_address = NULL WHERE account_id = \(id)",
                 "DELETE FROM audit_events WHERE account_id = \(id)",
             ]
+        case .setRecoveryCode(let account, let hash, let at):
+            return [
+                """
+                INSERT INTO recovery_codes (account_id, code_hash, created_at) VALUES (\(account), \(hash), \(at))
+                ON CONFLICT (account_id) DO UPDATE
+                SET code_hash = excluded.code_hash, created_at = excluded.created_at, used_at = NULL, used_by_device = NULL
+                """
+            ]
+        case .deleteRecoveryCode(let account):
+            return ["DELETE FROM recovery_codes WHERE account_id = \(account)"]
+        case .useRecoveryCode(let account, let device, let at):
+            return ["UPDATE recovery_codes SET used_at = \(at), used_by_device = \(device) WHERE account_id = \(account) AND used_at IS NULL"]
         case .enqueue(let e):
             return [
                 """

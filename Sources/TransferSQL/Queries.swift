@@ -163,6 +163,20 @@ public enum Queries {
     public static func pendingTransfer(emailKey: String) -> SQL { "SELECT * FROM transfers WHERE email_key = \(emailKey) AND state = 'pending'" }
     public static func transfer(codeHash: SecretHash) -> SQL { "SELECT * FROM transfers WHERE code_hash = \(codeHash)" }
 
+    /// The latest transfer of the email that the device claimed since then (its claim may be repeated).
+    public static func claimedTransfer(emailKey: String, by device: String, since: Timestamp) -> SQL {
+        """
+        SELECT * FROM transfers
+        WHERE claimed_by_device = \(device) AND email_key = \(emailKey) AND state = 'claimed' AND ended_at >= \(since)
+        ORDER BY ended_at DESC LIMIT 1
+        """
+    }
+
+    public static func recoveryCode(ofAccount id: String, lock: Bool) -> SQL {
+        "SELECT * FROM recovery_codes WHERE account_id = \(id)\(lock ? SQL.forUpdate : "")"
+    }
+    public static func recoveryCode(hash: SecretHash) -> SQL { "SELECT * FROM recovery_codes WHERE code_hash = \(hash)" }
+
     // Support (the `transfer` command line).
 
     /// Accounts `query` names, the first way each matched first.
@@ -173,6 +187,7 @@ public enum Queries {
             UNION ALL SELECT id, 'userName', 2 FROM accounts WHERE user_name = \(lower)
             UNION ALL SELECT account_id, 'deviceId', 3 FROM device_accounts WHERE device_id = \(lower)
             UNION ALL SELECT account_id, 'email', 4 FROM transfers WHERE email_key = \(emailKey)
+            UNION ALL SELECT account_id, 'appleEmail', 5 FROM apple_links WHERE lower(email) = \(emailKey)
         ) m JOIN accounts a ON a.id = m.account_id
         ORDER BY m.rank
         """

@@ -142,6 +142,7 @@ public struct FactsPlan: ReadPlan {
         case dueOutbox(DueOutboxQuery)
         case outboxMessage(String)
         case failedOutbox
+        case recoveryCode(String)
     }
 
     enum DeviceTarget: Sendable { case device, accountDevices }
@@ -177,6 +178,7 @@ public struct FactsPlan: ReadPlan {
         if let q = reads.dueOutbox { steps.append(.dueOutbox(q)) }
         if let id = reads.outboxMessage { steps.append(.outboxMessage(id)) }
         if reads.failedOutbox { steps.append(.failedOutbox) }
+        if let account = reads.recoveryCode { steps.append(.recoveryCode(account)) }
     }
 
     public mutating func next() -> SQL? {
@@ -214,6 +216,7 @@ public struct FactsPlan: ReadPlan {
             case .dueOutbox(let q): return Queries.dueOutbox(q, at: now)
             case .outboxMessage(let id): return Queries.outboxMessage(id: id)
             case .failedOutbox: return Queries.failedOutbox
+            case .recoveryCode(let account): return Queries.recoveryCode(ofAccount: account, lock: true)
             }
         }
         return nil
@@ -264,13 +267,14 @@ public struct FactsPlan: ReadPlan {
         case .dueOutbox: facts.dueOutbox = try rows.map(Rows.outboxMessage)
         case .outboxMessage: facts.outboxMessage = try rows.first.map(Rows.outboxMessage)
         case .failedOutbox: facts.failedOutbox = try rows.map(Rows.outboxMessage)
+        case .recoveryCode: facts.recoveryCode = try rows.first.map(Rows.recoveryCode)
         }
     }
 
     public func finish() -> Facts { facts }
 }
 
-/// `GET /v1/me`: the account, its open transfer, the devices it is on, its Apple link.
+/// `GET /v1/me`: the account, its open transfer, the devices it is on, its Apple link, its recovery code.
 public struct ProfilePlan: ReadPlan {
     let id: String
     let now: Timestamp
@@ -279,6 +283,7 @@ public struct ProfilePlan: ReadPlan {
     var transfer: AccountProfile.PendingTransfer?
     var devices: [AccountProfile.Device] = []
     var apple: AppleLink?
+    var recoveryCode: RecoveryCodeRecord?
 
     public init(accountID: String, at now: Timestamp) {
         id = accountID
@@ -291,6 +296,7 @@ public struct ProfilePlan: ReadPlan {
         case 1 where account != nil: Queries.openTransfer(ofAccount: id, at: now)
         case 2: Queries.boundDevices(ofAccount: id)
         case 3: Queries.appleLink(account: id, lock: false)
+        case 4: Queries.recoveryCode(ofAccount: id, lock: false)
         default: nil
         }
     }
@@ -310,8 +316,10 @@ public struct ProfilePlan: ReadPlan {
             devices = try rows.map {
                 AccountProfile.Device(deviceID: try $0.text("device_id"), boundAt: try $0.time("added_at"), lastLoginAt: try $0.timeOrNil("last_login_at"))
             }
-        default:
+        case 3:
             apple = try rows.first.map(Rows.appleLink)
+        default:
+            recoveryCode = try rows.first.map(Rows.recoveryCode)
         }
     }
 
@@ -319,7 +327,7 @@ public struct ProfilePlan: ReadPlan {
         account.map {
             AccountProfile(
                 accountID: id, userName: $0.userName, createdAt: $0.createdAt, movedToDeviceID: $0.movedTo, transfer: transfer,
-                activeDevices: devices, apple: apple)
+                activeDevices: devices, apple: apple, recoveryCodeCreatedAt: recoveryCode.flatMap { $0.isUsable ? $0.createdAt : nil })
         }
     }
 }
@@ -336,6 +344,7 @@ public struct ReportPlan: ReadPlan {
     var tokens: [PushToken] = []
     var apple: AppleLink?
     var siblings: [SiblingSession] = []
+    var recoveryCode: RecoveryCodeRecord?
 
     public init(accountID: String, at now: Timestamp, recentEvents: Int) {
         id = accountID
@@ -357,6 +366,7 @@ public struct ReportPlan: ReadPlan {
         case 5: return Queries.pushTokens(ofAccount: id)
         case 6: return Queries.appleLink(account: id, lock: false)
         case 7: return Queries.siblingSessions(ofAccount: id)
+        case 8: return Queries.recoveryCode(ofAccount: id, lock: false)
         default: return nil
         }
     }
@@ -375,7 +385,8 @@ public struct ReportPlan: ReadPlan {
         case 4: events = try rows.map(Rows.event)
         case 5: tokens = try rows.map(Rows.pushToken)
         case 6: apple = try rows.first.map(Rows.appleLink)
-        default: siblings = try rows.map(Rows.siblingSession)
+        case 7: siblings = try rows.map(Rows.siblingSession)
+        default: recoveryCode = try rows.first.map(Rows.recoveryCode)
         }
         step += 1
     }
@@ -384,7 +395,8 @@ public struct ReportPlan: ReadPlan {
         account.map {
             AccountReport(
                 accountID: id, userName: $0.userName, createdAt: $0.createdAt, movedToDeviceID: $0.movedTo, devices: devices.devices,
-                transfer: transfer, recentEvents: events, pushTokens: tokens, apple: apple, deletedAt: $0.deletedAt, siblingSessions: siblings)
+                transfer: transfer, recentEvents: events, pushTokens: tokens, apple: apple, deletedAt: $0.deletedAt, siblingSessions: siblings,
+                recoveryCode: recoveryCode)
         }
     }
 }

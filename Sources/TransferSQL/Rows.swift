@@ -116,7 +116,14 @@ public enum Rows {
             id: try row.text("id"), accountID: try row.text("account_id"), proof: proof, state: try row.value("state", table: "transfers"),
             createdAt: try row.time("created_at"), expiresAt: try row.time("expires_at"), failedConsecutive: try row.int("failed_consecutive"),
             failedTotal: try row.int("failed_total"), lockedUntil: try row.timeOrNil("locked_until"),
-            issuedBy: try Initiator(stored: try row.text("issued_by")))
+            issuedBy: try Initiator(stored: try row.text("issued_by")), endedAt: try row.timeOrNil("ended_at"),
+            claimedBy: try row.textOrNil("claimed_by_device"))
+    }
+
+    public static func recoveryCode(_ row: any SQLRow) throws -> RecoveryCodeRecord {
+        RecoveryCodeRecord(
+            accountID: try row.text("account_id"), codeHash: try row.hash("code_hash"), createdAt: try row.time("created_at"),
+            usedAt: try row.timeOrNil("used_at"), usedByDevice: try row.textOrNil("used_by_device"))
     }
 
     public static func outboxMessage(_ row: any SQLRow) throws -> OutboxMessage {

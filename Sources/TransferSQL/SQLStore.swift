@@ -55,6 +55,14 @@ extension SQLStore {
         try await read(FirstRow(Queries.transfer(codeHash: codeHash), Rows.transfer))
     }
 
+    public func claimedTransfer(emailKey: String, by device: String, since: Timestamp) async throws -> TransferRecord? {
+        try await read(FirstRow(Queries.claimedTransfer(emailKey: emailKey, by: device, since: since), Rows.transfer))
+    }
+
+    public func recoveryCode(hash: SecretHash) async throws -> RecoveryCodeRecord? {
+        try await read(FirstRow(Queries.recoveryCode(hash: hash), Rows.recoveryCode))
+    }
+
     // SupportStore
 
     public func findAccounts(_ query: String) async throws -> [AccountMatch] {

@@ -56,6 +56,7 @@ public final class SQLiteStore: SQLStore {
         ("v1", PackageResources.v1_sql), ("v2", PackageResources.v2_sql), ("v3", PackageResources.v3_sql),
         ("v4", PackageResources.v4_sql), ("v5", PackageResources.v5_sql), ("v6", PackageResources.v6_sql),
         ("v7", PackageResources.v7_sql), ("v8", PackageResources.v8_sql), ("v9", PackageResources.v9_sql),
+        ("v10", PackageResources.v10_sql),
     ]
 
     static var migrator: DatabaseMigrator {

@@ -66,13 +66,17 @@ public struct Reads: Sendable, Equatable {
     public var outboxMessage: String?
     /// Every failed outbox message, locked.
     public var failedOutbox = false
+    /// An account's recovery code, locked.
+    public var recoveryCode: String?
 
     public init(
         transfer: String? = nil, pendingTransfers: PendingTransferQuery? = nil, refreshToken: SecretHash? = nil,
         handoffCode: SecretHash? = nil, device: String? = nil, accountDevices: String? = nil, account: String? = nil, signingKeys: Bool = false,
         serviceKey: String? = nil, appleNonce: SecretHash? = nil, appleSub: String? = nil, appleLink: String? = nil,
-        appleNotification: String? = nil, dueOutbox: DueOutboxQuery? = nil, outboxMessage: String? = nil, failedOutbox: Bool = false
+        appleNotification: String? = nil, dueOutbox: DueOutboxQuery? = nil, outboxMessage: String? = nil, failedOutbox: Bool = false,
+        recoveryCode: String? = nil
     ) {
+        self.recoveryCode = recoveryCode
         self.dueOutbox = dueOutbox
         self.outboxMessage = outboxMessage
         self.failedOutbox = failedOutbox
@@ -127,6 +131,7 @@ public struct Facts: Sendable {
     public var dueOutbox: [OutboxMessage] = []
     public var outboxMessage: OutboxMessage?
     public var failedOutbox: [OutboxMessage] = []
+    public var recoveryCode: RecoveryCodeRecord?
 
     public init() {}
 }
@@ -211,6 +216,13 @@ public enum Effect: Sendable, Equatable {
     /// deleted; its transfers (emails, password hashes), rotated tokens, hand-off codes and Apple link go; the
     /// addresses its pairs recorded are cleared; its audit events are deleted.
     case eraseAccount(id: String, at: Timestamp)
+
+    // Recovery codes.
+    /// Sets the account's recovery code, replacing the one it had (used or not).
+    case setRecoveryCode(accountID: String, hash: SecretHash, at: Timestamp)
+    case deleteRecoveryCode(accountID: String)
+    /// The code is used up; the row keeps when and by which device.
+    case useRecoveryCode(accountID: String, deviceID: String, at: Timestamp)
 
     // The outbox (see Outbox.swift).
     /// A message to deliver after the commit; the store gives it its id.

@@ -23,6 +23,10 @@ public protocol TransferStore: Sendable {
     func pendingTransfer(emailKey: String) async throws -> TransferRecord?
     /// The transfer whose code has this SHA-256, in whatever state (the caller decides).
     func transfer(codeHash: SecretHash) async throws -> TransferRecord?
+    /// The latest transfer of this email key that `device` claimed at or after `since`.
+    func claimedTransfer(emailKey: String, by device: String, since: Timestamp) async throws -> TransferRecord?
+    /// The recovery code with this SHA-256, used or not.
+    func recoveryCode(hash: SecretHash) async throws -> RecoveryCodeRecord?
 
     /// Who reaches which token, for the asked accounts (lower-case ids): one row per (token,
     /// account), ordered by device, provider and account. One query, whatever the number of ids.

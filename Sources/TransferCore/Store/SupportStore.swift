@@ -16,7 +16,7 @@ public protocol SupportStore: TransferStore {
 }
 
 public struct AccountMatch: Sendable, Equatable, Codable {
-    public enum Field: String, Sendable, Codable { case accountId, userName, deviceId, email }
+    public enum Field: String, Sendable, Codable { case accountId, userName, deviceId, email, appleEmail }
     public var accountID: String
     public var userName: String
     public var matchedBy: Field
@@ -48,12 +48,15 @@ public struct AccountReport: Sendable {
     public var deletedAt: Timestamp?
     /// Sibling apps' open sessions on the account's pairs, by device and client id.
     public var siblingSessions: [SiblingSession]
+    /// Its recovery code (never the code: when it was made, and whether it was used).
+    public var recoveryCode: RecoveryCodeRecord?
 
     public init(
         accountID: String, userName: String, createdAt: Timestamp, movedToDeviceID: String?, devices: [DeviceRecord],
         transfer: TransferRecord?, recentEvents: [AuditEvent], pushTokens: [PushToken] = [], apple: AppleLink? = nil,
-        deletedAt: Timestamp? = nil, siblingSessions: [SiblingSession] = []
+        deletedAt: Timestamp? = nil, siblingSessions: [SiblingSession] = [], recoveryCode: RecoveryCodeRecord? = nil
     ) {
+        self.recoveryCode = recoveryCode
         self.siblingSessions = siblingSessions
         self.deletedAt = deletedAt
         self.pushTokens = pushTokens

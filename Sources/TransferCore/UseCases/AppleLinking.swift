@@ -175,13 +175,8 @@ extension TransferService {
                 accountID: linked?.accountID ?? "", deviceID: request.deviceID, deviceSecret: request.deviceSecret,
                 replaceExistingAccount: request.replaceExistingAccount, addAccount: request.addAccount,
                 maxAccounts: policy.maxAccountsPerDevice, now: now, fresh: freshSession(now: now), clientAddress: clientAddress,
-                transferID: nil, how: " with Sign in with Apple")))
-        switch result {
-        case .claimed(let grant):
-            observer.claimWon()
-            return grant
-        case .rejected(let error): throw error
-        }
+                method: .apple)))
+        return try await answer(result, (request.deviceID, request.deviceSecret), clientAddress: clientAddress)
     }
 }
 
@@ -215,19 +210,15 @@ public struct AppleMoveCommand: StoreOperation {
         guard let accountID, facts.appleLinkBySub?.accountID == accountID, let account = facts.account, facts.accountDeletedAt == nil else {
             return Plan(.rejected(.appleIDNotLinked), used)
         }
+        // The device holds the account since a move moments ago: this is that move repeated
+        // (its answer was lost), with a fresh nonce. `ClaimRepeat`.
+        if let pair = facts.device?.account(accountID), pair.state == .active, ClaimRepeat.allows(wonAt: pair.addedAt, now: now) {
+            return Plan(.repeated(accountID: accountID), used)
+        }
         switch move.plan(facts, account: account) {
         case .failure(let error): return Plan(.rejected(error), used)
         case .success(let (effects, grant)):
-            var cancelled: [Effect] = []
-            for transfer in facts.pendingTransfers where transfer.accountID == accountID {
-                cancelled += [
-                    .endTransfer(id: transfer.id, state: .cancelled, at: now),
-                    .audit(AuditEvent(
-                        at: now, kind: .transferCancelled, accountID: accountID, transferID: transfer.id, actor: .system,
-                        reason: "the account moved with Sign in with Apple")),
-                    .webhook(.transferCancelled, accountID: accountID, at: now, ["transferId": transfer.id]),
-                ]
-            }
+            let cancelled = facts.cancelPendingTransfers(of: accountID, at: now, because: "the account moved with Sign in with Apple")
             return Plan(.claimed(grant), used + effects + cancelled + [
                 .audit(AuditEvent(
                     at: now, kind: .appleMoved, accountID: accountID, deviceID: move.deviceID.value, clientAddress: move.clientAddress)),

@@ -26,6 +26,8 @@ public struct ClaimRequest: Sendable {
         case password(Email, String)
         /// A transfer code as the user typed or scanned it (read by `OneTimeCode`'s rules).
         case transferCode(String)
+        /// The account's recovery code as the user typed it (the same rules).
+        case recoveryCode(String)
     }
     public var proof: Proof
     public var deviceID: DeviceID
@@ -58,60 +60,132 @@ extension TransferService {
     /// `--claim-limit` make guessing hopeless). Either way, every failure is the same
     /// `invalid_transfer_credentials`.
     public func claim(_ request: ClaimRequest, clientAddress: String?) async throws -> SessionGrant {
-        let usable: TransferRecord
+        let found: ClaimableProof
         switch request.proof {
         case .password(let email, let password):
-            usable = try await verifiedTransfer(email: email, password: password, clientAddress: clientAddress)
+            found = try await verifiedTransfer(email: email, password: password, device: request.deviceID, clientAddress: clientAddress)
         case .transferCode(let typed):
             // A code that cannot be one is unknown, as one that is not stored: the same answer.
-            let code = OneTimeCode(typed: typed, characters: OneTimeCode.transferCodeLength)
             var transfer: TransferRecord?
-            if let code { transfer = try await store.transfer(codeHash: code.hash) }
-            guard let transfer, transfer.method == .code, transfer.isOpen(at: clock.now()) else {
-                observer.claimFailed()
-                throw TransferError.invalidTransferCredentials
+            if let code = OneTimeCode(typed: typed, characters: OneTimeCode.transferCodeLength) {
+                transfer = try await store.transfer(codeHash: code.hash)
             }
-            usable = transfer
+            let now = clock.now()
+            if let transfer, transfer.method == .code, transfer.wasClaimed(by: request.deviceID, repeatableAt: now) {
+                found = .repeated(accountID: transfer.accountID)
+            } else if let transfer, transfer.method == .code, transfer.isOpen(at: now) {
+                found = .claimable(.transfer(transfer.id), accountID: transfer.accountID)
+            } else {
+                found = .none
+            }
+        case .recoveryCode(let typed):
+            var record: RecoveryCodeRecord?
+            if let code = OneTimeCode(typed: typed, characters: RecoveryCodeRecord.length) {
+                record = try await store.recoveryCode(hash: code.hash)
+            }
+            if let record, record.usedByDevice == request.deviceID.value, ClaimRepeat.allows(wonAt: record.usedAt, now: clock.now()) {
+                found = .repeated(accountID: record.accountID)
+            } else if let record, record.isUsable {
+                found = .claimable(.recoveryCode(record.codeHash), accountID: record.accountID)
+            } else {
+                found = .none
+            }
         }
-        let now = clock.now()
-        let result = try await store.execute(
-            ClaimCommand(
-                transferID: usable.id, accountID: usable.accountID, deviceID: request.deviceID,
-                deviceSecret: request.deviceSecret, replaceExistingAccount: request.replaceExistingAccount,
-                addAccount: request.addAccount, maxAccounts: policy.maxAccountsPerDevice, now: now,
-                fresh: freshSession(now: now), clientAddress: clientAddress))
+        switch found {
+        case .none:
+            observer.claimFailed()
+            throw TransferError.invalidTransferCredentials
+        case .repeated(let accountID):
+            return try await repeatedClaim(of: accountID, request, clientAddress: clientAddress)
+        case .claimable(let proof, let accountID):
+            let now = clock.now()
+            let result = try await store.execute(
+                ClaimCommand(
+                    proof: proof, move: MoveToDevice(
+                        accountID: accountID, deviceID: request.deviceID, deviceSecret: request.deviceSecret,
+                        replaceExistingAccount: request.replaceExistingAccount, addAccount: request.addAccount,
+                        maxAccounts: policy.maxAccountsPerDevice, now: now, fresh: freshSession(now: now), clientAddress: clientAddress,
+                        method: proof.method)))
+            return try await answer(result, request, clientAddress: clientAddress)
+        }
+    }
+
+    /// What a claim found before its transaction.
+    private enum ClaimableProof {
+        case none
+        case claimable(ClaimCommand.Proof, accountID: String)
+        /// The device already won this claim, recently: its answer may have been lost.
+        case repeated(accountID: String)
+    }
+
+    /// A claim's result as the device's answer.
+    func answer(_ result: ClaimResult, _ device: (id: DeviceID, secret: String), clientAddress: String?) async throws -> SessionGrant {
         switch result {
         case .claimed(let grant):
             observer.claimWon()
             return grant
+        case .repeated(let accountID):
+            return try await repeatedClaim(of: accountID, device, clientAddress: clientAddress)
         case .rejected(let error):
             if error == .invalidTransferCredentials { observer.claimFailed() }
             throw error
         }
     }
 
-    /// The open password transfer of `email` whose password is `password`; a wrong password
-    /// is counted against it.
-    private func verifiedTransfer(email: Email, password: String, clientAddress: String?) async throws -> TransferRecord {
+    private func answer(_ result: ClaimResult, _ request: ClaimRequest, clientAddress: String?) async throws -> SessionGrant {
+        try await answer(result, (request.deviceID, request.deviceSecret), clientAddress: clientAddress)
+    }
+
+    private func repeatedClaim(of accountID: String, _ request: ClaimRequest, clientAddress: String?) async throws -> SessionGrant {
+        try await repeatedClaim(of: accountID, (request.deviceID, request.deviceSecret), clientAddress: clientAddress)
+    }
+
+    /// The winner's repeated claim answers as the first did: a session for the account on the
+    /// device (a login of the pair, which checks the device secret), and changes nothing else.
+    /// An account that left the device since is no claim to repeat.
+    func repeatedClaim(of accountID: String, _ device: (id: DeviceID, secret: String), clientAddress: String?) async throws -> SessionGrant {
+        do {
+            return try await login(deviceID: device.id, deviceSecret: device.secret, target: .account(accountID), clientAddress: clientAddress)
+        } catch TransferError.invalidDeviceCredentials {
+            throw TransferError.invalidDeviceCredentials
+        } catch is TransferError {
+            observer.claimFailed()
+            throw TransferError.invalidTransferCredentials
+        }
+    }
+
+    /// The open password transfer of `email` whose password is `password` (a wrong password
+    /// is counted against it), or the one `device` claimed within `ClaimRepeat.window`. Always
+    /// exactly one verification, whichever it is.
+    private func verifiedTransfer(email: Email, password: String, device: DeviceID, clientAddress: String?) async throws -> ClaimableProof {
         let transfer = try await store.pendingTransfer(emailKey: email.key)
         let before = clock.now()
         if let transfer, transfer.isOpen(at: before), let until = transfer.lock(at: before) {
             observer.claimFailed()
             throw TransferError.tooManyAttempts(retryAfterSeconds: before.secondsUntil(until))
         }
-        // Unknown, expired and open transfers all cost one verification.
-        let usable = transfer.flatMap { $0.isOpen(at: before) ? $0 : nil }
+        // Unknown, expired, open and recently won transfers all cost one verification.
+        var usable = transfer.flatMap { $0.isOpen(at: before) ? $0 : nil }
+        var repeated = false
+        if usable == nil,
+            let won = try await store.claimedTransfer(emailKey: email.key, by: device.value, since: before - ClaimRepeat.window),
+            won.wasClaimed(by: device, repeatableAt: before)
+        {
+            usable = won
+            repeated = true
+        }
         var hash = dummyHash
         if case .password(_, _, let stored) = usable?.proof { hash = stored }
         let verified = try await hasher.verify(password, against: hash)
         guard let usable, verified else {
-            observer.claimFailed()
-            if let usable {
+            if let usable, !repeated {
+                observer.claimFailed()
                 try await recordFailure(transferID: usable.id, clientAddress: clientAddress)
+                throw TransferError.invalidTransferCredentials
             }
-            throw TransferError.invalidTransferCredentials
+            return .none
         }
-        return usable
+        return repeated ? .repeated(accountID: usable.accountID) : .claimable(.transfer(usable.id), accountID: usable.accountID)
     }
 
     private func recordFailure(transferID: String, clientAddress: String?) async throws {
@@ -126,58 +200,144 @@ extension TransferService {
     }
 }
 
-/// Applies a claim whose password verified (or whose code was found): puts the account on the new device (beside its
-/// accounts, or in place of them), takes it off its old device (which keeps its other
-/// accounts, and is retired when none is left), consumes the transfer and opens a session;
-/// or changes nothing.
+/// Applies a claim whose password verified (or whose code was found): puts the account on
+/// the new device (beside its accounts, or in place of them), takes it off its old device
+/// (which keeps its other accounts, and is retired when none is left), consumes the transfer
+/// or the recovery code and opens a session; or changes nothing.
 public struct ClaimCommand: StoreOperation {
-    public var transferID: String
-    /// The account, the new device and the claim's options (the account is the transfer's: it
-    /// never changes; the service read it with the transfer).
+    /// What the claim is proven with.
+    public enum Proof: Sendable, Equatable {
+        /// A pending transfer (password or code).
+        case transfer(String)
+        /// The account's recovery code, by its hash.
+        case recoveryCode(SecretHash)
+
+        var method: MoveMethod {
+            switch self {
+            case .transfer(let id): .transfer(id: id)
+            case .recoveryCode: .recoveryCode
+            }
+        }
+    }
+    public var proof: Proof
+    /// The account, the new device and the claim's options (the account is the transfer's or
+    /// the code's: it never changes; the service read it with them).
     public var move: MoveToDevice
+
+    public init(proof: Proof, move: MoveToDevice) {
+        self.proof = proof
+        self.move = move
+    }
+
     public init(
         transferID: String, accountID: String, deviceID: DeviceID, deviceSecret: String, replaceExistingAccount: Bool = false,
         addAccount: Bool = false, maxAccounts: Int = 5, now: Timestamp, fresh: FreshSession, clientAddress: String?
     ) {
-        self.transferID = transferID
+        proof = .transfer(transferID)
         move = MoveToDevice(
             accountID: accountID, deviceID: deviceID, deviceSecret: deviceSecret, replaceExistingAccount: replaceExistingAccount,
             addAccount: addAccount, maxAccounts: maxAccounts, now: now, fresh: fresh, clientAddress: clientAddress,
-            transferID: transferID, how: "")
+            method: .transfer(id: transferID))
     }
 
     public var now: Timestamp { move.now }
 
+    /// The rows a move locks (the same order as the Apple move's), and the proof.
     public var reads: Reads {
-        Reads(transfer: transferID, device: move.deviceID.value, accountDevices: move.accountID, account: move.accountID)
+        switch proof {
+        case .transfer(let id):
+            Reads(transfer: id, device: move.deviceID.value, accountDevices: move.accountID, account: move.accountID)
+        case .recoveryCode:
+            Reads(
+                pendingTransfers: PendingTransferQuery(emailKey: nil, accountID: move.accountID), device: move.deviceID.value,
+                accountDevices: move.accountID, account: move.accountID, recoveryCode: move.accountID)
+        }
     }
 
     public func plan(_ facts: Facts) -> Plan<ClaimResult> {
         let accountID = move.accountID
-        // The transfer may have been claimed, cancelled, replaced or voided since the password was checked.
-        guard let transfer = facts.transfer, transfer.accountID == accountID, transfer.isOpen(at: now),
-            let account = facts.account, facts.accountDeletedAt == nil
-        else { return Plan(.rejected(.invalidTransferCredentials)) }
-        if let until = transfer.lock(at: now) {
-            return Plan(.rejected(.tooManyAttempts(retryAfterSeconds: now.secondsUntil(until))))
-        }
-        switch move.plan(facts, account: account) {
-        case .failure(let error): return Plan(.rejected(error))
-        case .success(let (effects, grant)):
-            return Plan(.claimed(grant), effects + [
-                .endTransfer(id: transfer.id, state: .claimed, at: now, claimedBy: move.deviceID.value),
-                .audit(AuditEvent(
-                    at: now, kind: .transferClaimed, accountID: accountID, deviceID: move.deviceID.value, transferID: transfer.id,
-                    clientAddress: move.clientAddress)),
-                move.claimedEvent(facts, method: transfer.issuedBy != .device ? .support : transfer.method == .code ? .code : .password),
-            ])
+        guard let account = facts.account, facts.accountDeletedAt == nil else { return Plan(.rejected(.invalidTransferCredentials)) }
+        switch proof {
+        case .transfer:
+            // The transfer may have been claimed, cancelled, replaced or voided since the password was checked.
+            guard let transfer = facts.transfer, transfer.accountID == accountID, transfer.isOpen(at: now) else {
+                return Plan(.rejected(.invalidTransferCredentials))
+            }
+            if let until = transfer.lock(at: now) {
+                return Plan(.rejected(.tooManyAttempts(retryAfterSeconds: now.secondsUntil(until))))
+            }
+            switch move.plan(facts, account: account) {
+            case .failure(let error): return Plan(.rejected(error))
+            case .success(let (effects, grant)):
+                return Plan(.claimed(grant), effects + [
+                    .endTransfer(id: transfer.id, state: .claimed, at: now, claimedBy: move.deviceID.value),
+                    .audit(AuditEvent(
+                        at: now, kind: .transferClaimed, accountID: accountID, deviceID: move.deviceID.value, transferID: transfer.id,
+                        clientAddress: move.clientAddress)),
+                    move.claimedEvent(facts, method: transfer.issuedBy != .device ? .support : transfer.method == .code ? .code : .password),
+                ])
+            }
+        case .recoveryCode(let hash):
+            // Used or replaced since the service looked: as if unknown.
+            guard let code = facts.recoveryCode, code.codeHash.matches(hash), code.isUsable else {
+                return Plan(.rejected(.invalidTransferCredentials))
+            }
+            switch move.plan(facts, account: account) {
+            case .failure(let error): return Plan(.rejected(error))
+            case .success(let (effects, grant)):
+                return Plan(.claimed(grant), effects + [
+                    .useRecoveryCode(accountID: accountID, deviceID: move.deviceID.value, at: now),
+                    .audit(AuditEvent(
+                        at: now, kind: .recoveryCodeUsed, accountID: accountID, deviceID: move.deviceID.value,
+                        clientAddress: move.clientAddress)),
+                ] + facts.cancelPendingTransfers(of: accountID, at: now, because: "the account moved with its recovery code") + [
+                    move.claimedEvent(facts, method: .recoveryCode)
+                ])
+            }
         }
     }
 }
 
-/// What a claim and a move with Sign in with Apple share: the new device's checks, the
-/// account taken off its old device (which keeps its other accounts, and is retired when none
-/// is left) and put on the new one as its current account, and a session opened there.
+/// How an account moves onto a new device: the method as a value.
+public enum MoveMethod: Sendable, Equatable {
+    /// A claimed transfer (password or code).
+    case transfer(id: String)
+    case apple
+    case recoveryCode
+
+    /// The transfer claimed, for the audit trail (none for the other methods).
+    public var transferID: String? {
+        if case .transfer(let id) = self { return id }
+        return nil
+    }
+
+    /// Added to the reason the old device records.
+    var how: String {
+        switch self {
+        case .transfer: ""
+        case .apple: " with Sign in with Apple"
+        case .recoveryCode: " with its recovery code"
+        }
+    }
+}
+
+extension Facts {
+    /// Cancels the account's pending transfers: the user came back another way.
+    func cancelPendingTransfers(of accountID: String, at now: Timestamp, because reason: String) -> [Effect] {
+        pendingTransfers.filter { $0.accountID == accountID }.flatMap { transfer -> [Effect] in
+            [
+                .endTransfer(id: transfer.id, state: .cancelled, at: now),
+                .audit(AuditEvent(at: now, kind: .transferCancelled, accountID: accountID, transferID: transfer.id, actor: .system, reason: reason)),
+                .webhook(.transferCancelled, accountID: accountID, at: now, ["transferId": transfer.id]),
+            ]
+        }
+    }
+}
+
+/// What a claim, a move with Sign in with Apple and a claim with a recovery code share: the
+/// new device's checks, the account taken off its old device (which keeps its other accounts,
+/// and is retired when none is left) and put on the new one as its current account, and a
+/// session opened there.
 public struct MoveToDevice: Sendable {
     public var accountID: String
     public var deviceID: DeviceID
@@ -188,10 +348,26 @@ public struct MoveToDevice: Sendable {
     public var now: Timestamp
     public var fresh: FreshSession
     public var clientAddress: String?
-    /// The transfer claimed, for the audit trail (none for a move with Apple).
-    public var transferID: String?
-    /// Added to the reason the old device records (" with Sign in with Apple").
-    public var how: String
+    public var method: MoveMethod
+
+    public init(
+        accountID: String, deviceID: DeviceID, deviceSecret: String, replaceExistingAccount: Bool, addAccount: Bool, maxAccounts: Int,
+        now: Timestamp, fresh: FreshSession, clientAddress: String?, method: MoveMethod
+    ) {
+        self.accountID = accountID
+        self.deviceID = deviceID
+        self.deviceSecret = deviceSecret
+        self.replaceExistingAccount = replaceExistingAccount
+        self.addAccount = addAccount
+        self.maxAccounts = maxAccounts
+        self.now = now
+        self.fresh = fresh
+        self.clientAddress = clientAddress
+        self.method = method
+    }
+
+    var transferID: String? { method.transferID }
+    var how: String { method.how }
 
     /// `transfer.claimed` for the app backend: from the device the account was on (none when
     /// it was on no device), to the new one.
@@ -264,6 +440,9 @@ public struct MoveToDevice: Sendable {
 
 public enum ClaimResult: Sendable, Equatable {
     case claimed(SessionGrant)
+    /// The device already holds the account through this move, recently: its answer may have
+    /// been lost. The service answers with a session (`ClaimRepeat`).
+    case repeated(accountID: String)
     case rejected(TransferError)
 }
 

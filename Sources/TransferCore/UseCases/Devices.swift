@@ -70,10 +70,13 @@ public struct RemoveAccountCommand: StoreOperation {
         self.now = now
     }
 
-    /// The account's pending transfer and Apple link are read (and locked) too: a cancel or an
-    /// unlink racing this removal must not leave the account on no device with no way back.
+    /// The account's pending transfer, Apple link and recovery code are read (and locked) too:
+    /// a cancel, an unlink or a deletion racing this removal must not leave the account on no
+    /// device with no way back.
     public var reads: Reads {
-        Reads(pendingTransfers: PendingTransferQuery(emailKey: nil, accountID: accountID), device: deviceID, appleLink: accountID)
+        Reads(
+            pendingTransfers: PendingTransferQuery(emailKey: nil, accountID: accountID), device: deviceID, appleLink: accountID,
+            recoveryCode: accountID)
     }
 
     public func plan(_ facts: Facts) -> Plan<TransferError?> {
@@ -81,6 +84,7 @@ public struct RemoveAccountCommand: StoreOperation {
             return Plan(.accountNotOnDevice)
         }
         let wayBack = facts.pendingTransfers.contains { $0.accountID == accountID && $0.isOpen(at: now) } || facts.appleLink != nil
+            || facts.recoveryCode?.isUsable == true
         guard abandon || wayBack else { return Plan(.accountWouldBeLost) }
         var effects = device.leave(
             accountID, state: .removed, reason: abandon ? "removed by the app (abandoned)" : "removed by the app", at: now)
