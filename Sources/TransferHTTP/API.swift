@@ -457,6 +457,20 @@ extension HTTPField.Name {
     static let xForwardedFor = Self("X-Forwarded-For")!
 }
 
+/// An optional field written as `null` when absent, where the contract wants every field
+/// present (the synthesized `Encodable` leaves a nil optional out).
+@propertyWrapper
+struct Nullable<Value: Encodable>: Encodable {
+    var wrappedValue: Value?
+
+    init(wrappedValue: Value?) { self.wrappedValue = wrappedValue }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        if let wrappedValue { try c.encode(wrappedValue) } else { try c.encodeNil() }
+    }
+}
+
 struct SessionBody: Encodable {
     var accountId: String
     var userName: String
@@ -488,21 +502,8 @@ struct DeviceAccountsBody: Encodable {
         var userName: String
         var current: Bool
         var addedAt: String
-        var lastLoginAt: String?
+        @Nullable var lastLoginAt: String?
         var pushEnabled: Bool
-
-        enum Keys: String, CodingKey { case accountId, userName, current, addedAt, lastLoginAt, pushEnabled }
-
-        /// `lastLoginAt` is written as `null` when there is none, as `/v1/me` does.
-        func encode(to encoder: any Encoder) throws {
-            var c = encoder.container(keyedBy: Keys.self)
-            try c.encode(accountId, forKey: .accountId)
-            try c.encode(userName, forKey: .userName)
-            try c.encode(current, forKey: .current)
-            try c.encode(addedAt, forKey: .addedAt)
-            try c.encode(lastLoginAt, forKey: .lastLoginAt)
-            try c.encode(pushEnabled, forKey: .pushEnabled)
-        }
     }
     var deviceId: String
     var accounts: [Account]
@@ -528,21 +529,10 @@ struct PushTargetsBody: Encodable {
     struct Target: Encodable {
         var provider: String
         var token: String
-        var environment: String?
+        /// `null` for fcm: every target has the contract's five fields.
+        @Nullable var environment: String?
         var deviceId: String
         var accountIds: [String]
-
-        enum Keys: String, CodingKey { case provider, token, environment, deviceId, accountIds }
-
-        /// `environment` is written as `null` for fcm: every target has the contract's five fields.
-        func encode(to encoder: any Encoder) throws {
-            var c = encoder.container(keyedBy: Keys.self)
-            try c.encode(provider, forKey: .provider)
-            try c.encode(token, forKey: .token)
-            try c.encode(environment, forKey: .environment)
-            try c.encode(deviceId, forKey: .deviceId)
-            try c.encode(accountIds, forKey: .accountIds)
-        }
 
         init(_ t: PushTarget) {
             provider = t.provider.rawValue
@@ -568,18 +558,15 @@ struct AppleNonceBody: Encodable {
 /// The link as `PUT /v1/me/apple` and `GET /v1/me` show it; `email` and `isPrivateEmail` are
 /// `null` when Apple never sent them.
 struct AppleLinkBody: Encodable {
-    let link: AppleLink
-    var withLinkedAt = false
+    /// Only in `/v1/me`.
+    var linkedAt: String?
+    @Nullable var email: String?
+    @Nullable var isPrivateEmail: Bool?
+
     init(_ link: AppleLink, withLinkedAt: Bool = false) {
-        self.link = link
-        self.withLinkedAt = withLinkedAt
-    }
-    enum Keys: String, CodingKey { case linkedAt, email, isPrivateEmail }
-    func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: Keys.self)
-        if withLinkedAt { try c.encode(link.linkedAt.rfc3339, forKey: .linkedAt) }
-        try c.encode(link.email, forKey: .email)
-        try c.encode(link.isPrivateEmail, forKey: .isPrivateEmail)
+        linkedAt = withLinkedAt ? link.linkedAt.rfc3339 : nil
+        email = link.email
+        isPrivateEmail = link.isPrivateEmail
     }
 }
 
@@ -593,30 +580,25 @@ struct MeBody: Encodable {
     struct Transfer: Encodable { var email: String; var createdAt: String; var expiresAt: String }
     struct Device: Encodable { var deviceId: String; var boundAt: String; var lastLoginAt: String?; var current: Bool }
 
-    let profile: AccountProfile
-    let current: String
+    var accountId: String
+    var userName: String
+    var createdAt: String
+    var migrationFlag: Bool
+    @Nullable var transferId: String?
+    @Nullable var transfer: Transfer?
+    var devices: [Device]
+    @Nullable var apple: AppleLinkBody?
 
     init(_ profile: AccountProfile, current: String) {
-        self.profile = profile
-        self.current = current
-    }
-
-    enum Keys: String, CodingKey { case accountId, userName, createdAt, migrationFlag, transferId, transfer, devices, apple }
-
-    func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: Keys.self)
-        try c.encode(profile.accountID, forKey: .accountId)
-        try c.encode(profile.userName, forKey: .userName)
-        try c.encode(profile.createdAt.rfc3339, forKey: .createdAt)
-        try c.encode(profile.migrationFlag, forKey: .migrationFlag)
-        try c.encode(profile.movedToDeviceID, forKey: .transferId)
-        try c.encode(
-            profile.transfer.map { Transfer(email: $0.email, createdAt: $0.createdAt.rfc3339, expiresAt: $0.expiresAt.rfc3339) },
-            forKey: .transfer)
-        try c.encode(
-            profile.activeDevices.map {
-                Device(deviceId: $0.deviceID, boundAt: $0.boundAt.rfc3339, lastLoginAt: $0.lastLoginAt?.rfc3339, current: $0.deviceID == current)
-            }, forKey: .devices)
-        try c.encode(profile.apple.map { AppleLinkBody($0, withLinkedAt: true) }, forKey: .apple)
+        accountId = profile.accountID
+        userName = profile.userName
+        createdAt = profile.createdAt.rfc3339
+        migrationFlag = profile.migrationFlag
+        transferId = profile.movedToDeviceID
+        transfer = profile.transfer.map { Transfer(email: $0.email, createdAt: $0.createdAt.rfc3339, expiresAt: $0.expiresAt.rfc3339) }
+        devices = profile.activeDevices.map {
+            Device(deviceId: $0.deviceID, boundAt: $0.boundAt.rfc3339, lastLoginAt: $0.lastLoginAt?.rfc3339, current: $0.deviceID == current)
+        }
+        apple = profile.apple.map { AppleLinkBody($0, withLinkedAt: true) }
     }
 }
