@@ -1,0 +1,106 @@
+import Hummingbird
+import TransferCore
+
+// Devices & accounts: the account's profile and deletion, the device's accounts and its current one.
+extension API {
+    static var deviceRoutes: [Row] {
+        [
+            (.get, "/v1/me", { $0.me }),
+            (.delete, "/v1/me", { $0.deleteAccount }),
+            (.get, "/v1/devices/accounts", { $0.deviceAccounts }),
+            (.put, "/v1/devices/current-account", { $0.setCurrentAccount }),
+            (.delete, "/v1/devices/accounts/:accountId", { $0.removeAccount }),
+        ]
+    }
+
+    func me(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await authenticate(request, context, siblings: true)
+        let profile = try await service.profile(caller)
+        return try Self.json(MeBody(profile, current: caller.deviceID), status: .ok)
+    }
+
+    /// `DELETE /v1/me`: the account is erased (App Store guideline 5.1.1(v)).
+    func deleteAccount(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await authenticate(request, context)
+        try await service.deleteAccount(caller)
+        return Response(status: .noContent)
+    }
+
+    func deviceAccounts(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await authenticate(request, context)
+        let device = try await service.deviceAccounts(caller)
+        return try Self.json(DeviceAccountsBody(device), status: .ok)
+    }
+
+    func setCurrentAccount(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await authenticate(request, context)
+        let body = try await JSONBody.read(request, context: context)
+        let account = try Self.accountID(try body.string("accountId"), field: "accountId")
+        try await service.setCurrentAccount(caller, accountID: account)
+        return Response(status: .noContent)
+    }
+
+    func removeAccount(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await authenticate(request, context)
+        let account = try Self.accountID(context.parameters.get("accountId") ?? "", field: "accountId")
+        let abandon: Bool
+        switch request.uri.queryParameters.get("abandon") {
+        case nil, "false": abandon = false
+        case "true": abandon = true
+        default: throw APIError.invalidRequest("abandon must be true or false.")
+        }
+        try await service.removeAccount(caller, accountID: account, abandon: abandon)
+        return Response(status: .noContent)
+    }
+}
+
+/// `/v1/me`; `transferId` and `transfer` are written as `null` when absent.
+struct MeBody: Encodable {
+    struct Transfer: Encodable { var email: String; var createdAt: String; var expiresAt: String }
+    struct Device: Encodable { var deviceId: String; var boundAt: String; var lastLoginAt: String?; var current: Bool }
+
+    var accountId: String
+    var userName: String
+    var createdAt: String
+    var migrationFlag: Bool
+    @Nullable var transferId: String?
+    @Nullable var transfer: Transfer?
+    var devices: [Device]
+    @Nullable var apple: AppleLinkBody?
+
+    init(_ profile: AccountProfile, current: String) {
+        accountId = profile.accountID
+        userName = profile.userName
+        createdAt = profile.createdAt.rfc3339
+        migrationFlag = profile.migrationFlag
+        transferId = profile.movedToDeviceID
+        transfer = profile.transfer.map { Transfer(email: $0.email, createdAt: $0.createdAt.rfc3339, expiresAt: $0.expiresAt.rfc3339) }
+        devices = profile.activeDevices.map {
+            Device(deviceId: $0.deviceID, boundAt: $0.boundAt.rfc3339, lastLoginAt: $0.lastLoginAt?.rfc3339, current: $0.deviceID == current)
+        }
+        apple = profile.apple.map { AppleLinkBody($0, withLinkedAt: true) }
+    }
+}
+
+/// `GET /v1/devices/accounts`.
+struct DeviceAccountsBody: Encodable {
+    struct Account: Encodable {
+        var accountId: String
+        var userName: String
+        var current: Bool
+        var addedAt: String
+        @Nullable var lastLoginAt: String?
+        var pushEnabled: Bool
+    }
+    var deviceId: String
+    var accounts: [Account]
+
+    init(_ device: DeviceRecord) {
+        deviceId = device.id
+        accounts = device.active.map {
+            Account(
+                accountId: $0.account.accountID, userName: $0.account.userName, current: $0.account.accountID == device.currentAccountID,
+                addedAt: $0.addedAt.rfc3339, lastLoginAt: $0.lastLoginAt?.rfc3339, pushEnabled: $0.pushEnabled)
+        }
+    }
+}
