@@ -19,10 +19,29 @@ struct API<Context: AppRequestContext>: Sendable {
     let openAPI: [UInt8]
 
     typealias Handler = @Sendable (Request, Context) async throws -> Response
-    typealias Row = (method: HTTPRequest.Method, path: String, handler: (API) -> Handler)
+
+    /// One row of the route table.
+    struct Route {
+        let method: HTTPRequest.Method
+        let path: String
+        /// Who may call it: checked by `Authenticator` before the handler runs, which reads
+        /// the caller from `context.caller`.
+        let access: Access
+        /// Makes the handler. Throws `501 not_configured` while the route's feature is off
+        /// (`withApple()`, `withHandoff()`): every request then gets that answer, before its
+        /// credentials or body are looked at.
+        let handler: (API) throws -> Handler
+
+        init(_ method: HTTPRequest.Method, _ path: String, _ access: Access = .anyone, _ handler: @escaping (API) throws -> Handler) {
+            self.method = method
+            self.path = path
+            self.access = access
+            self.handler = handler
+        }
+    }
 
     /// Every route, once: what `register` adds to the router, and what answers 405 with `Allow`.
-    static var routes: [Row] {
+    static var routes: [Route] {
         sessionRoutes + transferRoutes + deviceRoutes + pushRoutes + appleRoutes + handoffRoutes + operationRoutes
     }
 
@@ -33,7 +52,19 @@ struct API<Context: AppRequestContext>: Sendable {
 
     func register(on router: Router<Context>) {
         for route in Self.routes {
-            router.on(RouterPath(route.path), method: route.method, use: route.handler(self))
+            let path = RouterPath(route.path)
+            let handler: Handler
+            do {
+                handler = try route.handler(self)
+            } catch {
+                router.on(path, method: route.method) { _, _ -> Response in throw error }
+                continue
+            }
+            let group = router.group()
+            if route.access != .anyone {
+                group.add(middleware: Authenticator(access: route.access, service: service, tokenBox: tokenBox))
+            }
+            group.on(path, method: route.method, use: handler)
         }
     }
 }

@@ -12,34 +12,6 @@ extension API {
         return id.value
     }
 
-    /// The caller behind the Bearer token. A sibling app's token is accepted only where
-    /// `siblings` says so (`GET /v1/me`, logout); elsewhere it gets `403 insufficient_scope`:
-    /// those endpoints act on the host app's device or are the host app's decision.
-    func authenticate(_ request: Request, _ context: Context, siblings: Bool = false) async throws -> Caller {
-        guard let token = Self.bearer(request),
-            let claims = await (try tokenBox.tokens).verify(token, now: service.clock.now())
-        else { throw TransferError.invalidToken }
-        let caller = try await service.authenticate(
-            accountID: claims.sub.value, deviceID: claims.did, sessionID: claims.sid, clientID: claims.azp)
-        context.log.accountID = caller.accountID
-        if caller.clientID != nil && !siblings { throw TransferError.insufficientScope }
-        return caller
-    }
-
-    /// The app backend calling a service endpoint: `Authorization: Bearer <service key>`.
-    func authenticateService(_ request: Request) async throws -> ServiceCaller {
-        guard let key = Self.bearer(request) else { throw TransferError.invalidServiceKey }
-        return try await service.authenticateService(key: key)
-    }
-
-    /// The credential of `Authorization: Bearer …` (the scheme in any case), if the header is one.
-    static func bearer(_ request: Request) -> String? {
-        guard let header = request.headers[.authorization], header.count < 4096, header.lowercased().hasPrefix("bearer ") else {
-            return nil
-        }
-        return header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
-    }
-
     /// The socket peer, or with `--trusted-proxy` the last `X-Forwarded-For` hop.
     func clientAddress(_ request: Request, _ context: Context) -> String {
         if configuration.trustedProxy, let forwarded = request.headers[.xForwardedFor],

@@ -3,45 +3,41 @@ import TransferCore
 
 // Devices & accounts: the account's profile and deletion, the device's accounts and its current one.
 extension API {
-    static var deviceRoutes: [Row] {
+    static var deviceRoutes: [Route] {
         [
-            (.get, "/v1/me", { $0.me }),
-            (.delete, "/v1/me", { $0.deleteAccount }),
-            (.get, "/v1/devices/accounts", { $0.deviceAccounts }),
-            (.put, "/v1/devices/current-account", { $0.setCurrentAccount }),
-            (.delete, "/v1/devices/accounts/:accountId", { $0.removeAccount }),
+            Route(.get, "/v1/me", .deviceOrSibling) { $0.me },
+            Route(.delete, "/v1/me", .device) { $0.deleteAccount },
+            Route(.get, "/v1/devices/accounts", .device) { $0.deviceAccounts },
+            Route(.put, "/v1/devices/current-account", .device) { $0.setCurrentAccount },
+            Route(.delete, "/v1/devices/accounts/:accountId", .device) { $0.removeAccount },
         ]
     }
 
     func me(_ request: Request, _ context: Context) async throws -> Response {
-        let caller = try await authenticate(request, context, siblings: true)
+        let caller = try context.caller
         let profile = try await service.profile(caller)
         return try Self.json(MeBody(profile, current: caller.deviceID), status: .ok)
     }
 
     /// `DELETE /v1/me`: the account is erased (App Store guideline 5.1.1(v)).
     func deleteAccount(_ request: Request, _ context: Context) async throws -> Response {
-        let caller = try await authenticate(request, context)
-        try await service.deleteAccount(caller)
+        try await service.deleteAccount(try context.caller)
         return Response(status: .noContent)
     }
 
     func deviceAccounts(_ request: Request, _ context: Context) async throws -> Response {
-        let caller = try await authenticate(request, context)
-        let device = try await service.deviceAccounts(caller)
+        let device = try await service.deviceAccounts(try context.caller)
         return try Self.json(DeviceAccountsBody(device), status: .ok)
     }
 
     func setCurrentAccount(_ request: Request, _ context: Context) async throws -> Response {
-        let caller = try await authenticate(request, context)
         let body = try await JSONBody.read(request, context: context)
         let account = try Self.accountID(try body.string("accountId"), field: "accountId")
-        try await service.setCurrentAccount(caller, accountID: account)
+        try await service.setCurrentAccount(try context.caller, accountID: account)
         return Response(status: .noContent)
     }
 
     func removeAccount(_ request: Request, _ context: Context) async throws -> Response {
-        let caller = try await authenticate(request, context)
         let account = try Self.accountID(context.parameters.get("accountId") ?? "", field: "accountId")
         let abandon: Bool
         switch request.uri.queryParameters.get("abandon") {
@@ -49,7 +45,7 @@ extension API {
         case "true": abandon = true
         default: throw APIError.invalidRequest("abandon must be true or false.")
         }
-        try await service.removeAccount(caller, accountID: account, abandon: abandon)
+        try await service.removeAccount(try context.caller, accountID: account, abandon: abandon)
         return Response(status: .noContent)
     }
 }

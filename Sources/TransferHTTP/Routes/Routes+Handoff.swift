@@ -3,17 +3,22 @@ import TransferCore
 
 // Hand-off: the host app asks for a one-time code; the sibling app redeems it for its own session.
 extension API {
-    static var handoffRoutes: [Row] {
+    static var handoffRoutes: [Route] {
         [
-            (.post, "/v1/handoff/codes", { $0.createHandoffCode }),
-            (.post, "/v1/handoff/token", { $0.redeemHandoffCode }),
+            Route(.post, "/v1/handoff/codes", .device) { try $0.withHandoff().createHandoffCode },
+            Route(.post, "/v1/handoff/token") { try $0.withHandoff().redeemHandoffCode },
         ]
+    }
+
+    /// This API while sibling-app hand-off is configured, or `501 not_configured`.
+    func withHandoff() throws -> Self {
+        _ = try service.handoffPolicy()
+        return self
     }
 
     /// `POST /v1/handoff/codes`: the host app asks for a one-time code for a sibling app.
     func createHandoffCode(_ request: Request, _ context: Context) async throws -> Response {
-        _ = try service.handoffPolicy()
-        let caller = try await authenticate(request, context)
+        let caller = try context.caller
         let body = try await JSONBody.read(request, context: context)
         let client = try body.string("clientId")
         let challenge = try body.string("codeChallenge")
@@ -28,7 +33,6 @@ extension API {
 
     /// `POST /v1/handoff/token`: the sibling app redeems the code with its verifier.
     func redeemHandoffCode(_ request: Request, _ context: Context) async throws -> Response {
-        _ = try service.handoffPolicy()
         let body = try await JSONBody.read(request, context: context)
         let code = try body.string("code")
         let verifier = try body.string("codeVerifier")

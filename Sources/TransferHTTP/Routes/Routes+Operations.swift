@@ -2,15 +2,15 @@ import Hummingbird
 
 // Operations: keys, health, readiness, metrics and the OpenAPI document.
 extension API {
-    static var operationRoutes: [Row] {
+    static var operationRoutes: [Route] {
         [
-            (.get, "/.well-known/jwks.json", { $0.jwks }),
-            (.get, "/healthz", { _ in { _, _ in raw(Array(#"{"status":"ok"}"#.utf8), type: "application/json") } }),
-            (.get, "/readyz", { api in { _, _ in try await api.ready() } }),
-            (.get, "/metrics", { api in { _, _ in
+            Route(.get, "/.well-known/jwks.json") { $0.jwks },
+            Route(.get, "/healthz") { _ in { _, _ in raw(Array(#"{"status":"ok"}"#.utf8), type: "application/json") } },
+            Route(.get, "/readyz") { api in { _, _ in try await api.ready() } },
+            Route(.get, "/metrics") { api in { _, _ in
                 raw(api.metrics.exposition(hasher: api.hasher), type: "text/plain; version=0.0.4; charset=utf-8")
-            } }),
-            (.get, "/openapi.yaml", { api in { _, _ in raw(api.openAPI, type: "application/yaml") } }),
+            } },
+            Route(.get, "/openapi.yaml") { api in { _, _ in raw(api.openAPI, type: "application/yaml") } },
         ]
     }
 

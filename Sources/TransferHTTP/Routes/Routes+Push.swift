@@ -3,19 +3,19 @@ import TransferCore
 
 // Push: the device's token and preferences, and the service API app backends call with their key.
 extension API {
-    static var pushRoutes: [Row] {
+    static var pushRoutes: [Route] {
         [
-            (.put, "/v1/devices/push-token", { $0.registerPushToken }),
-            (.delete, "/v1/devices/push-token", { $0.removePushToken }),
-            (.put, "/v1/devices/push-preferences", { $0.setPushPreferences }),
-            (.put, "/v1/me/push", { $0.setAccountPush }),
-            (.post, "/v1/service/push-targets", { $0.pushTargets }),
-            (.post, "/v1/service/push-feedback", { $0.pushFeedback }),
+            Route(.put, "/v1/devices/push-token", .device) { $0.registerPushToken },
+            Route(.delete, "/v1/devices/push-token", .device) { $0.removePushToken },
+            Route(.put, "/v1/devices/push-preferences", .device) { $0.setPushPreferences },
+            Route(.put, "/v1/me/push", .device) { $0.setAccountPush },
+            Route(.post, "/v1/service/push-targets", .serviceKey) { $0.pushTargets },
+            Route(.post, "/v1/service/push-feedback", .serviceKey) { $0.pushFeedback },
         ]
     }
 
     func registerPushToken(_ request: Request, _ context: Context) async throws -> Response {
-        let caller = try await authenticate(request, context)
+        let caller = try context.caller
         let body = try await JSONBody.read(request, context: context)
         let provider: PushProvider = try body.choice("provider")
         let token = try FieldRules.pushToken(try body.string("token"), provider: provider)
@@ -26,7 +26,7 @@ extension API {
     }
 
     func removePushToken(_ request: Request, _ context: Context) async throws -> Response {
-        let caller = try await authenticate(request, context)
+        let caller = try context.caller
         guard let name = request.uri.queryParameters.get("provider") else { throw APIError.invalidRequest("provider is required.") }
         let provider: PushProvider = try JSONBody.choice(name, name: "provider")
         try await service.removePushToken(caller, provider: provider)
@@ -34,21 +34,20 @@ extension API {
     }
 
     func setPushPreferences(_ request: Request, _ context: Context) async throws -> Response {
-        let caller = try await authenticate(request, context)
+        let caller = try context.caller
         let body = try await JSONBody.read(request, context: context)
         try await service.setPushMode(caller, try body.choice("mode"))
         return Response(status: .noContent)
     }
 
     func setAccountPush(_ request: Request, _ context: Context) async throws -> Response {
-        let caller = try await authenticate(request, context)
+        let caller = try context.caller
         let body = try await JSONBody.read(request, context: context)
         try await service.setAccountPush(caller, enabled: try body.bool("enabled"))
         return Response(status: .noContent)
     }
 
     func pushTargets(_ request: Request, _ context: Context) async throws -> Response {
-        _ = try await authenticateService(request)
         let body = try await JSONBody.read(request, context: context, limit: JSONBody.serviceMaxBytes)
         let texts = try body.strings("accountIds")
         guard (1...FieldRules.maxPushTargetAccounts).contains(texts.count) else {
@@ -64,7 +63,6 @@ extension API {
     }
 
     func pushFeedback(_ request: Request, _ context: Context) async throws -> Response {
-        _ = try await authenticateService(request)
         let body = try await JSONBody.read(request, context: context, limit: JSONBody.serviceMaxBytes)
         let provider: PushProvider = try body.choice("provider")
         let token = try FieldRules.pushToken(try body.string("token"), provider: provider)

@@ -3,11 +3,11 @@ import TransferCore
 
 // Sessions: auto-login, refresh, logout, and the session answer every grant shares.
 extension API {
-    static var sessionRoutes: [Row] {
+    static var sessionRoutes: [Route] {
         [
-            (.post, "/v1/devices/login", { $0.login }),
-            (.post, "/v1/tokens/refresh", { $0.refresh }),
-            (.post, "/v1/logout", { $0.logout }),
+            Route(.post, "/v1/devices/login") { $0.login },
+            Route(.post, "/v1/tokens/refresh") { $0.refresh },
+            Route(.post, "/v1/logout", .deviceOrSibling) { $0.logout },
         ]
     }
 
@@ -39,8 +39,7 @@ extension API {
     }
 
     func logout(_ request: Request, _ context: Context) async throws -> Response {
-        let caller = try await authenticate(request, context, siblings: true)
-        try await service.logout(caller)
+        try await service.logout(try context.caller)
         return Response(status: .noContent)
     }
 

@@ -3,16 +3,16 @@ import TransferCore
 
 // Transfers: set-up and cancel on A, the claim on B (with the claim limit both claims count against).
 extension API {
-    static var transferRoutes: [Row] {
+    static var transferRoutes: [Route] {
         [
-            (.put, "/v1/me/transfer", { $0.setUpTransfer }),
-            (.delete, "/v1/me/transfer", { $0.cancelTransfer }),
-            (.post, "/v1/transfers/claim", { $0.claim }),
+            Route(.put, "/v1/me/transfer", .device) { $0.setUpTransfer },
+            Route(.delete, "/v1/me/transfer", .device) { $0.cancelTransfer },
+            Route(.post, "/v1/transfers/claim") { $0.claim },
         ]
     }
 
     func setUpTransfer(_ request: Request, _ context: Context) async throws -> Response {
-        let caller = try await authenticate(request, context)
+        let caller = try context.caller
         let body = try await JSONBody.read(request, context: context)
         let email = try FieldRules.email(try body.string("email"))
         let password = try FieldRules.temporaryPassword(try body.string("temporaryPassword"), email: email)
@@ -23,8 +23,7 @@ extension API {
     }
 
     func cancelTransfer(_ request: Request, _ context: Context) async throws -> Response {
-        let caller = try await authenticate(request, context)
-        _ = try await service.cancelTransfer(accountID: caller.accountID)
+        _ = try await service.cancelTransfer(accountID: try context.caller.accountID)
         return Response(status: .noContent)
     }
 
@@ -45,22 +44,6 @@ extension API {
         return try await session(grant, status: .ok)
     }
 
-    /// The device a claim (with a password or with Apple) binds, and its options.
-    struct ClaimTarget {
-        let deviceID: DeviceID
-        let secret: String
-        let replace: Bool
-        let add: Bool
-
-        init(_ body: JSONBody) throws {
-            deviceID = try FieldRules.deviceID(try body.string("deviceId"))
-            secret = try FieldRules.deviceSecret(try body.string("deviceSecret"))
-            replace = try body.bool("replaceExistingAccount", default: false)
-            add = try body.bool("addAccount", default: false)
-            if replace && add { throw APIError.invalidRequest("replaceExistingAccount and addAccount cannot both be true.") }
-        }
-    }
-
     /// Counts a claim attempt against `--claim-limit`; returns the client address, or throws `429`.
     func countClaim(_ request: Request, _ context: Context) throws -> String {
         let address = clientAddress(request, context)
@@ -68,6 +51,22 @@ extension API {
             throw APIError.rateLimited(retryAfter: retry)
         }
         return address
+    }
+}
+
+/// The device a claim (with a password or with Apple) binds, and its options.
+struct ClaimTarget {
+    let deviceID: DeviceID
+    let secret: String
+    let replace: Bool
+    let add: Bool
+
+    init(_ body: JSONBody) throws {
+        deviceID = try FieldRules.deviceID(try body.string("deviceId"))
+        secret = try FieldRules.deviceSecret(try body.string("deviceSecret"))
+        replace = try body.bool("replaceExistingAccount", default: false)
+        add = try body.bool("addAccount", default: false)
+        if replace && add { throw APIError.invalidRequest("replaceExistingAccount and addAccount cannot both be true.") }
     }
 }
 
