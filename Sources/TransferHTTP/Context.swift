@@ -9,6 +9,8 @@ public protocol AppRequestContext: RequestContext {
     var peerAddress: String? { get }
     /// Filled in by handlers for the request log.
     var log: RequestLogFields { get }
+    /// Who the route's `Authenticator` let in; nil on routes anyone may call.
+    var identity: Identity? { get set }
 }
 
 /// Fields a handler learns (the account) that the request log prints once the response is made.
@@ -25,6 +27,7 @@ public struct TransferRequestContext: AppRequestContext, RequestContext {
     public var coreContext: CoreRequestContextStorage
     public let peerAddress: String?
     public let log = RequestLogFields()
+    public var identity: Identity?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)

@@ -338,6 +338,9 @@ struct AppleTests {
             ] {
                 let reply = try await api.call(.init(method)!, path, json: ["identityToken": "x", "nonce": "y"], token: try session.accessToken)
                 #expect(reply.status == .notImplemented && reply.error == "not_configured", "\(method) \(path): \(reply.text)")
+                // Before credentials and the body are looked at.
+                let bare = try await api.call(.init(method)!, path, json: [:])
+                #expect(bare.status == .notImplemented && bare.error == "not_configured", "\(method) \(path): \(bare.text)")
             }
             #expect(try await api.me(try session.accessToken)["apple"] is NSNull)
         }

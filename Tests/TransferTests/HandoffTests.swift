@@ -180,6 +180,8 @@ struct HandoffTests {
                 .post, "/v1/handoff/codes", json: ["clientId": Self.news, "codeChallenge": PKCEPair().challenge, "codeChallengeMethod": "S256"],
                 token: token)
             #expect(codes.status == .notImplemented && codes.error == "not_configured", "\(codes.text)")
+            let anonymous = try await api.call(.post, "/v1/handoff/codes", json: [:])
+            #expect(anonymous.status == .notImplemented && anonymous.error == "not_configured", "before credentials: \(anonymous.text)")
             let redeemed = try await Self.redeem(api, code: RandomToken.make(), verifier: PKCEPair().verifier)
             #expect(redeemed.status == .notImplemented && redeemed.error == "not_configured")
         }

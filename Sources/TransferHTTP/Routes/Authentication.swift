@@ -1,0 +1,82 @@
+import Foundation
+import Hummingbird
+import TransferCore
+
+/// Who may call a route; each row of the route table says.
+enum Access: Sendable {
+    /// Anyone: no credentials are looked at.
+    case anyone
+    /// The host app on a device, with its access token. A sibling app's token gets
+    /// `403 insufficient_scope`: these routes act on the host app's device or are its decision.
+    case device
+    /// The host app or a sibling app, with its access token (`GET /v1/me`, logout).
+    case deviceOrSibling
+    /// An app backend: `Authorization: Bearer <service key>`.
+    case serviceKey
+}
+
+/// The caller a route's `Authenticator` let in.
+public enum Identity: Sendable {
+    /// A device session: the host app's, or a sibling app's (its `clientID` set).
+    case session(Caller)
+    /// An app backend's service key.
+    case service(ServiceCaller)
+}
+
+extension AppRequestContext {
+    /// The device session of a `.device` or `.deviceOrSibling` route. A route that lets anyone
+    /// in has none: `401 invalid_token`.
+    var caller: Caller {
+        get throws {
+            guard case .session(let caller) = identity else { throw TransferError.invalidToken }
+            return caller
+        }
+    }
+}
+
+/// Checks a route's credentials before its handler runs and puts the caller into
+/// `context.identity`, as hummingbird-auth's authenticators do. A missing or bad credential
+/// answers `401` with `WWW-Authenticate`, a sibling app's token on a host-app route `403`;
+/// the handler (and its body checks) never runs.
+struct Authenticator<Context: AppRequestContext>: RouterMiddleware {
+    let access: Access
+    let service: TransferService
+    let tokenBox: TokenBox
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var context = context
+        switch access {
+        case .anyone: break
+        case .device, .deviceOrSibling: context.identity = .session(try await session(request, context))
+        case .serviceKey: context.identity = .service(try await serviceKey(request))
+        }
+        return try await next(request, context)
+    }
+
+    /// The session behind the Bearer access token. The request log learns its account also
+    /// when a sibling app's token is then refused.
+    func session(_ request: Request, _ context: Context) async throws -> Caller {
+        guard let token = Self.bearer(request),
+            let claims = await (try tokenBox.tokens).verify(token, now: service.clock.now())
+        else { throw TransferError.invalidToken }
+        let caller = try await service.authenticate(
+            accountID: claims.sub.value, deviceID: claims.did, sessionID: claims.sid, clientID: claims.azp)
+        context.log.accountID = caller.accountID
+        if caller.clientID != nil && access != .deviceOrSibling { throw TransferError.insufficientScope }
+        return caller
+    }
+
+    /// The app backend behind `Authorization: Bearer <service key>`.
+    func serviceKey(_ request: Request) async throws -> ServiceCaller {
+        guard let key = Self.bearer(request) else { throw TransferError.invalidServiceKey }
+        return try await service.authenticateService(key: key)
+    }
+
+    /// The credential of `Authorization: Bearer …` (the scheme in any case), if the header is one.
+    static func bearer(_ request: Request) -> String? {
+        guard let header = request.headers[.authorization], header.count < 4096, header.lowercased().hasPrefix("bearer ") else {
+            return nil
+        }
+        return header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
+    }
+}

@@ -1,0 +1,58 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import TransferCore
+
+/// What the handlers of every feature use.
+extension API {
+    /// An account id (a UUID, any case), lower-case.
+    static func accountID(_ text: String, field: String) throws -> String {
+        guard let id = DeviceID(text) else { throw APIError.invalidRequest("\(field) must be a UUID.") }
+        return id.value
+    }
+
+    /// The socket peer, or with `--trusted-proxy` the last `X-Forwarded-For` hop.
+    func clientAddress(_ request: Request, _ context: Context) -> String {
+        if configuration.trustedProxy, let forwarded = request.headers[.xForwardedFor],
+            let last = forwarded.split(separator: ",").last?.trimmingCharacters(in: .whitespaces), !last.isEmpty
+        {
+            return last
+        }
+        return context.peerAddress ?? "unknown"
+    }
+
+    static func json(_ value: some Encodable, status: HTTPResponse.Status) throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let data = try encoder.encode(value)
+        return Response(
+            status: status,
+            headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    static func raw(_ bytes: [UInt8], type: String, cache: String = "no-store") -> Response {
+        Response(
+            status: .ok, headers: [.contentType: type, .cacheControl: cache],
+            body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+}
+
+extension HTTPField.Name {
+    static let xForwardedFor = Self("X-Forwarded-For")!
+}
+
+/// An optional field written as `null` when absent, where the contract wants every field
+/// present (the synthesized `Encodable` leaves a nil optional out).
+@propertyWrapper
+struct Nullable<Value: Encodable>: Encodable {
+    var wrappedValue: Value?
+
+    init(wrappedValue: Value?) { self.wrappedValue = wrappedValue }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        if let wrappedValue { try c.encode(wrappedValue) } else { try c.encodeNil() }
+    }
+}

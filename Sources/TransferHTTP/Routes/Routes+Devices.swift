@@ -1,0 +1,108 @@
+import Hummingbird
+import TransferCore
+
+// Devices & accounts: the account's profile and deletion, the device's accounts and its current one.
+extension API {
+    static var deviceRoutes: [Route] {
+        [
+            Route(.get, "/v1/me", .deviceOrSibling) { $0.me },
+            Route(.delete, "/v1/me", .device) { $0.deleteAccount },
+            Route(.get, "/v1/devices/accounts", .device) { $0.deviceAccounts },
+            Route(.put, "/v1/devices/current-account", .device) { $0.setCurrentAccount },
+            Route(.delete, "/v1/devices/accounts/:accountId", .device) { $0.removeAccount },
+        ]
+    }
+
+    func me(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try context.caller
+        let profile = try await service.profile(caller)
+        return try Self.json(MeBody(profile, current: caller.deviceID), status: .ok)
+    }
+
+    /// `DELETE /v1/me`: the account is erased (App Store guideline 5.1.1(v)).
+    func deleteAccount(_ request: Request, _ context: Context) async throws -> Response {
+        try await service.deleteAccount(try context.caller)
+        return Response(status: .noContent)
+    }
+
+    func deviceAccounts(_ request: Request, _ context: Context) async throws -> Response {
+        let device = try await service.deviceAccounts(try context.caller)
+        return try Self.json(DeviceAccountsBody(device), status: .ok)
+    }
+
+    func setCurrentAccount(_ request: Request, _ context: Context) async throws -> Response {
+        let body = try await JSONBody.read(request, context: context)
+        let account = try Self.accountID(try body.string("accountId"), field: "accountId")
+        try await service.setCurrentAccount(try context.caller, accountID: account)
+        return Response(status: .noContent)
+    }
+
+    func removeAccount(_ request: Request, _ context: Context) async throws -> Response {
+        let account = try Self.accountID(context.parameters.get("accountId") ?? "", field: "accountId")
+        let abandon: Bool
+        switch request.uri.queryParameters.get("abandon") {
+        case nil, "false": abandon = false
+        case "true": abandon = true
+        default: throw APIError.invalidRequest("abandon must be true or false.")
+        }
+        try await service.removeAccount(try context.caller, accountID: account, abandon: abandon)
+        return Response(status: .noContent)
+    }
+}
+
+/// `/v1/me`; `transferId` and `transfer` are written as `null` when absent.
+struct MeBody: Encodable {
+    /// `email` only for a password transfer: a code is never shown again.
+    struct Transfer: Encodable { var method: String; var email: String?; var createdAt: String; var expiresAt: String }
+    struct Device: Encodable { var deviceId: String; var boundAt: String; var lastLoginAt: String?; var current: Bool }
+
+    var accountId: String
+    var userName: String
+    var createdAt: String
+    var migrationFlag: Bool
+    @Nullable var transferId: String?
+    @Nullable var transfer: Transfer?
+    var devices: [Device]
+    @Nullable var apple: AppleLinkBody?
+    /// What would bring the account back if its phone were lost; empty: nothing would.
+    var waysBack: [WayBack]
+
+    init(_ profile: AccountProfile, current: String) {
+        accountId = profile.accountID
+        userName = profile.userName
+        createdAt = profile.createdAt.rfc3339
+        migrationFlag = profile.migrationFlag
+        transferId = profile.movedToDeviceID
+        transfer = profile.transfer.map {
+            Transfer(method: $0.method.rawValue, email: $0.email, createdAt: $0.createdAt.rfc3339, expiresAt: $0.expiresAt.rfc3339)
+        }
+        waysBack = profile.waysBack
+        devices = profile.activeDevices.map {
+            Device(deviceId: $0.deviceID, boundAt: $0.boundAt.rfc3339, lastLoginAt: $0.lastLoginAt?.rfc3339, current: $0.deviceID == current)
+        }
+        apple = profile.apple.map { AppleLinkBody($0, withLinkedAt: true) }
+    }
+}
+
+/// `GET /v1/devices/accounts`.
+struct DeviceAccountsBody: Encodable {
+    struct Account: Encodable {
+        var accountId: String
+        var userName: String
+        var current: Bool
+        var addedAt: String
+        @Nullable var lastLoginAt: String?
+        var pushEnabled: Bool
+    }
+    var deviceId: String
+    var accounts: [Account]
+
+    init(_ device: DeviceRecord) {
+        deviceId = device.id
+        accounts = device.active.map {
+            Account(
+                accountId: $0.account.accountID, userName: $0.account.userName, current: $0.account.accountID == device.currentAccountID,
+                addedAt: $0.addedAt.rfc3339, lastLoginAt: $0.lastLoginAt?.rfc3339, pushEnabled: $0.pushEnabled)
+        }
+    }
+}

@@ -1,0 +1,129 @@
+import Hummingbird
+import TransferCore
+
+// Transfers: set-up (email and password, or a code) and cancel on A, the recovery code, the
+// claim on B with any of them (with the claim limit every claim counts against).
+extension API {
+    static var transferRoutes: [Route] {
+        [
+            Route(.put, "/v1/me/transfer", .device) { $0.setUpTransfer },
+            Route(.delete, "/v1/me/transfer", .device) { $0.cancelTransfer },
+            Route(.put, "/v1/me/recovery-code", .device) { $0.makeRecoveryCode },
+            Route(.delete, "/v1/me/recovery-code", .device) { $0.deleteRecoveryCode },
+            Route(.post, "/v1/transfers/claim") { $0.claim },
+        ]
+    }
+
+    func setUpTransfer(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try context.caller
+        let body = try await JSONBody.read(request, context: context)
+        let method: TransferMethod = try body.optionalString("method").map { try JSONBody.choice($0, name: "method") } ?? .password
+        if method == .code {
+            guard !body.has("email"), !body.has("temporaryPassword") else {
+                throw APIError.invalidRequest("method 'code' takes no email and no temporaryPassword.")
+            }
+            let result = try await service.setUpTransferCode(accountID: caller.accountID, clientAddress: clientAddress(request, context))
+            return try Self.json(TransferCodeBody(transferCode: result.code.grouped, expiresAt: result.expiresAt.rfc3339), status: .created)
+        }
+        let email = try FieldRules.email(try body.string("email"))
+        let password = try FieldRules.temporaryPassword(try body.string("temporaryPassword"), email: email)
+        let result = try await service.setUpTransfer(
+            accountID: caller.accountID, email: email, password: password,
+            clientAddress: clientAddress(request, context))
+        return try Self.json(TransferBody(email: result.email, expiresAt: result.expiresAt.rfc3339), status: .created)
+    }
+
+    func cancelTransfer(_ request: Request, _ context: Context) async throws -> Response {
+        _ = try await service.cancelTransfer(accountID: try context.caller.accountID)
+        return Response(status: .noContent)
+    }
+
+    /// `PUT /v1/me/recovery-code`: shown once; replaces the account's earlier code.
+    func makeRecoveryCode(_ request: Request, _ context: Context) async throws -> Response {
+        let made = try await service.makeRecoveryCode(accountID: try context.caller.accountID)
+        return try Self.json(RecoveryCodeBody(recoveryCode: made.code.grouped, createdAt: made.createdAt.rfc3339), status: .created)
+    }
+
+    func deleteRecoveryCode(_ request: Request, _ context: Context) async throws -> Response {
+        try await service.deleteRecoveryCode(accountID: try context.caller.accountID)
+        return Response(status: .noContent)
+    }
+
+    /// A claim with an email and temporary password, a transfer code, or a recovery code: one of them.
+    func claim(_ request: Request, _ context: Context) async throws -> Response {
+        let body = try await JSONBody.read(request, context: context)
+        let given = ["email", "temporaryPassword", "transferCode", "recoveryCode"].filter { body.has($0) }
+        var password: (email: String, password: String)?
+        var code: ClaimRequest.Proof?
+        if let typed = try body.optionalString("transferCode") {
+            guard given == ["transferCode"] else { throw APIError.invalidRequest("transferCode goes alone, without \(Self.others(given, "transferCode")).") }
+            code = .transferCode(typed)
+        } else if let typed = try body.optionalString("recoveryCode") {
+            guard given == ["recoveryCode"] else { throw APIError.invalidRequest("recoveryCode goes alone, without \(Self.others(given, "recoveryCode")).") }
+            code = .recoveryCode(typed)
+        } else {
+            password = (try body.string("email"), try body.string("temporaryPassword"))
+        }
+        let target = try ClaimTarget(body)
+        var proof: ClaimRequest.Proof
+        if let password {
+            proof = .password(try FieldRules.email(password.email), try FieldRules.claimPassword(password.password))
+        } else {
+            proof = code ?? .transferCode("")
+        }
+        let address = try countClaim(request, context)
+        let grant = try await service.claim(
+            ClaimRequest(
+                proof: proof, deviceID: target.deviceID, deviceSecret: target.secret, replaceExistingAccount: target.replace,
+                addAccount: target.add),
+            clientAddress: address)
+        context.log.accountID = grant.account.accountID
+        return try await session(grant, status: .ok)
+    }
+
+    static func others(_ given: [String], _ field: String) -> String {
+        given.filter { $0 != field }.joined(separator: " and ")
+    }
+
+    /// Counts a claim attempt against `--claim-limit`; returns the client address, or throws `429`.
+    func countClaim(_ request: Request, _ context: Context) throws -> String {
+        let address = clientAddress(request, context)
+        if let retry = claimLimiter?.hit(address, now: service.clock.now()) {
+            throw APIError.rateLimited(retryAfter: retry)
+        }
+        return address
+    }
+}
+
+/// The device a claim (with a password or with Apple) binds, and its options.
+struct ClaimTarget {
+    let deviceID: DeviceID
+    let secret: String
+    let replace: Bool
+    let add: Bool
+
+    init(_ body: JSONBody) throws {
+        deviceID = try FieldRules.deviceID(try body.string("deviceId"))
+        secret = try FieldRules.deviceSecret(try body.string("deviceSecret"))
+        replace = try body.bool("replaceExistingAccount", default: false)
+        add = try body.bool("addAccount", default: false)
+        if replace && add { throw APIError.invalidRequest("replaceExistingAccount and addAccount cannot both be true.") }
+    }
+}
+
+struct TransferBody: Encodable {
+    var email: String
+    var expiresAt: String
+}
+
+/// A code set-up's answer: the code, shown this once.
+struct TransferCodeBody: Encodable {
+    var transferCode: String
+    var expiresAt: String
+}
+
+/// `PUT /v1/me/recovery-code`: the code, shown this once.
+struct RecoveryCodeBody: Encodable {
+    var recoveryCode: String
+    var createdAt: String
+}
