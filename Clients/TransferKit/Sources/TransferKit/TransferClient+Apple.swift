@@ -74,7 +74,7 @@ extension TransferClient {
     public func claimWithAppleID(
         identityToken: String, nonce: AppleNonce, existingAccounts: ClaimChoice = .fail
     ) async throws -> Account {
-        try await claim(.claimWithApple) { identity in
+        try await claim(.claimWithApple, choice: existingAccounts) { identity in
             AppleMoveRequest(
                 identityToken: identityToken, nonce: nonce.value,
                 deviceId: identity.deviceId, deviceSecret: identity.deviceSecret,

@@ -71,11 +71,14 @@ struct CodeTests {
         }
     }
 
-    @Test("codes print as <redacted>")
+    @Test("codes print as <redacted>, also inside the values that carry them")
     func redacted() throws {
         let transfer = try #require(TransferCode("7KQM-2XD4-R9HW-C3NB"))
         let recovery = try #require(RecoveryCode("7KQM-2XD4-R9HW-C3NB-5TGA"))
-        let values: [Any] = [transfer, recovery]
+        let values: [Any] = [
+            transfer, recovery, CodeTransfer(code: transfer, expiresAt: Date()),
+            IssuedRecoveryCode(code: recovery, createdAt: Date()),
+        ]
         for value in values {
             var dumped = ""
             dump(value, to: &dumped)

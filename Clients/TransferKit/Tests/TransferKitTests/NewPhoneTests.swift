@@ -1,0 +1,208 @@
+import Foundation
+import Testing
+@_spi(TransferKitTesting) @testable import TransferKit
+import TransferKitTesting
+
+/// Issue 33: the situations 1–5, each against the fake service.
+@Suite("New phones, lost answers, accounts that leave, ways back (issue 33)")
+struct NewPhoneTests {
+    static let claimRoute = "POST /v1/transfers/claim"
+
+    /// 2. A claim whose answer is lost is asked again: the service answers the winner's repeat.
+    @Test("2: a lost claim answer is retried without the user: code, password and recovery code")
+    func retriedClaim() async throws {
+        let server = FakeServer()
+        let old = server.client()
+        guard case .signedIn(let accountId, _) = try await old.launch() else { return }
+
+        let offer = try await old.setUpTransferCode()
+        server.loseAnswers(to: Self.claimRoute)
+        let new = server.client()
+        let events = EventLog(new)
+        #expect(try await new.claimTransfer(code: offer.code).id == accountId)
+        #expect(server.count(Self.claimRoute) == 2)
+        let (first, second) = (server.requests(Self.claimRoute)[0].body, server.requests(Self.claimRoute)[1].body)
+        #expect(first["deviceId"] as? String == second["deviceId"] as? String)
+        #expect(first["deviceSecret"] as? String == second["deviceSecret"] as? String)
+        #expect(new.currentAccountId == accountId && events.all.contains(.switched(accountId: accountId)))
+
+        // By password, from the new phone to a third one.
+        try await new.setUpTransfer(email: "ann@example.com", temporaryPassword: "blue-harbor-42")
+        server.loseAnswers(to: Self.claimRoute, count: 2)
+        let third = server.client()
+        #expect(try await third.claimTransfer(email: "ann@example.com", temporaryPassword: "blue-harbor-42").id == accountId)
+
+        // By recovery code, to a fourth.
+        let recovery = try await third.makeRecoveryCode()
+        server.loseAnswers(to: Self.claimRoute)
+        let fourth = server.client()
+        #expect(try await fourth.claim(recoveryCode: recovery.code).id == accountId)
+        #expect(try await fourth.profile().devices.map(\.id) == [fourth.state.deviceId])
+        #expect(server.violations.isEmpty)
+    }
+
+    @Test("2: the fake answers a repeat only to the winning device, and only for 10 minutes")
+    func repeatWindow() async throws {
+        let server = FakeServer()
+        let old = server.client()
+        _ = try await old.launch()
+        let offer = try await old.setUpTransferCode()
+        let keychain = MemoryCredentialStore()
+        let new = server.client(keychain: keychain)
+        try await new.claimTransfer(code: offer.code)
+        // The same device again: the session again (the claim is sent as is).
+        let again = server.client(keychain: keychain)
+        try await again.claimTransfer(code: offer.code, existingAccounts: .add)
+        // Another device: used up.
+        await #expect { try await server.client().claimTransfer(code: offer.code) } throws: {
+            TransferError.kind(of: $0) == .invalidTransferCredentials
+        }
+        server.clock.advance(by: 601)
+        await #expect { try await server.client(keychain: keychain).claimTransfer(code: offer.code, existingAccounts: .add) } throws: {
+            TransferError.kind(of: $0) == .invalidTransferCredentials
+        }
+    }
+
+    /// 3. A non-current account moved away: the old phone's launch must say so.
+    @Test("3: a non-current account that moved away gets accountMoved at the next launch")
+    func nonCurrentMoved() async throws {
+        let phone = try await Launched()
+        let second = try await phone.client.addAccount()  // now current
+        let offer = try await phone.client.setUpTransferCode(of: phone.accountId)
+        try await phone.server.client().claimTransfer(code: offer.code)
+
+        let relaunched = phone.server.client(keychain: phone.keychain, appFiles: phone.appFiles)
+        let events = EventLog(relaunched)
+        #expect(try await relaunched.launch() == .signedIn(accountId: second.id, created: false))
+        #expect(relaunched.state.accounts.map(\.id) == [second.id])
+        let moved = events.all.compactMap { event -> String?? in
+            if case .accountMoved(let id, let at, let remaining) = event, at != nil, remaining.map(\.id) == [second.id] { return id }
+            return nil
+        }
+        #expect(moved == [phone.accountId])
+        #expect(phone.keychain.storedSessions[phone.accountId] == nil)  // its tokens are gone
+        #expect(phone.server.violations.isEmpty)
+    }
+
+    @Test("3: deleted and removed accounts get their own events; accounts() tells too")
+    func otherDepartures() async throws {
+        let phone = try await Launched()
+        let second = try await phone.client.addAccount()
+        let third = try await phone.client.addAccount()
+        try await phone.client.switchAccount(to: phone.accountId)
+        // Elsewhere (another process of the same phone): the second is deleted, the third removed.
+        let other = phone.server.client(keychain: phone.keychain, appFiles: MemoryCredentialStore())
+        _ = try await other.launch()
+        try await other.deleteAccount(second.id)
+        try await other.removeAccount(third.id, abandon: true)
+
+        let events = phone.events
+        let accounts = try await phone.client.accounts()
+        #expect(accounts.map(\.id) == [phone.accountId])
+        #expect(events.all.contains(.accountDeleted(accountId: second.id)))
+        #expect(events.all.contains(.accountRemoved(accountId: third.id)))
+    }
+
+    /// 4. A new phone: ask before the first launch; a claim needs no launch; an account the
+    /// phone made by itself is deleted with the user's choice, not stranded.
+    @Test("4: startingPoint before the first launch; claim before launching creates no account")
+    func newPhoneFlow() async throws {
+        let server = FakeServer()
+        let old = server.client()
+        guard case .signedIn(let accountId, _) = try await old.launch() else { return }
+        let offer = try await old.setUpTransferCode()
+
+        let keychain = MemoryCredentialStore(), appFiles = MemoryCredentialStore()
+        let new = server.client(keychain: keychain, appFiles: appFiles)
+        let sent = server.log.count
+        #expect(await new.startingPoint() == .firstStart)
+        #expect(server.log.count == sent)  // startingPoint sends nothing
+        try await new.claimTransfer(code: offer.code)
+        #expect(try await new.launch() == .signedIn(accountId: accountId, created: false))
+        #expect(server.requests("POST /v1/devices/login").filter { $0.body["deviceId"] as? String == new.state.deviceId }.count == 1)
+
+        // A reinstall (Keychain kept, app files gone) is a returning phone.
+        let reinstalled = server.client(keychain: keychain, appFiles: MemoryCredentialStore())
+        #expect(await reinstalled.startingPoint() == .returning)
+        #expect(try await reinstalled.launch() == .signedIn(accountId: accountId, created: false))
+        // A backup restore is reported as such before anything is sent.
+        let restored = server.client(appFiles: MemoryCredentialStore(appFiles.items))
+        #expect(await restored.startingPoint() == .restoredFromBackup(previousAccounts: new.state.accounts))
+        let locked = MemoryCredentialStore()
+        locked.isAvailable = false
+        #expect(await server.client(keychain: locked).startingPoint() == .storageUnavailable(.memoryLocked))
+    }
+
+    @Test("4: an account the new phone made by itself is deleted after the claim with .deleteExisting")
+    func deleteExisting() async throws {
+        let old = try await Launched()
+        let offer = try await old.client.setUpTransferCode()
+        let new = try await Launched(old.server)  // launched before the user said "new phone"
+        let claimed = try await new.client.claimTransfer(code: offer.code, existingAccounts: .deleteExisting)
+        #expect(claimed.id == old.accountId)
+        #expect(new.client.state.accounts.map(\.id) == [old.accountId])
+        #expect(new.client.currentAccountId == old.accountId)
+        #expect(new.events.all.contains(.accountDeleted(accountId: new.accountId)))
+        let sent = try #require(new.server.requests(Self.claimRoute).last)
+        #expect(sent.body["addAccount"] as? Bool == true && sent.body["replaceExistingAccount"] == nil)
+        #expect(new.server.count("DELETE /v1/me") == 1)
+        // Erased, not stranded: a login naming it hears account_deleted.
+        let identity = try #require(new.storedIdentity)
+        let body = try Wire.encode(LoginRequest(deviceId: identity.deviceId, deviceSecret: identity.deviceSecret, accountId: new.accountId))
+        let answer = try await new.server.transport.send(.login, baseURL: FakeServer.baseURL, body: body)
+        #expect(TransferError(response: answer).code == .accountDeleted)
+
+        // A failed claim deletes nothing.
+        let other = try await Launched(old.server)
+        await #expect { try await other.client.claimTransfer(code: offer.code, existingAccounts: .deleteExisting) } throws: {
+            TransferError.kind(of: $0) == .invalidTransferCredentials
+        }
+        #expect(other.client.state.accounts.map(\.id) == [other.accountId])
+        #expect(old.server.count("DELETE /v1/me") == 1)
+        #expect(old.server.violations.isEmpty)
+    }
+
+    /// 5. A lost phone with nothing set up is a lost account: the app must know in time.
+    @Test("5: needsWayBack: only after a while, and not once a recovery code, transfer or Apple ID exists")
+    func needsWayBack() async throws {
+        let server = FakeServer()
+        let phone = server.client()  // on the service's clock
+        _ = try await phone.launch()
+        #expect(try await phone.needsWayBack() == false)  // just installed
+        server.clock.advance(by: 3 * 86_400)
+        #expect(try await phone.needsWayBack() == true)
+        #expect(try await phone.needsWayBack(usedFor: 4 * 86_400) == false)
+
+        _ = try await phone.makeRecoveryCode()
+        #expect(try await phone.needsWayBack() == false)
+        try await phone.deleteRecoveryCode()
+        #expect(try await phone.needsWayBack() == true)
+        _ = try await phone.setUpTransferCode()
+        #expect(try await phone.needsWayBack() == false)
+        try await phone.cancelTransfer()
+        let nonce = try await phone.appleNonce()
+        try await phone.linkAppleID(identityToken: FakeServer.identityToken(sub: "001.apple", nonce: nonce), nonce: nonce)
+        #expect(try await phone.needsWayBack() == false)
+        #expect(try await phone.profile().waysBack == [.apple])
+    }
+
+    @Test("5: a server before v1.2 (no waysBack): a transfer or an Apple ID counts")
+    func needsWayBackOldServer() async throws {
+        let server = FakeServer()
+        let phone = server.client()
+        guard case .signedIn(let accountId, _) = try await phone.launch() else { return }
+        server.clock.advance(by: 4 * 86_400)
+        let me: [String: Any] = [
+            "accountId": accountId, "userName": "u", "createdAt": "2026-11-21T12:00:00Z", "migrationFlag": false,
+            "transferId": NSNull(), "transfer": NSNull(), "devices": [], "apple": NSNull(),
+        ]
+        server.script("GET /v1/me", status: 200, me)
+        #expect(try await phone.profile().waysBack == nil)
+        server.script("GET /v1/me", status: 200, me)
+        #expect(try await phone.needsWayBack() == true)
+        var linked = me
+        linked["apple"] = ["email": NSNull(), "isPrivateEmail": NSNull()]
+        server.script("GET /v1/me", status: 200, linked)
+        #expect(try await phone.needsWayBack() == false)
+    }
+}
