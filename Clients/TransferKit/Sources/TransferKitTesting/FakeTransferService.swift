@@ -201,15 +201,16 @@ public final class FakeTransferService: @unchecked Sendable {
     public static func identityToken(sub: String, nonce: AppleNonce) -> String { "apple:\(sub):\(nonce.sha256)" }
 
     /// A client of this service on the given stores, its renewals planned with `clock` (the
-    /// service's own ``clock`` when nil).
+    /// service's own ``clock`` when nil), its requests through `network` when given (a
+    /// ``SimulatedPhone``'s ``SimulatedPhone/network``, to lose one phone's answers only).
     public func client(
         keychain: any CredentialStore = MemoryCredentialStore(), appFiles: any CredentialStore = MemoryCredentialStore(),
-        clock: ManualClock? = nil, sharesSessions: Bool = false
+        clock: ManualClock? = nil, sharesSessions: Bool = false, network: LossyNetwork? = nil
     ) -> TransferClient {
         let clock = clock ?? self.clock
         return TransferClient(
             baseURL: Self.baseURL, credentials: keychain, accountList: appFiles, sharesSessions: sharesSessions,
-            transport: transport, clock: { clock.now })
+            transport: network?.wrap(transport, baseURL: Self.baseURL) ?? transport, clock: { clock.now })
     }
 
     /// A sibling app's session with this service.

@@ -99,4 +99,27 @@ struct CodeTransferTests {
         try await phone.client.removeAccount(phone.accountId)
         #expect(phone.client.state.accounts.isEmpty)
     }
+
+    @Test("A → B by code with simulated phones (TransferKitTesting)")
+    func simulatedPhones() async throws {
+        let server = FakeServer()
+        let a = SimulatedPhone("A") { server.client(keychain: $0, appFiles: $1) }
+        let b = SimulatedPhone("B") { server.client(keychain: $0, appFiles: $1) }
+
+        guard case .signedIn(let accountId, true) = try await a.launch() else { Issue.record("A has no account"); return }
+        let offer = try await a.setUpTransferCode()
+        // B scans A's QR code.
+        let scanned = offer.code.url(base: URL(string: "yourapp://transfer")!)
+        #expect(await b.startingPoint() == .firstStart)
+        let code = try #require(TransferCode(url: scanned, base: URL(string: "yourapp://transfer")!))
+        let claimed = try await b.claim(code: code)
+        #expect(claimed.id == accountId && b.saw(.signedIn) && b.saw(.switched))
+        #expect(await b.startingPoint() == .returning)
+
+        let relaunchedA = a.relaunched()
+        await #expect { try await relaunchedA.launch() } throws: { TransferError.kind(of: $0) == .deviceTransferred }
+        #expect(relaunchedA.saw(.accountMoved))
+        #expect(try await b.relaunched().launch() == .signedIn(accountId: accountId, created: false))
+        #expect(server.violations.isEmpty)
+    }
 }

@@ -8,6 +8,32 @@ import TransferKitTesting
 struct NewPhoneTests {
     static let claimRoute = "POST /v1/transfers/claim"
 
+    /// 1. A phone restored from the old phone's backup claims; the claim wins but its answer is
+    /// lost (app killed). The next launch must find the account on this phone, not report a restore.
+    @Test("1: restored phone, claim answer lost, app killed: the next launch signs in, not restoredOntoNewPhone")
+    func restoredThenLostAnswer() async throws {
+        let server = FakeServer()
+        let a = SimulatedPhone("A") { server.client(keychain: $0, appFiles: $1) }
+        guard case .signedIn(let accountId, true) = try await a.launch() else { Issue.record("A has no account"); return }
+        let b = a.restoredFromBackup(as: "B")
+        #expect(try await b.launch() == .restoredOntoNewPhone(previousAccounts: a.client.state.accounts))
+
+        let offer = try await a.setUpTransferCode()
+        server.loseAnswers(to: Self.claimRoute, count: TransferClient.claimAttempts)  // every try: as if killed
+        await #expect { try await b.claim(code: offer.code) } throws: { TransferError.kind(of: $0) == .network }
+
+        let created = server.requests("POST /v1/devices/login").count
+        let relaunched = b.relaunched()
+        #expect(try await relaunched.launch() == .signedIn(accountId: accountId, created: false))
+        #expect(relaunched.currentAccountId == accountId)
+        #expect(!relaunched.saw(.restoredOntoNewPhone))
+        // The logins it took: one naming the restored account (never creates), then the plain one.
+        let logins = server.requests("POST /v1/devices/login").dropFirst(created)
+        #expect(logins.first?.body["accountId"] as? String == accountId)
+        #expect(try await relaunched.relaunched().launch() == .signedIn(accountId: accountId, created: false))
+        #expect(server.violations.isEmpty)
+    }
+
     /// 2. A claim whose answer is lost is asked again: the service answers the winner's repeat.
     @Test("2: a lost claim answer is retried without the user: code, password and recovery code")
     func retriedClaim() async throws {
@@ -61,6 +87,25 @@ struct NewPhoneTests {
         await #expect { try await server.client(keychain: keychain).claimTransfer(code: offer.code, existingAccounts: .add) } throws: {
             TransferError.kind(of: $0) == .invalidTransferCredentials
         }
+    }
+
+    @Test("2: a claim answer lost on a fresh phone, app killed: startingPoint asks again, the repeat brings the account")
+    func freshPhoneLostAnswer() async throws {
+        let server = FakeServer()
+        let old = server.client()
+        guard case .signedIn(let accountId, _) = try await old.launch() else { return }
+        let offer = try await old.setUpTransferCode()
+
+        let b = SimulatedPhone("B") { server.client(keychain: $0, appFiles: $1) }
+        #expect(await b.startingPoint() == .firstStart)
+        server.loseAnswers(to: Self.claimRoute, count: TransferClient.claimAttempts)
+        await #expect { try await b.claim(code: offer.code) } throws: { TransferError.kind(of: $0) == .network }
+
+        let relaunched = b.relaunched()
+        #expect(await relaunched.startingPoint() == .firstStart)  // nothing known yet: ask again
+        #expect(try await relaunched.claim(code: offer.code).id == accountId)  // the repeat
+        #expect(await relaunched.startingPoint() == .returning)
+        #expect(server.requests("POST /v1/devices/login").count == 1)  // the old phone's only: nothing created
     }
 
     /// 3. A non-current account moved away: the old phone's launch must say so.
@@ -204,5 +249,28 @@ struct NewPhoneTests {
         linked["apple"] = ["email": NSNull(), "isPrivateEmail": NSNull()]
         server.script("GET /v1/me", status: 200, linked)
         #expect(try await phone.needsWayBack() == false)
+    }
+
+    @Test("TransferKitTesting: a phone's own lossy network, and a reinstall that keeps the Keychain only")
+    func simulatedLostAnswerAndReinstall() async throws {
+        let server = FakeServer()
+        let network = LossyNetwork()
+        let a = SimulatedPhone("A") { server.client(keychain: $0, appFiles: $1) }
+        let b = SimulatedPhone("B", network: network) { server.client(keychain: $0, appFiles: $1, network: network) }
+        guard case .signedIn(let accountId, _) = try await a.launch() else { return }
+        let offer = try await a.setUpTransferCode()
+
+        b.network.loseAnswers(to: Self.claimRoute, count: TransferClient.claimAttempts)
+        await #expect { try await b.claim(code: offer.code) } throws: { TransferError.kind(of: $0) == .network }
+        #expect(network.lostAnswers == TransferClient.claimAttempts)
+        // The claim won on the service: A lost the account.
+        await #expect { try await a.relaunched().launch() } throws: { TransferError.kind(of: $0) == .deviceTransferred }
+
+        // B's app is deleted and installed again: the Keychain identity stays, the files go.
+        let reinstalled = b.relaunched().reinstalled()
+        #expect(reinstalled.keychain === b.keychain && reinstalled.appFiles.items.isEmpty)
+        #expect(try await reinstalled.launch() == .signedIn(accountId: accountId, created: false))
+        #expect(reinstalled.deviceId == b.keychain.items[StoreKey.identity].flatMap { try? Wire.decoder().decode(DeviceIdentity.self, from: $0) }?.deviceId)
+        #expect(server.violations.isEmpty)
     }
 }
