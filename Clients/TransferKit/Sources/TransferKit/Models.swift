@@ -60,9 +60,12 @@ public struct DeviceState: Sendable, Equatable {
 public enum LaunchResult: Sendable, Equatable {
     /// Logged in to the phone's current account; `created` on the very first launch.
     case signedIn(accountId: String, created: Bool)
-    /// The app's data came from a backup of another phone, but this phone has no device identity:
-    /// offer to bring the accounts over with ``TransferClient/claimTransfer(email:temporaryPassword:existingAccounts:)``,
-    /// or start a new account with ``TransferClient/startOver()`` then ``TransferClient/launch()``.
+    /// The app's data came from a backup of another phone, and this phone does not hold those
+    /// accounts: offer to bring them over (``TransferClient/claimTransfer(code:existingAccounts:)``,
+    /// ``TransferClient/claimTransfer(email:temporaryPassword:existingAccounts:)``,
+    /// ``TransferClient/claimWithAppleID(identityToken:nonce:existingAccounts:)``,
+    /// ``TransferClient/claim(recoveryCode:existingAccounts:)``), or start a new account with
+    /// ``TransferClient/startOver()`` then ``TransferClient/launch()``.
     /// Nothing was created.
     case restoredOntoNewPhone(previousAccounts: [Account])
     /// The current account moved to another phone (a claim there), and other accounts remain
@@ -108,7 +111,9 @@ public enum ClaimChoice: String, Sendable, CaseIterable {
     /// held before are deleted for good (`DELETE /v1/me`), each with
     /// ``TransferEvent/accountDeleted(accountId:)``. For the account a new phone created by itself
     /// at its first launch, before the user said they were bringing one: ask the user first
-    /// (it erases whatever is in it). Nothing is deleted when the claim fails.
+    /// (it erases whatever is in it). Nothing is deleted when the claim fails; an account whose
+    /// deletion fails (no network) stays beside the claimed one (delete it later with
+    /// ``TransferClient/deleteAccount(_:)``).
     case deleteExisting
 
     /// The claim's `replaceExistingAccount`: sent only when true.

@@ -141,7 +141,17 @@ public actor TransferClient {
     ///
     /// When the current account moved to another phone and others remain here, the launch
     /// returns ``LaunchResult/currentAccountMoved(accountId:transferredAt:remainingAccounts:)``:
-    /// pick one with ``switchAccount(to:)``.
+    /// pick one with ``switchAccount(to:)``. Every other account that left the phone since the
+    /// last launch gets its event too (``TransferEvent/accountMoved(accountId:transferredAt:remainingAccounts:)``,
+    /// ``TransferEvent/accountDeleted(accountId:)`` or ``TransferEvent/accountRemoved(accountId:)``).
+    ///
+    /// An account list from another device id means a backup restored onto this phone, unless
+    /// this phone's own identity already holds those accounts: a claim that won while its answer
+    /// was lost (the app killed, the network gone). The launch asks first, with a login naming
+    /// each account (which never creates one), and signs in when one answers.
+    ///
+    /// Calling it at the very first start creates an account: on a phone that may be a new one,
+    /// ask the user first (``startingPoint()``), and claim without launching.
     ///
     /// - Throws: ``TransferError``: ``TransferError/Code/deviceTransferred`` (the current account
     ///   moved to another phone and no account is left: ``startOver()``), ``TransferError/Code/deviceRevoked``,
@@ -198,6 +208,10 @@ public actor TransferClient {
         apply(session)
         await noticeDepartures(from: before)
         hub.emit(.signedIn(accountId: session.accountId, created: session.created))
+        // Another current account than the one the phone knew (e.g. a claim whose answer was lost).
+        if let known = before.first(where: \.isCurrent)?.id, known != session.accountId {
+            hub.emit(.switched(accountId: session.accountId))
+        }
         await uploadPendingPushToken()
         return .signedIn(accountId: session.accountId, created: session.created)
     }
@@ -233,14 +247,17 @@ public actor TransferClient {
     }
 
     /// Whether this phone's device (`identity`) holds one of `accounts`: a login naming each
-    /// (one that never creates an account) until one answers with a session. Network errors
-    /// are thrown: whether a restore happened cannot be told without the service.
+    /// (one that never creates an account) until one answers with a session. `401`, `403` and
+    /// `410` say no (the device is unknown, or the account is not on it); network errors and
+    /// other answers (`429`, `503`) are thrown: whether a restore happened cannot be told
+    /// without the service.
     private func holdsAny(of accounts: [Account], identity: DeviceIdentity) async throws -> Bool {
         for account in accounts {
             let response = try await send(
                 .login,
                 body: Wire.encode(LoginRequest(deviceId: identity.deviceId, deviceSecret: identity.deviceSecret, accountId: account.id)))
             if response.isSuccess { return true }
+            guard [401, 403, 410].contains(response.status) else { throw TransferError(response: response) }
         }
         return false
     }

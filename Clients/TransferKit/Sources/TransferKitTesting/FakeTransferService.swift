@@ -78,6 +78,8 @@ public final class FakeTransferService: @unchecked Sendable {
         var email: String?
         var password: String?
         var code: String?
+        let createdAt: Date
+        let expiresAt: Date
     }
 
     /// A claim that won: the same device repeating the same credentials within 10 minutes gets
@@ -107,6 +109,8 @@ public final class FakeTransferService: @unchecked Sendable {
     private var accessTokens: [String: Pair] = [:]
     /// Pending transfers by account.
     private var transfers: [String: PendingTransfer] = [:]
+    /// The transfers not expired yet, by account.
+    private var live: [String: PendingTransfer] { transfers.filter { clock.now < $0.value.expiresAt } }
     /// Recovery codes (as read) by account.
     private var recoveryCodes: [String: String] = [:]
     private var wins: [Win] = []
@@ -334,7 +338,7 @@ public final class FakeTransferService: @unchecked Sendable {
             let id = String(request.url.lastPathComponent)
             let abandon = URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems?.first { $0.name == "abandon" }?.value
             guard devices[caller!.device]!.accounts.contains(id) else { return error(403, "account_not_on_device") }
-            let wayBack = transfers[id] != nil || appleLinks.values.contains { $0.account == id } || recoveryCodes[id] != nil
+            let wayBack = live[id] != nil || appleLinks.values.contains { $0.account == id } || recoveryCodes[id] != nil
             guard abandon == "true" || wayBack else {
                 return error(409, "account_would_be_lost")
             }
@@ -437,22 +441,23 @@ public final class FakeTransferService: @unchecked Sendable {
 
     private func setUpTransfer(_ body: [String: Any], account: String) -> Response {
         let method = body["method"] as? String ?? "password"
-        let expiresAt = Self.format(clock.now.addingTimeInterval(24 * 3600))
+        let createdAt = clock.now, expiresAt = clock.now.addingTimeInterval(24 * 3600)
         switch method {
         case "code":
             guard body["email"] == nil, body["temporaryPassword"] == nil else { return error(400, "invalid_request") }
             let code = Self.randomCode(length: 16)
-            transfers[account] = PendingTransfer(account: account, code: code)
-            return json(201, ["transferCode": Self.grouped(code), "expiresAt": expiresAt])
+            transfers[account] = PendingTransfer(account: account, code: code, createdAt: createdAt, expiresAt: expiresAt)
+            return json(201, ["transferCode": Self.grouped(code), "expiresAt": Self.format(expiresAt)])
         case "password":
             guard let email = body["email"] as? String, let password = body["temporaryPassword"] as? String else {
                 return error(400, "invalid_request")
             }
-            if transfers.values.contains(where: { $0.account != account && $0.email?.lowercased() == email.lowercased() }) {
+            if live.values.contains(where: { $0.account != account && $0.email?.lowercased() == email.lowercased() }) {
                 return error(409, "email_in_use")
             }
-            transfers[account] = PendingTransfer(account: account, email: email, password: password)
-            return json(201, ["email": email, "expiresAt": expiresAt])
+            transfers[account] = PendingTransfer(
+                account: account, email: email, password: password, createdAt: createdAt, expiresAt: expiresAt)
+            return json(201, ["email": email, "expiresAt": Self.format(expiresAt)])
         default:
             return error(400, "invalid_request")
         }
@@ -472,11 +477,11 @@ public final class FakeTransferService: @unchecked Sendable {
             guard email == nil, password == nil else { return error(400, "invalid_request") }
             let read = Self.read(code, length: 16)
             credentials = "code:\(read ?? code)"
-            account = transfers.values.first { $0.code != nil && $0.code == read }?.account
+            account = live.values.first { $0.code != nil && $0.code == read }?.account
         } else {
             guard let email, let password else { return error(400, "invalid_request") }
             credentials = "password:\(email.lowercased()):\(password)"
-            account = transfers.values.first { $0.email?.lowercased() == email.lowercased() && $0.password == password }?.account
+            account = live.values.first { $0.email?.lowercased() == email.lowercased() && $0.password == password }?.account
         }
         guard let account else {
             return repeatedClaim(body, credentials: credentials) ?? error(401, "invalid_transfer_credentials")
@@ -557,10 +562,10 @@ public final class FakeTransferService: @unchecked Sendable {
 
     private func me(_ caller: Pair) -> Response {
         let account = caller.account
-        let transfer = transfers[account].map { pending -> [String: Any] in
+        let transfer = live[account].map { pending -> [String: Any] in
             var transfer: [String: Any] = [
                 "method": pending.code == nil ? "password" : "code",
-                "createdAt": "2026-11-21T12:00:00Z", "expiresAt": "2026-11-22T12:00:00Z",
+                "createdAt": Self.format(pending.createdAt), "expiresAt": Self.format(pending.expiresAt),
             ]
             if let email = pending.email { transfer["email"] = email }  // absent for a code
             return transfer

@@ -273,4 +273,49 @@ struct NewPhoneTests {
         #expect(reinstalled.deviceId == b.keychain.items[StoreKey.identity].flatMap { try? Wire.decoder().decode(DeviceIdentity.self, from: $0) }?.deviceId)
         #expect(server.violations.isEmpty)
     }
+
+    @Test("2: a lost answer on a phone that holds accounts (.add): the next launch signs in to the claimed one, with switched")
+    func lostAnswerWithAccounts() async throws {
+        let old = try await Launched()
+        let offer = try await old.client.setUpTransferCode()
+        let new = try await Launched(old.server)
+        old.server.loseAnswers(to: Self.claimRoute, count: TransferClient.claimAttempts)
+        await #expect { try await new.client.claimTransfer(code: offer.code, existingAccounts: .add) } throws: {
+            TransferError.kind(of: $0) == .network
+        }
+        let relaunched = old.server.client(keychain: new.keychain, appFiles: new.appFiles)
+        let events = EventLog(relaunched)
+        #expect(try await relaunched.launch() == .signedIn(accountId: old.accountId, created: false))
+        #expect(Set(relaunched.state.accounts.map(\.id)) == [new.accountId, old.accountId])
+        #expect(events.all.contains(.switched(accountId: old.accountId)))
+    }
+
+    @Test("1: a restored phone whose probe is refused for another reason (429) throws instead of guessing")
+    func restoreProbeRateLimited() async throws {
+        let old = try await Launched()
+        let keychain = MemoryCredentialStore()
+        let restored = old.server.client(keychain: keychain, appFiles: MemoryCredentialStore(old.appFiles.items))
+        // An identity of its own (a claim that failed), then a launch whose probe is rate limited.
+        await #expect { try await restored.claimTransfer(code: TransferCode("0000-0000-0000-0000")!) } throws: {
+            TransferError.kind(of: $0) == .invalidTransferCredentials
+        }
+        old.server.scriptError("POST /v1/devices/login", status: 429, "rate_limited")
+        await #expect { try await restored.launch() } throws: { TransferError.kind(of: $0) == .rateLimited }
+        #expect(try await restored.launch() == .restoredOntoNewPhone(previousAccounts: old.client.state.accounts))
+    }
+
+    @Test("the fake's transfers expire after 24 hours of its clock: no claim, no way back")
+    func expiry() async throws {
+        let server = FakeServer()
+        let phone = server.client()
+        _ = try await phone.launch()
+        let offer = try await phone.setUpTransferCode()
+        #expect(offer.expiresAt == server.clock.now.addingTimeInterval(86_400))
+        server.clock.advance(by: 86_400)
+        #expect(try await phone.profile().transfer == nil)
+        #expect(try await phone.profile().waysBack == [])
+        await #expect { try await server.client().claimTransfer(code: offer.code) } throws: {
+            TransferError.kind(of: $0) == .invalidTransferCredentials
+        }
+    }
 }
