@@ -88,7 +88,9 @@ enum CrockfordCode {
     /// nil unless that is `length` characters of the alphabet.
     static func normalize(_ typed: String, length: Int) -> String? {
         var result = ""
-        for character in typed.uppercased() {
+        // Only ASCII letters change case: "ß" must not become "SS", nor "ı" an "I".
+        for original in typed {
+            let character = original.isASCII ? Character(original.uppercased()) : original
             switch character {
             case " ", "-", "\u{00A0}", "\t", "\n", "\u{2010}", "\u{2011}", "\u{2012}", "\u{2013}", "\u{2014}", "\u{2212}":
                 continue  // spaces and hyphens, as keyboards and copy-paste produce them

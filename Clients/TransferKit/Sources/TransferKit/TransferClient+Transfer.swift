@@ -141,16 +141,23 @@ extension TransferClient {
     /// and sends the claim once more. An answer that never arrived (a network failure after the
     /// request may have reached the service) is asked for again with the same body; the
     /// contract makes a claim repeated by the device that won it answer the same session.
+    ///
+    /// `repeatable` is false for a body that cannot be sent twice: an Apple move's nonce is used
+    /// up by the first request, and its repeat needs a new Sign in with Apple (a fresh nonce).
+    /// Its lost answer is found by the next ``launch()`` or by the user's next try.
     func claim<Body: Encodable>(
-        _ endpoint: Endpoint, choice: ClaimChoice = .fail, body: (DeviceIdentity) -> Body
+        _ endpoint: Endpoint, choice: ClaimChoice = .fail, repeatable: Bool = true, body: (DeviceIdentity) -> Body
     ) async throws -> Account {
         var identity = try identityForClaim()
         let before = accountList
-        var response = try await sendClaim(endpoint, body: Wire.encode(body(identity)), identity: identity, before: before)
+        let attempts = repeatable ? Self.claimAttempts : 1
+        var response = try await sendClaim(
+            endpoint, body: Wire.encode(body(identity)), identity: identity, before: before, attempts: attempts)
         if !response.isSuccess, TransferError(response: response).code == .deviceRetired, accountList.isEmpty {
             try startOver()
             identity = try identityForClaim()
-            response = try await sendClaim(endpoint, body: Wire.encode(body(identity)), identity: identity, before: before)
+            response = try await sendClaim(
+                endpoint, body: Wire.encode(body(identity)), identity: identity, before: before, attempts: attempts)
         }
         let session = try Wire.decode(SessionBody.self, from: try response.succeeded())
         claimSettled()
@@ -173,16 +180,16 @@ extension TransferClient {
             ?? Account(id: session.accountId, userName: session.userName, isCurrent: true)
     }
 
-    /// Sends a claim, again when its answer was lost (up to ``claimAttempts`` times).
+    /// Sends a claim, again when its answer was lost (up to `attempts` times).
     ///
     /// After a lost answer, `409 device_already_bound` for an account the phone did not hold
     /// before says the first request won (a service that does not answer repeats): the phone's
     /// plain login then brings the claimed account's session (the claim made it current).
-    private func sendClaim(_ endpoint: Endpoint, body: Data, identity: DeviceIdentity, before: [Account]) async throws
-        -> HTTPResponse
-    {
+    private func sendClaim(
+        _ endpoint: Endpoint, body: Data, identity: DeviceIdentity, before: [Account], attempts: Int
+    ) async throws -> HTTPResponse {
         var lost = false
-        for attempt in 1...Self.claimAttempts {
+        for attempt in 1...attempts {
             do {
                 let response = try await send(endpoint, body: body)
                 if lost, response.status == 409, TransferError(response: response).code == .deviceAlreadyBound {
@@ -195,7 +202,7 @@ extension TransferClient {
                     }
                 }
                 return response
-            } catch let error as TransferError where error.code == .network && attempt < Self.claimAttempts {
+            } catch let error as TransferError where error.code == .network && attempt < attempts {
                 lost = true
                 try await Task.sleep(nanoseconds: UInt64(attempt) * 200_000_000)
             }

@@ -21,6 +21,8 @@ struct CodeTests {
             "", "7KQM-2XD4-R9HW-C3N", "7KQM-2XD4-R9HW-C3NBX", "7KQM-2XD4-R9HW-C3NU",  // U is not Crockford
             "7KQM_2XD4_R9HW_C3NB", "7KQM-2XD4-R9HW-C3N!", "7KQM-2XD4-R9HW-C3NB-5TGA",  // a recovery code's length
             "７KQM-2XD4-R9HW-C3NB",  // a full-width digit
+            "7KQM-2XD4-R9HW-C3ß",  // "ß" upper-cases to "SS", which would make 16 characters
+            "7KQM-2XD4-R9HW-C3Nı",  // a dotless i is not an I
         ] {
             #expect(TransferCode(wrong) == nil, "\(wrong)")
         }

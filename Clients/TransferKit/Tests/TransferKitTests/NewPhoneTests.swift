@@ -318,4 +318,29 @@ struct NewPhoneTests {
             TransferError.kind(of: $0) == .invalidTransferCredentials
         }
     }
+
+    @Test("2: an Apple move is not sent twice (its nonce is used up); a new sign-in's repeat brings the account")
+    func appleMoveLostAnswer() async throws {
+        let server = FakeServer()
+        let old = server.client()
+        guard case .signedIn(let accountId, _) = try await old.launch() else { return }
+        let linkNonce = try await old.appleNonce()
+        try await old.linkAppleID(identityToken: FakeServer.identityToken(sub: "001.apple", nonce: linkNonce), nonce: linkNonce)
+
+        let keychain = MemoryCredentialStore(), appFiles = MemoryCredentialStore()
+        let new = server.client(keychain: keychain, appFiles: appFiles)
+        let nonce = try await new.appleNonce()
+        server.loseAnswers(to: "POST /v1/transfers/apple")
+        await #expect { try await new.claimWithAppleID(identityToken: FakeServer.identityToken(sub: "001.apple", nonce: nonce), nonce: nonce) } throws: {
+            TransferError.kind(of: $0) == .network
+        }
+        #expect(server.count("POST /v1/transfers/apple") == 1)
+        // The user signs in with Apple again: a fresh nonce, the same Apple ID, the same device.
+        let again = server.client(keychain: keychain, appFiles: appFiles)
+        #expect(await again.startingPoint() == .firstStart)
+        let fresh = try await again.appleNonce()
+        let account = try await again.claimWithAppleID(identityToken: FakeServer.identityToken(sub: "001.apple", nonce: fresh), nonce: fresh)
+        #expect(account.id == accountId)
+        #expect(server.violations.isEmpty)
+    }
 }
