@@ -32,7 +32,12 @@ extension TransferClient {
     /// - Parameter existingAccounts: what to do when this phone already holds accounts:
     ///   ``ClaimChoice/fail`` (the default) throws ``TransferError/Code/deviceHasAccount`` so the app
     ///   can ask the user; ``ClaimChoice/replace`` takes them off the phone; ``ClaimChoice/add`` keeps
-    ///   them beside the claimed one.
+    ///   them beside the claimed one; ``ClaimChoice/deleteExisting`` keeps them until the claim has
+    ///   won, then deletes them (the account a new phone made by itself: ask the user first).
+    ///
+    /// An answer lost on the way back (a network failure after the request may have reached the
+    /// service) is asked for again with the same request: the service answers the device that
+    /// won the claim with the session again for 10 minutes.
     /// - Returns: the claimed account.
     /// - Throws: ``TransferError/Code/invalidTransferCredentials`` (unknown email, wrong password,
     ///   expired, cancelled, claimed or voided: one answer for all), ``TransferError/Code/tooManyAttempts``,
