@@ -53,8 +53,9 @@ public actor TransferClient {
     /// The renewals under way, by account id; dropped when the account is signed out, moved,
     /// removed or deleted, so that a renewal under way then drops its result.
     var renewals = Renewals()
-    /// Whether the identity was made for a claim that has not brought a session yet (also in
-    /// the store under ``StoreKey/claimPending``, read at launch).
+    /// Whether the stored marker ``StoreKey/claimPending`` (an identity made for a claim that has
+    /// not brought a session yet, read by ``startingPoint()``) may exist: true until this process
+    /// saw a session and removed it.
     var claimPending = true
 
     /// A client of the service at `baseURL`.
@@ -221,7 +222,7 @@ public actor TransferClient {
     /// first ``launch()`` creates an account the user may never use.
     ///
     /// ```swift
-    /// if transfer.startingPoint() == .firstStart, await askUser("Bring your account from another phone?") {
+    /// if await transfer.startingPoint() == .firstStart, await askUser("Bring your account from another phone?") {
     ///     showClaimScreen()    // claimTransfer(code:) works before any launch()
     /// } else {
     ///     try await transfer.launch()
