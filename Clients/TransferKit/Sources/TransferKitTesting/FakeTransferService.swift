@@ -16,6 +16,9 @@ import FoundationNetworking
 /// let transfer = service.client()          // a TransferClient on in-memory stores
 /// _ = try await transfer.launch()           // .signedIn(accountId: …, created: true)
 /// service.scriptError("POST /v1/transfers/claim", status: 429, "rate_limited")
+/// let offer = try await transfer.setUpTransferCode()
+/// service.loseAnswers(to: "POST /v1/transfers/claim")      // the claim wins, its answer is lost
+/// try await service.client().claimTransfer(code: offer.code)  // resent: the winner's repeat answers
 /// ```
 ///
 /// Its Sign in with Apple accepts identity tokens made by ``identityToken(sub:nonce:)``.
