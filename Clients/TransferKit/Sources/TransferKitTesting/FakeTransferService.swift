@@ -117,6 +117,8 @@ public final class FakeTransferService: @unchecked Sendable {
     /// Recovery codes (as read) by account.
     private var recoveryCodes: [String: String] = [:]
     private var wins: [Win] = []
+    /// Each account's transfer set-ups, for `--setup-limit` (10 an hour).
+    private var setUps: [String: [Date]] = [:]
     /// When each account came onto its device, by pair (the fake clock's time).
     private var boundAt: [Pair: Date] = [:]
     private var lostAnswers: [String: Int] = [:]
@@ -445,6 +447,14 @@ public final class FakeTransferService: @unchecked Sendable {
     private func setUpTransfer(_ body: [String: Any], account: String) -> Response {
         let method = body["method"] as? String ?? "password"
         let createdAt = clock.now, expiresAt = clock.now.addingTimeInterval(24 * 3600)
+        let recent = (setUps[account] ?? []).filter { createdAt.timeIntervalSince($0) < 3600 }
+        if recent.count >= 10 {
+            let wait = max(1, Int((3600 - createdAt.timeIntervalSince(recent[0])).rounded(.up)))
+            var limited = error(429, "rate_limited")
+            limited.headers["retry-after"] = String(wait)
+            return limited
+        }
+        setUps[account] = recent + [createdAt]
         switch method {
         case "code":
             guard body["email"] == nil, body["temporaryPassword"] == nil else { return error(400, "invalid_request") }

@@ -122,4 +122,18 @@ struct CodeTransferTests {
         #expect(try await b.relaunched().launch() == .signedIn(accountId: accountId, created: false))
         #expect(server.violations.isEmpty)
     }
+
+    @Test("the fake limits set-ups to 10 an hour per account (--setup-limit), with Retry-After")
+    func setUpLimit() async throws {
+        let server = FakeServer()
+        let phone = server.client()
+        _ = try await phone.launch()
+        for _ in 0..<10 { _ = try await phone.setUpTransferCode() }
+        await #expect { try await phone.setUpTransferCode() } throws: {
+            let error = try #require($0 as? TransferError)
+            return error.code == .rateLimited && error.retryAfter == 3600
+        }
+        server.clock.advance(by: 3600)
+        _ = try await phone.setUpTransfer(email: "ann@example.com", temporaryPassword: "blue-harbor-42")
+    }
 }
