@@ -109,12 +109,17 @@ struct NewPhoneTests {
     }
 
     /// 3. A non-current account moved away: the old phone's launch must say so.
-    @Test("3: a non-current account that moved away gets accountMoved at the next launch")
-    func nonCurrentMoved() async throws {
+    @Test("3: a non-current account that moved away gets accountMoved at the next launch", arguments: [TransferMethod.code, .password])
+    func nonCurrentMoved(_ method: TransferMethod) async throws {
         let phone = try await Launched()
         let second = try await phone.client.addAccount()  // now current
-        let offer = try await phone.client.setUpTransferCode(of: phone.accountId)
-        try await phone.server.client().claimTransfer(code: offer.code)
+        if method == .code {
+            let offer = try await phone.client.setUpTransferCode(of: phone.accountId)
+            try await phone.server.client().claimTransfer(code: offer.code)
+        } else {  // TransferKit 2's API only: this failed before issue 33
+            try await phone.client.setUpTransfer(email: "ann@example.com", temporaryPassword: "blue-harbor-42", of: phone.accountId)
+            try await phone.server.client().claimTransfer(email: "ann@example.com", temporaryPassword: "blue-harbor-42")
+        }
 
         let relaunched = phone.server.client(keychain: phone.keychain, appFiles: phone.appFiles)
         let events = EventLog(relaunched)
