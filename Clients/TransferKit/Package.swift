@@ -1,7 +1,7 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// TransferKit: the Swift client of the device-transfer service (contract v1 and v1.1).
+// TransferKit: the Swift client of the device-transfer service (contract v1, v1.1 and v1.2's codes and ways back).
 // No package dependencies: Foundation only (FoundationNetworking on Linux), Security on Apple platforms.
 let package = Package(
     name: "TransferKit",

@@ -38,12 +38,18 @@ struct Endpoint: Sendable, Equatable, CustomStringConvertible {
     static let setCurrentAccount = Endpoint("PUT", "/v1/devices/current-account", body: ["accountId"], token: true)
     static let removeAccount = Endpoint(
         "DELETE", "/v1/devices/accounts/{accountId}", query: ["abandon"], token: true)
-    static let setUpTransfer = Endpoint("PUT", "/v1/me/transfer", body: ["email", "temporaryPassword"], token: true)
+    static let setUpTransfer = Endpoint(
+        "PUT", "/v1/me/transfer", body: ["method", "email", "temporaryPassword"], token: true)
     static let cancelTransfer = Endpoint("DELETE", "/v1/me/transfer", token: true)
     static let claimTransfer = Endpoint(
         "POST", "/v1/transfers/claim",
-        body: ["email", "temporaryPassword", "deviceId", "deviceSecret", "replaceExistingAccount", "addAccount"],
+        body: [
+            "email", "temporaryPassword", "transferCode", "recoveryCode", "deviceId", "deviceSecret",
+            "replaceExistingAccount", "addAccount",
+        ],
         token: false)
+    static let makeRecoveryCode = Endpoint("PUT", "/v1/me/recovery-code", token: true)
+    static let deleteRecoveryCode = Endpoint("DELETE", "/v1/me/recovery-code", token: true)
     static let registerPushToken = Endpoint(
         "PUT", "/v1/devices/push-token", body: ["provider", "token", "environment"], token: true)
     static let removePushToken = Endpoint("DELETE", "/v1/devices/push-token", query: ["provider"], token: true)
@@ -65,7 +71,7 @@ struct Endpoint: Sendable, Equatable, CustomStringConvertible {
     /// Every operation TransferKit calls.
     static let all: [Endpoint] = [
         login, refresh, logout, me, deleteAccount, deviceAccounts, setCurrentAccount, removeAccount,
-        setUpTransfer, cancelTransfer, claimTransfer,
+        setUpTransfer, cancelTransfer, claimTransfer, makeRecoveryCode, deleteRecoveryCode,
         registerPushToken, removePushToken, setPushPreferences, setAccountPush,
         createHandoffCode, redeemHandoff,
         appleNonce, linkApple, unlinkApple, claimWithApple,

@@ -99,6 +99,12 @@ extension HTTPTransport {
 public struct Transport: Sendable {
     let perform: @Sendable (URLRequest) async throws -> (Data, HTTPURLResponse)
 
+    /// Sends `request` through this transport (for ``TransferKitTesting``'s lossy network).
+    @_spi(TransferKitTesting)
+    public func answer(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+        try await perform(request)
+    }
+
     /// A transport that answers each request with `perform`.
     public init(_ perform: @escaping @Sendable (URLRequest) async throws -> (Data, HTTPURLResponse)) {
         self.perform = perform

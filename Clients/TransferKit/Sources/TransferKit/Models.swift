@@ -60,9 +60,12 @@ public struct DeviceState: Sendable, Equatable {
 public enum LaunchResult: Sendable, Equatable {
     /// Logged in to the phone's current account; `created` on the very first launch.
     case signedIn(accountId: String, created: Bool)
-    /// The app's data came from a backup of another phone, but this phone has no device identity:
-    /// offer to bring the accounts over with ``TransferClient/claimTransfer(email:temporaryPassword:existingAccounts:)``,
-    /// or start a new account with ``TransferClient/startOver()`` then ``TransferClient/launch()``.
+    /// The app's data came from a backup of another phone, and this phone does not hold those
+    /// accounts: offer to bring them over (``TransferClient/claimTransfer(code:existingAccounts:)``,
+    /// ``TransferClient/claimTransfer(email:temporaryPassword:existingAccounts:)``,
+    /// ``TransferClient/claimWithAppleID(identityToken:nonce:existingAccounts:)``,
+    /// ``TransferClient/claim(recoveryCode:existingAccounts:)``), or start a new account with
+    /// ``TransferClient/startOver()`` then ``TransferClient/launch()``.
     /// Nothing was created.
     case restoredOntoNewPhone(previousAccounts: [Account])
     /// The current account moved to another phone (a claim there), and other accounts remain
@@ -78,6 +81,24 @@ public enum LaunchResult: Sendable, Equatable {
     case storageUnavailable(StorageError)
 }
 
+/// Where the phone stands before its first call (``TransferClient/startingPoint()``): read from
+/// the stores only, nothing sent.
+public enum StartingPoint: Sendable, Equatable {
+    /// Nothing is stored: the app's first start on this phone (or a claim's answer never came
+    /// and no account is known here). Ask "new here, or bringing your account from another
+    /// phone?" before ``TransferClient/launch()``, which would create an account: a claim
+    /// (``TransferClient/claimTransfer(code:existingAccounts:)``, …) needs no launch.
+    case firstStart
+    /// This phone has its identity and accounts: ``TransferClient/launch()``.
+    case returning
+    /// The app's files came from another phone's backup. ``TransferClient/launch()`` tells
+    /// whether this phone already holds those accounts (a claim whose answer was lost) or
+    /// reports ``LaunchResult/restoredOntoNewPhone(previousAccounts:)``.
+    case restoredFromBackup(previousAccounts: [Account])
+    /// The stores cannot be read now (see ``StorageError/kind``).
+    case storageUnavailable(StorageError)
+}
+
 /// What a claim (by email or Apple ID) does when this phone already holds accounts.
 public enum ClaimChoice: String, Sendable, CaseIterable {
     /// Fail with ``TransferError/Code/deviceHasAccount`` (nothing changes), so the app can ask the user.
@@ -86,28 +107,99 @@ public enum ClaimChoice: String, Sendable, CaseIterable {
     case replace
     /// The claimed account is added beside them; sends `addAccount: true`.
     case add
+    /// The claimed account is added beside them (`addAccount: true`), then the accounts the phone
+    /// held before are deleted for good (`DELETE /v1/me`), each with
+    /// ``TransferEvent/accountDeleted(accountId:)``. For the account a new phone created by itself
+    /// at its first launch, before the user said they were bringing one: ask the user first
+    /// (it erases whatever is in it). Nothing is deleted when the claim fails; an account whose
+    /// deletion fails (no network) stays beside the claimed one (delete it later with
+    /// ``TransferClient/deleteAccount(_:)``).
+    case deleteExisting
 
     /// The claim's `replaceExistingAccount`: sent only when true.
     var replaceExistingAccount: Bool? { self == .replace ? true : nil }
     /// The claim's `addAccount`: sent only when true.
-    var addAccount: Bool? { self == .add ? true : nil }
+    var addAccount: Bool? { self == .add || self == .deleteExisting ? true : nil }
 }
 
 /// A transfer waiting on the old phone for the new one to claim it.
 public struct PendingTransfer: Sendable, Equatable {
-    /// The email the user will type on the new phone.
-    public let email: String
+    /// The email the user will type on the new phone; nil for a transfer by code
+    /// (``TransferMethod/code``), which has none.
+    public let email: String?
     /// When the transfer expires (24 hours by default).
     public let expiresAt: Date
     /// When the transfer was set up (known from ``TransferClient/profile(of:)``).
     public var createdAt: Date?
+    /// How the new phone claims it: an email and temporary password, or a transfer code.
+    public let method: TransferMethod
 
-    /// A pending transfer (for previews and tests).
-    public init(email: String, expiresAt: Date, createdAt: Date? = nil) {
+    /// A pending transfer (for previews and tests); `method` defaults to ``TransferMethod/password``
+    /// with an email, ``TransferMethod/code`` without.
+    public init(email: String?, expiresAt: Date, createdAt: Date? = nil, method: TransferMethod? = nil) {
         self.email = email
         self.expiresAt = expiresAt
         self.createdAt = createdAt
+        self.method = method ?? (email == nil ? .code : .password)
     }
+}
+
+/// How a transfer is claimed. An open set, like ``TransferError/Code``.
+public struct TransferMethod: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public var description: String { rawValue }
+
+    /// An email and temporary password (``TransferClient/setUpTransfer(email:temporaryPassword:of:)``).
+    public static let password = TransferMethod(rawValue: "password")
+    /// A transfer code (``TransferClient/setUpTransferCode(of:)``).
+    public static let code = TransferMethod(rawValue: "code")
+}
+
+/// A transfer by code just set up on the old phone (``TransferClient/setUpTransferCode(of:)``).
+/// Show ``code`` (its ``TransferCode/grouped`` form, and a QR code of ``TransferCode/url(base:)``)
+/// until ``expiresAt``; it is never shown again, not even by ``TransferClient/profile(of:)``.
+public struct CodeTransfer: Sendable, Equatable {
+    /// The code to type or scan on the new phone (prints `<redacted>`).
+    public let code: TransferCode
+    /// When the transfer expires (24 hours by default).
+    public let expiresAt: Date
+
+    /// A transfer by code (for previews and tests).
+    public init(code: TransferCode, expiresAt: Date) {
+        self.code = code
+        self.expiresAt = expiresAt
+    }
+}
+
+/// A recovery code just made (``TransferClient/makeRecoveryCode(of:)``): show ``code`` once and
+/// ask the user to keep it; the service keeps only its hash.
+public struct IssuedRecoveryCode: Sendable, Equatable {
+    /// The code (prints `<redacted>`; show its ``RecoveryCode/grouped`` form).
+    public let code: RecoveryCode
+    /// When it was made.
+    public let createdAt: Date
+
+    /// A recovery code (for previews and tests).
+    public init(code: RecoveryCode, createdAt: Date) {
+        self.code = code
+        self.createdAt = createdAt
+    }
+}
+
+/// A way an account can come back onto a new phone if its phone is lost (`GET /v1/me`'s
+/// `waysBack`). An open set, like ``TransferError/Code``.
+public struct WayBack: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public var description: String { rawValue }
+
+    /// A pending transfer (until it expires).
+    public static let transfer = WayBack(rawValue: "transfer")
+    /// A linked Apple ID (``TransferClient/linkAppleID(identityToken:nonce:authorizationCode:of:)``).
+    public static let apple = WayBack(rawValue: "apple")
+    /// A recovery code (``TransferClient/makeRecoveryCode(of:)``).
+    public static let recoveryCode = WayBack(rawValue: "recoveryCode")
 }
 
 /// An account as the service describes it to one of its sessions (`GET /v1/me`:
@@ -129,6 +221,10 @@ public struct AccountProfile: Sendable, Equatable, Identifiable {
     public let devices: [Device]
     /// The Apple ID the account is linked to, its way back onto a new phone; nil when none is.
     public let appleID: AppleIDLink?
+    /// How the account could come back onto a new phone if this one were lost: empty when it
+    /// would be lost with its phone (offer ``TransferClient/makeRecoveryCode(of:)`` or Sign in
+    /// with Apple). Nil when the service does not say (before contract v1.2).
+    public let waysBack: Set<WayBack>?
 
     /// A device the account is active on.
     public struct Device: Sendable, Equatable, Identifiable {
@@ -153,7 +249,7 @@ public struct AccountProfile: Sendable, Equatable, Identifiable {
     /// A profile (for previews and tests); ``migrationFlag`` is true exactly when `transfer` is given.
     public init(
         id: String, userName: String, createdAt: Date, transferId: String? = nil, transfer: PendingTransfer? = nil,
-        devices: [Device] = [], appleID: AppleIDLink? = nil
+        devices: [Device] = [], appleID: AppleIDLink? = nil, waysBack: Set<WayBack>? = nil
     ) {
         self.id = id
         self.userName = userName
@@ -163,6 +259,7 @@ public struct AccountProfile: Sendable, Equatable, Identifiable {
         self.transfer = transfer
         self.devices = devices
         self.appleID = appleID
+        self.waysBack = waysBack
     }
 
     init(_ wire: MeBody) {
@@ -171,11 +268,16 @@ public struct AccountProfile: Sendable, Equatable, Identifiable {
         createdAt = wire.createdAt
         migrationFlag = wire.migrationFlag
         transferId = wire.transferId
-        transfer = wire.transfer.map { PendingTransfer(email: $0.email, expiresAt: $0.expiresAt, createdAt: $0.createdAt) }
+        transfer = wire.transfer.map {
+            PendingTransfer(
+                email: $0.email, expiresAt: $0.expiresAt, createdAt: $0.createdAt,
+                method: $0.method.map(TransferMethod.init(rawValue:)))
+        }
         devices = wire.devices.map {
             Device(id: $0.deviceId, boundAt: $0.boundAt, lastLoginAt: $0.lastLoginAt, isCurrent: $0.current)
         }
         appleID = wire.apple.map(AppleIDLink.init)
+        waysBack = wire.waysBack.map { Set($0.map(WayBack.init(rawValue:))) }
     }
 }
 

@@ -2,11 +2,33 @@ import Foundation
 
 extension TransferClient {
     /// The accounts on this phone, oldest first (`GET /v1/devices/accounts`); also updates ``state``.
+    /// An account that left the phone meanwhile gets its event (moved, deleted or removed).
     public func accounts() async throws -> [Account] {
         let response = try await request(.deviceAccounts, as: anyAccountOnDevice())
         let body = try Wire.decode(DeviceAccountsBody.self, from: response)
+        let before = accountList
         setAccounts(body.accounts.map(Account.init))
+        await noticeDepartures(from: before)
         return accountList
+    }
+
+    /// Whether the account (the current one when nil) has no way back onto a new phone (no
+    /// pending transfer, no linked Apple ID, no recovery code: `GET /v1/me`'s `waysBack` is
+    /// empty) and has been on this phone for at least `usedFor` seconds (3 days by default), so
+    /// that losing the phone would now lose something. Then prompt "save your recovery code or
+    /// link your Apple ID" (``makeRecoveryCode(of:)``,
+    /// ``linkAppleID(identityToken:nonce:authorizationCode:of:)``). Ask at a calm moment (after
+    /// a purchase, at the third launch…), not at every start: it costs a request.
+    ///
+    /// A service before contract v1.2 does not list `waysBack`: a pending transfer or an Apple ID
+    /// then counts.
+    public func needsWayBack(of accountId: String? = nil, usedFor: TimeInterval = 3 * 86_400) async throws -> Bool {
+        let profile = try await profile(of: accountId)
+        let ways = profile.waysBack
+            ?? Set([profile.transfer.map { _ in WayBack.transfer }, profile.appleID.map { _ in WayBack.apple }].compactMap { $0 })
+        guard ways.isEmpty else { return false }
+        let here = profile.devices.first(where: \.isCurrent)?.boundAt ?? profile.createdAt
+        return now().timeIntervalSince(here) >= usedFor
     }
 
     /// Makes `accountId` the phone's current account, the one the app shows and the plain login

@@ -64,6 +64,10 @@ extension TransferClient {
     ///   - identityToken: the identity token of a Sign in with Apple on this phone.
     ///   - nonce: the nonce whose ``AppleNonce/sha256`` the Apple request carried; used up.
     ///   - existingAccounts: what to do when this phone already holds accounts, as for a claim.
+    /// An answer lost on the way back is not asked for again (the nonce is used up): the next
+    /// ``launch()`` finds the account, or the user signs in with Apple once more (a fresh nonce)
+    /// and the service answers this phone's repeat within 10 minutes.
+    ///
     /// - Returns: the account brought over.
     /// - Throws: ``TransferError/Code/appleIdNotLinked`` (no account is linked to this Apple ID),
     ///   ``TransferError/Code/invalidIdentityToken``, ``TransferError/Code/notConfigured``, and
@@ -74,7 +78,7 @@ extension TransferClient {
     public func claimWithAppleID(
         identityToken: String, nonce: AppleNonce, existingAccounts: ClaimChoice = .fail
     ) async throws -> Account {
-        try await claim(.claimWithApple) { identity in
+        try await claim(.claimWithApple, choice: existingAccounts, repeatable: false) { identity in
             AppleMoveRequest(
                 identityToken: identityToken, nonce: nonce.value,
                 deviceId: identity.deviceId, deviceSecret: identity.deviceSecret,

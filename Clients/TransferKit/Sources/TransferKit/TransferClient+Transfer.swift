@@ -14,7 +14,7 @@ extension TransferClient {
         let response = try await request(
             .setUpTransfer, as: accountId, body: TransferRequest(email: email, temporaryPassword: temporaryPassword))
         let body = try Wire.decode(TransferBody.self, from: response)
-        return PendingTransfer(email: body.email, expiresAt: body.expiresAt)
+        return PendingTransfer(email: body.email, expiresAt: body.expiresAt, method: .password)
     }
 
     /// On the old phone: cancels the account's pending transfer, if any (`DELETE /v1/me/transfer`).
@@ -32,7 +32,12 @@ extension TransferClient {
     /// - Parameter existingAccounts: what to do when this phone already holds accounts:
     ///   ``ClaimChoice/fail`` (the default) throws ``TransferError/Code/deviceHasAccount`` so the app
     ///   can ask the user; ``ClaimChoice/replace`` takes them off the phone; ``ClaimChoice/add`` keeps
-    ///   them beside the claimed one.
+    ///   them beside the claimed one; ``ClaimChoice/deleteExisting`` keeps them until the claim has
+    ///   won, then deletes them (the account a new phone made by itself: ask the user first).
+    ///
+    /// An answer lost on the way back (a network failure after the request may have reached the
+    /// service) is asked for again with the same request: the service answers the device that
+    /// won the claim with the session again for 10 minutes.
     /// - Returns: the claimed account.
     /// - Throws: ``TransferError/Code/invalidTransferCredentials`` (unknown email, wrong password,
     ///   expired, cancelled, claimed or voided: one answer for all), ``TransferError/Code/tooManyAttempts``,
@@ -44,7 +49,7 @@ extension TransferClient {
     public func claimTransfer(
         email: String, temporaryPassword: String, existingAccounts: ClaimChoice = .fail
     ) async throws -> Account {
-        try await claim(.claimTransfer) { identity in
+        try await claim(.claimTransfer, choice: existingAccounts) { identity in
             ClaimRequest(
                 email: email, temporaryPassword: temporaryPassword,
                 deviceId: identity.deviceId, deviceSecret: identity.deviceSecret,
@@ -52,21 +57,115 @@ extension TransferClient {
         }
     }
 
+    // MARK: Transfer codes
+
+    /// On the old phone: sets up (or replaces) a transfer of the account (the current one when
+    /// nil) by code (`PUT /v1/me/transfer` with `method: "code"`): no email, no password. Show
+    /// the code's ``TransferCode/grouped`` form and a QR code of ``TransferCode/url(base:)``; the
+    /// new phone claims it with ``claimTransfer(code:existingAccounts:)``. The service keeps only
+    /// the code's hash: it is never shown again. A new set-up of either kind replaces the old one.
+    ///
+    /// - Throws: ``TransferError/Code/rateLimited`` (too many set-ups), ``TransferError/Code/overloaded``.
+    public func setUpTransferCode(of accountId: String? = nil) async throws -> CodeTransfer {
+        let response = try await request(.setUpTransfer, as: accountId, body: TransferRequest(method: TransferMethod.code.rawValue))
+        let body = try Wire.decode(TransferCodeBody.self, from: response)
+        guard let code = TransferCode(body.transferCode) else {
+            throw TransferError(.unexpectedResponse, "The service's transfer code is not 16 characters of Crockford base32.", status: response.status)
+        }
+        return CodeTransfer(code: code, expiresAt: body.expiresAt)
+    }
+
+    /// On the new phone: brings the account over with the transfer code set up on the old phone
+    /// (`POST /v1/transfers/claim` with `transferCode`), exactly as
+    /// ``claimTransfer(email:temporaryPassword:existingAccounts:)`` does with an email and password.
+    ///
+    /// Parse what the user typed or scanned with ``TransferCode/init(_:)`` or
+    /// ``TransferCode/init(url:base:)`` first. An answer lost on the way back is asked for again
+    /// (the service answers the winning device again for 10 minutes).
+    ///
+    /// - Throws: ``TransferError/Code/invalidTransferCredentials`` (unknown, expired, cancelled,
+    ///   claimed or voided: one answer for all), ``TransferError/Code/rateLimited``, and the
+    ///   claim's device errors (``TransferError/Code/deviceHasAccount``, …).
+    @discardableResult
+    public func claimTransfer(code: TransferCode, existingAccounts: ClaimChoice = .fail) async throws -> Account {
+        try await claim(.claimTransfer, choice: existingAccounts) { identity in
+            ClaimRequest(
+                transferCode: code.value, deviceId: identity.deviceId, deviceSecret: identity.deviceSecret,
+                replaceExistingAccount: existingAccounts.replaceExistingAccount, addAccount: existingAccounts.addAccount)
+        }
+    }
+
+    // MARK: Recovery codes
+
+    /// Makes the account's recovery code (`PUT /v1/me/recovery-code`), replacing the one it had:
+    /// its way back onto a new phone if this one is lost. Show it once and ask the user to keep it
+    /// (write it down, or save it in a password manager); the service keeps only its hash.
+    ///
+    /// - Parameter accountId: the account (the current one when nil).
+    /// - Throws: ``TransferError/Code/insufficientScope`` from a sibling app's session.
+    public func makeRecoveryCode(of accountId: String? = nil) async throws -> IssuedRecoveryCode {
+        let response = try await request(.makeRecoveryCode, as: accountId)
+        let body = try Wire.decode(RecoveryCodeBody.self, from: response)
+        guard let code = RecoveryCode(body.recoveryCode) else {
+            throw TransferError(.unexpectedResponse, "The service's recovery code is not 20 characters of Crockford base32.", status: response.status)
+        }
+        return IssuedRecoveryCode(code: code, createdAt: body.createdAt)
+    }
+
+    /// Removes the account's recovery code, if it has one (`DELETE /v1/me/recovery-code`).
+    public func deleteRecoveryCode(of accountId: String? = nil) async throws {
+        _ = try await request(.deleteRecoveryCode, as: accountId)
+    }
+
+    /// On the new phone: brings the account over with its recovery code (`POST
+    /// /v1/transfers/claim` with `recoveryCode`), as a claim does: its old phone loses it, a
+    /// pending transfer is cancelled, and the code is used up (make a new one on this phone).
+    ///
+    /// - Throws: ``TransferError/Code/invalidTransferCredentials`` (every failure of the code),
+    ///   ``TransferError/Code/rateLimited``, and the claim's device errors.
+    @discardableResult
+    public func claim(recoveryCode: RecoveryCode, existingAccounts: ClaimChoice = .fail) async throws -> Account {
+        try await claim(.claimTransfer, choice: existingAccounts) { identity in
+            ClaimRequest(
+                recoveryCode: recoveryCode.value, deviceId: identity.deviceId, deviceSecret: identity.deviceSecret,
+                replaceExistingAccount: existingAccounts.replaceExistingAccount, addAccount: existingAccounts.addAccount)
+        }
+    }
+
+    // MARK: Sending claims
+
+    /// How many times a claim is sent when its answer is lost (the request may have won on the
+    /// service): the service answers the winning device's repeat with the session again.
+    static let claimAttempts = 3
+
     /// Sends a claim (`endpoint`, its body made with this phone's identity) and keeps the session
     /// it brings: the claimed account becomes the current one.
     ///
     /// `409 device_retired` says this phone's device id can never be bound again (every account
     /// left it): when the phone holds no account, TransferKit starts over with a new identity
-    /// and sends the claim once more.
-    func claim<Body: Encodable>(_ endpoint: Endpoint, body: (DeviceIdentity) -> Body) async throws -> Account {
+    /// and sends the claim once more. An answer that never arrived (a network failure after the
+    /// request may have reached the service) is asked for again with the same body; the
+    /// contract makes a claim repeated by the device that won it answer the same session.
+    ///
+    /// `repeatable` is false for a body that cannot be sent twice: an Apple move's nonce is used
+    /// up by the first request, and its repeat needs a new Sign in with Apple (a fresh nonce).
+    /// Its lost answer is found by the next ``launch()`` or by the user's next try.
+    func claim<Body: Encodable>(
+        _ endpoint: Endpoint, choice: ClaimChoice = .fail, repeatable: Bool = true, body: (DeviceIdentity) -> Body
+    ) async throws -> Account {
         var identity = try identityForClaim()
-        var response = try await send(endpoint, body: Wire.encode(body(identity)))
+        let before = accountList
+        let attempts = repeatable ? Self.claimAttempts : 1
+        var response = try await sendClaim(
+            endpoint, body: Wire.encode(body(identity)), identity: identity, before: before, attempts: attempts)
         if !response.isSuccess, TransferError(response: response).code == .deviceRetired, accountList.isEmpty {
             try startOver()
             identity = try identityForClaim()
-            response = try await send(endpoint, body: Wire.encode(body(identity)))
+            response = try await sendClaim(
+                endpoint, body: Wire.encode(body(identity)), identity: identity, before: before, attempts: attempts)
         }
         let session = try Wire.decode(SessionBody.self, from: try response.succeeded())
+        claimSettled()
 
         // With `.replace` the phone's other accounts left it: drop their tokens.
         let onDevice = Set(session.accounts.map(\.accountId))
@@ -77,7 +176,42 @@ extension TransferClient {
         hub.emit(.signedIn(accountId: session.accountId, created: session.created))
         hub.emit(.switched(accountId: session.accountId))
         await uploadPendingPushToken()
+        if choice == .deleteExisting {
+            for account in before where account.id != session.accountId && onDevice.contains(account.id) {
+                try? await deleteAccount(account.id)
+            }
+        }
         return accountList.first { $0.id == session.accountId }
             ?? Account(id: session.accountId, userName: session.userName, isCurrent: true)
+    }
+
+    /// Sends a claim, again when its answer was lost (up to `attempts` times).
+    ///
+    /// After a lost answer, `409 device_already_bound` for an account the phone did not hold
+    /// before says the first request won (a service that does not answer repeats): the phone's
+    /// plain login then brings the claimed account's session (the claim made it current).
+    private func sendClaim(
+        _ endpoint: Endpoint, body: Data, identity: DeviceIdentity, before: [Account], attempts: Int
+    ) async throws -> HTTPResponse {
+        var lost = false
+        for attempt in 1...attempts {
+            do {
+                let response = try await send(endpoint, body: body)
+                if lost, response.status == 409, TransferError(response: response).code == .deviceAlreadyBound {
+                    let login = try await send(
+                        .login, body: Wire.encode(LoginRequest(deviceId: identity.deviceId, deviceSecret: identity.deviceSecret)))
+                    if login.isSuccess, let session = try? Wire.decode(SessionBody.self, from: login),
+                        !before.contains(where: { $0.id == session.accountId })
+                    {
+                        return login
+                    }
+                }
+                return response
+            } catch let error as TransferError where error.code == .network && attempt < attempts {
+                lost = true
+                try await Task.sleep(nanoseconds: UInt64(attempt) * 200_000_000)
+            }
+        }
+        preconditionFailure("unreachable: the last attempt returns or throws")
     }
 }

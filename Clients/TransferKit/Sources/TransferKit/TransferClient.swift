@@ -53,6 +53,10 @@ public actor TransferClient {
     /// The renewals under way, by account id; dropped when the account is signed out, moved,
     /// removed or deleted, so that a renewal under way then drops its result.
     var renewals = Renewals()
+    /// Whether the stored marker ``StoreKey/claimPending`` (an identity made for a claim that has
+    /// not brought a session yet, read by ``startingPoint()``) may exist: true until this process
+    /// saw a session and removed it.
+    var claimPending = true
 
     /// A client of the service at `baseURL`.
     ///
@@ -138,7 +142,17 @@ public actor TransferClient {
     ///
     /// When the current account moved to another phone and others remain here, the launch
     /// returns ``LaunchResult/currentAccountMoved(accountId:transferredAt:remainingAccounts:)``:
-    /// pick one with ``switchAccount(to:)``.
+    /// pick one with ``switchAccount(to:)``. Every other account that left the phone since the
+    /// last launch gets its event too (``TransferEvent/accountMoved(accountId:transferredAt:remainingAccounts:)``,
+    /// ``TransferEvent/accountDeleted(accountId:)`` or ``TransferEvent/accountRemoved(accountId:)``).
+    ///
+    /// An account list from another device id means a backup restored onto this phone, unless
+    /// this phone's own identity already holds those accounts: a claim that won while its answer
+    /// was lost (the app killed, the network gone). The launch asks first, with a login naming
+    /// each account (which never creates one), and signs in when one answers.
+    ///
+    /// Calling it at the very first start creates an account: on a phone that may be a new one,
+    /// ask the user first (``startingPoint()``), and claim without launching.
     ///
     /// - Throws: ``TransferError``: ``TransferError/Code/deviceTransferred`` (the current account
     ///   moved to another phone and no account is left: ``startOver()``), ``TransferError/Code/deviceRevoked``,
@@ -153,11 +167,19 @@ public actor TransferClient {
             return .storageUnavailable(failure)
         }
         // A list of accounts that belongs to another device id: the app's data was restored from
-        // another phone's backup (the Keychain identity never travels). Offer the transfer.
+        // another phone's backup (the Keychain identity never travels). But when this phone has
+        // an identity of its own, a claim may have won with it while its answer was lost (the
+        // list is rewritten only when the answer arrives): a login naming the list's accounts,
+        // which never creates one, tells. Otherwise offer the transfer.
+        var resolved: StoredState?
         if let list = stored.list, !list.accounts.isEmpty, list.deviceId != stored.identity?.deviceId {
-            adopt(stored)
-            hub.emit(.restoredOntoNewPhone(previousAccounts: list.accounts))
-            return .restoredOntoNewPhone(previousAccounts: list.accounts)
+            if let identity = stored.identity, try await holdsAny(of: list.accounts, identity: identity) {
+                resolved = StoredState(identity: identity, list: nil)
+            } else {
+                adopt(stored)
+                hub.emit(.restoredOntoNewPhone(previousAccounts: list.accounts))
+                return .restoredOntoNewPhone(previousAccounts: list.accounts)
+            }
         }
         let identity: DeviceIdentity
         if let known = stored.identity {
@@ -170,7 +192,8 @@ public actor TransferClient {
                 return .storageUnavailable(failure)
             }
         }
-        adopt(StoredState(identity: identity, list: stored.list))
+        adopt(resolved ?? StoredState(identity: identity, list: stored.list))
+        let before = accountList
 
         let session: SessionBody
         do {
@@ -178,13 +201,92 @@ public actor TransferClient {
                 LoginRequest(deviceId: identity.deviceId, deviceSecret: identity.deviceSecret), for: current)
         } catch let error as TransferError where error.code == .deviceTransferred && !accountList.isEmpty {
             // The current account moved away; others remain (the event named them): the app picks one.
+            await noticeDepartures(from: before.filter { $0.id != lastMove?.accountId })
             return .currentAccountMoved(
                 accountId: lastMove?.accountId, transferredAt: lastMove?.transferredAt, remainingAccounts: accountList)
         }
+        claimSettled()
         apply(session)
+        await noticeDepartures(from: before)
         hub.emit(.signedIn(accountId: session.accountId, created: session.created))
+        // Another current account than the one the phone knew (e.g. a claim whose answer was lost).
+        if let known = before.first(where: \.isCurrent)?.id, known != session.accountId {
+            hub.emit(.switched(accountId: session.accountId))
+        }
         await uploadPendingPushToken()
         return .signedIn(accountId: session.accountId, created: session.created)
+    }
+
+    /// Where this phone stands before anything is sent: read from the stores only, so that the
+    /// app can ask the user "new here, or bringing your account from another phone?" before a
+    /// first ``launch()`` creates an account the user may never use.
+    ///
+    /// ```swift
+    /// if await transfer.startingPoint() == .firstStart, await askUser("Bring your account from another phone?") {
+    ///     showClaimScreen()    // claimTransfer(code:) works before any launch()
+    /// } else {
+    ///     try await transfer.launch()
+    /// }
+    /// ```
+    public func startingPoint() -> StartingPoint {
+        let stored: StoredState
+        do {
+            stored = try readStores()
+        } catch {
+            return .storageUnavailable(StorageError(error))
+        }
+        if let list = stored.list, !list.accounts.isEmpty, list.deviceId != stored.identity?.deviceId {
+            return .restoredFromBackup(previousAccounts: list.accounts)
+        }
+        guard stored.identity != nil else { return .firstStart }
+        // An identity minted for a claim whose answer never came, and nothing since: no account
+        // is known on this phone, so the user has not chosen yet.
+        if stored.list?.accounts.isEmpty ?? true, (try? credentials.read(StoreKey.claimPending)) != nil {
+            return .firstStart
+        }
+        return .returning
+    }
+
+    /// Whether this phone's device (`identity`) holds one of `accounts`: a login naming each
+    /// (one that never creates an account) until one answers with a session. `401`, `403` and
+    /// `410` say no (the device is unknown, or the account is not on it); network errors and
+    /// other answers (`429`, `503`) are thrown: whether a restore happened cannot be told
+    /// without the service.
+    private func holdsAny(of accounts: [Account], identity: DeviceIdentity) async throws -> Bool {
+        for account in accounts {
+            let response = try await send(
+                .login,
+                body: Wire.encode(LoginRequest(deviceId: identity.deviceId, deviceSecret: identity.deviceSecret, accountId: account.id)))
+            if response.isSuccess { return true }
+            guard [401, 403, 410].contains(response.status) else { throw TransferError(response: response) }
+        }
+        return false
+    }
+
+    /// For each of `before` that is no longer on the phone: tells why, with the event of its
+    /// case (``TransferEvent/accountMoved(accountId:transferredAt:remainingAccounts:)`` for a
+    /// claim elsewhere, ``TransferEvent/accountDeleted(accountId:)``, else
+    /// ``TransferEvent/accountRemoved(accountId:)``), and forgets its tokens. Asks the service
+    /// with a login naming the account, which never creates one.
+    func noticeDepartures(from before: [Account]) async {
+        guard let identity else { return }
+        let here = Set(accountList.map(\.id))
+        for account in before where !here.contains(account.id) {
+            forget(account.id)
+            let response = try? await send(
+                .login,
+                body: Wire.encode(LoginRequest(deviceId: identity.deviceId, deviceSecret: identity.deviceSecret, accountId: account.id)))
+            let error = response.map(TransferError.init(response:))
+            switch error?.code {
+            case .deviceTransferred?:
+                let body = response.flatMap { try? Wire.decoder().decode(ErrorBody.self, from: $0.body) }
+                hub.emit(.accountMoved(accountId: account.id, transferredAt: body?.transferredAt, remainingAccounts: accountList))
+            case .accountDeleted?:
+                hub.emit(.accountDeleted(accountId: account.id))
+            default:
+                hub.emit(.accountRemoved(accountId: account.id))
+            }
+        }
     }
 
     /// Forgets this phone's identity, tokens and account list, so that the next ``launch()``
@@ -200,6 +302,7 @@ public actor TransferClient {
                 try credentials.remove(StoreKey.session(id))
             }
             try credentials.remove(StoreKey.legacySessions)
+            try credentials.remove(StoreKey.claimPending)
             try credentials.remove(StoreKey.identity)
             try accountListStore.remove(StoreKey.accountList)
         } catch {
@@ -272,16 +375,26 @@ public actor TransferClient {
     // MARK: Identity
 
     /// The identity for a claim: the stored one, or a new one when the store says there is none.
+    /// A new one is marked as made for a claim until a session arrives (``startingPoint()``).
     func identityForClaim() throws -> DeviceIdentity {
         try restoreIfNeeded()
         if let identity { return identity }
         do {
             identity = try mintIdentity()
+            try credentials.write(Data("1".utf8), for: StoreKey.claimPending)
+            claimPending = true
         } catch {
             throw TransferError(storage: error)
         }
         publish()
         return identity!
+    }
+
+    /// A session arrived for this identity: it is no longer only a claim's.
+    func claimSettled() {
+        guard claimPending else { return }
+        claimPending = false
+        try? credentials.remove(StoreKey.claimPending)
     }
 
     /// The stored identity; never generates one.
@@ -362,6 +475,8 @@ enum StoreKey {
     /// tokens never writes back another's (an app and its extensions share the items).
     static func session(_ accountId: String) -> String { "transferkit.session." + accountId.lowercased() }
     static let accountList = "transferkit.accounts"
+    /// Present while the identity was made for a claim whose answer has not arrived.
+    static let claimPending = "transferkit.claim-pending"
     /// A ``SiblingSession``'s account and tokens, one key per sibling client id: sibling apps
     /// sharing a Keychain access group keep their sessions apart. The client id is hashed so that
     /// any id the contract allows makes a short key of `[A-Za-z0-9._-]` (what

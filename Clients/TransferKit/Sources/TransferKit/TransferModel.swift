@@ -9,7 +9,7 @@ import Observation
 ///     @State private var transfer = TransferModel(client: .standard(baseURL: serviceURL))
 ///     var body: some Scene {
 ///         WindowGroup {
-///             RootView().environment(transfer).task { await transfer.launch() }
+///             RootView().environment(transfer).task { await transfer.start() }
 ///         }
 ///     }
 /// }
@@ -18,6 +18,8 @@ import Observation
 ///     @Environment(TransferModel.self) private var transfer
 ///     var body: some View {
 ///         switch transfer.launchResult {
+///         case nil where transfer.startingPoint == .firstStart:
+///             WelcomeView()  // "New here" → transfer.launch(); "Bring my account" → transfer.claimTransfer(code:)
 ///         case nil: ProgressView()
 ///         case .signedIn: HomeView(account: transfer.currentAccount)
 ///         case .restoredOntoNewPhone(let previous): TransferPromptView(previous: previous)
@@ -37,8 +39,11 @@ public final class TransferModel {
     @ObservationIgnored public let client: TransferClient
     /// What TransferKit knows about the phone: device id, accounts, current account.
     public private(set) var state: DeviceState
-    /// The answer of the last ``launch()``; nil before the first one answered.
+    /// The answer of the last ``launch()`` (or `.signedIn` after a claim made through the model);
+    /// nil before the first one answered.
     public private(set) var launchResult: LaunchResult?
+    /// Where the phone stood when ``start()`` looked (``TransferClient/startingPoint()``); nil before.
+    public private(set) var startingPoint: StartingPoint?
     /// Whether ``launch()`` is running.
     public private(set) var isLaunching = false
     /// The error of the last call made through the model, if it failed.
@@ -83,6 +88,40 @@ public final class TransferModel {
             lastError = error
         }
         state = client.state
+    }
+
+    /// Starts the app as a phone that may be new needs it: reads ``startingPoint`` (nothing sent);
+    /// on a first start it stops there, so that the app asks "new here, or bringing your account
+    /// from another phone?" before an account is created: then ``launch()``, or a claim
+    /// (``claimTransfer(code:existingAccounts:)``). Otherwise it launches.
+    public func start() async {
+        let point = await client.startingPoint()
+        startingPoint = point
+        if point != .firstStart { await launch() }
+    }
+
+    /// Brings an account over with a transfer code (``TransferClient/claimTransfer(code:existingAccounts:)``);
+    /// ``launchResult`` then says the phone is signed in to it.
+    @discardableResult
+    public func claimTransfer(code: TransferCode, existingAccounts: ClaimChoice = .fail) async throws -> Account {
+        var claimed: Account?
+        try await run { claimed = try await $0.claimTransfer(code: code, existingAccounts: existingAccounts) }
+        return signedIn(claimed!)
+    }
+
+    /// Brings an account over with its recovery code (``TransferClient/claim(recoveryCode:existingAccounts:)``);
+    /// ``launchResult`` then says the phone is signed in to it.
+    @discardableResult
+    public func claim(recoveryCode: RecoveryCode, existingAccounts: ClaimChoice = .fail) async throws -> Account {
+        var claimed: Account?
+        try await run { claimed = try await $0.claim(recoveryCode: recoveryCode, existingAccounts: existingAccounts) }
+        return signedIn(claimed!)
+    }
+
+    private func signedIn(_ account: Account) -> Account {
+        launchResult = .signedIn(accountId: account.id, created: false)
+        startingPoint = .returning
+        return account
     }
 
     /// Makes `accountId` the current account (``TransferClient/switchAccount(to:)``).

@@ -20,16 +20,21 @@ struct RefreshRequest: Codable, Sendable {
     var refreshToken: String
 }
 
-/// `TransferRequest` (set up a transfer on the old phone).
+/// `TransferRequest` (set up a transfer on the old phone): `email` and `temporaryPassword`
+/// (`method` left out: a v1 set-up, which every server version takes), or `method: "code"` alone.
 struct TransferRequest: Codable, Sendable {
-    var email: String
-    var temporaryPassword: String
+    var method: String? = nil
+    var email: String? = nil
+    var temporaryPassword: String? = nil
 }
 
-/// `ClaimRequest` (on the new phone).
+/// `ClaimRequest` (on the new phone): one kind of credentials (email and temporary password,
+/// a transfer code, or a recovery code), and the device.
 struct ClaimRequest: Codable, Sendable {
-    var email: String
-    var temporaryPassword: String
+    var email: String? = nil
+    var temporaryPassword: String? = nil
+    var transferCode: String? = nil
+    var recoveryCode: String? = nil
     var deviceId: String
     var deviceSecret: String
     var replaceExistingAccount: Bool? = nil
@@ -134,6 +139,18 @@ struct TransferBody: Codable, Sendable {
     var expiresAt: Date
 }
 
+/// `TransferCode` (the answer to setting up a transfer with `method: "code"`).
+struct TransferCodeBody: Codable, Sendable {
+    var transferCode: String
+    var expiresAt: Date
+}
+
+/// `RecoveryCode` (the answer to `PUT /v1/me/recovery-code`).
+struct RecoveryCodeBody: Codable, Sendable {
+    var recoveryCode: String
+    var createdAt: Date
+}
+
 /// `HandoffCode`.
 struct HandoffCodeBody: Codable, Sendable {
     var code: String
@@ -150,11 +167,14 @@ struct MeBody: Codable, Sendable {
     var transfer: MeTransferBody?
     var devices: [MeDeviceBody]
     var apple: AppleLinkBody?
+    /// v1.2: `transfer`, `apple`, `recoveryCode`; nil from a server before v1.2.
+    var waysBack: [String]? = nil
 }
 
-/// `Me.transfer`.
+/// `Me.transfer`: `email` only for a password transfer; `method` from v1.2 on.
 struct MeTransferBody: Codable, Sendable {
-    var email: String
+    var email: String?
+    var method: String? = nil
     var createdAt: Date
     var expiresAt: Date
 }

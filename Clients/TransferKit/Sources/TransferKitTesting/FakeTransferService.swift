@@ -6,15 +6,19 @@ import FoundationNetworking
 
 /// An in-memory stand-in for the device-transfer service, for unit tests and SwiftUI previews of
 /// an app without a server: enough of the contract for every flow of ``TransferClient`` and
-/// ``SiblingSession`` (devices, several accounts, transfers, Sign in with Apple, hand-off,
-/// deletion), a log of every request, scripted answers, and a check of every request against
-/// the operations TransferKit calls.
+/// ``SiblingSession`` (devices, several accounts, transfers by password and by code, recovery
+/// codes and `waysBack`, Sign in with Apple, hand-off, deletion, claims repeated by the device
+/// that won them), a log of every request, scripted answers, lost answers
+/// (``loseAnswers(to:count:)``), and a check of every request against the operations TransferKit calls.
 ///
 /// ```swift
 /// let service = FakeTransferService()
 /// let transfer = service.client()          // a TransferClient on in-memory stores
 /// _ = try await transfer.launch()           // .signedIn(accountId: …, created: true)
 /// service.scriptError("POST /v1/transfers/claim", status: 429, "rate_limited")
+/// let offer = try await transfer.setUpTransferCode()
+/// service.loseAnswers(to: "POST /v1/transfers/claim")      // the claim wins, its answer is lost
+/// try await service.client().claimTransfer(code: offer.code)  // resent: the winner's repeat answers
 /// ```
 ///
 /// Its Sign in with Apple accepts identity tokens made by ``identityToken(sub:nonce:)``.
@@ -71,6 +75,26 @@ public final class FakeTransferService: @unchecked Sendable {
         var host: Pair { Pair(device: device, account: account) }
     }
 
+    /// A pending transfer: by email and password, or by code (kept as read, as the service keeps its hash).
+    private struct PendingTransfer {
+        let account: String
+        var email: String?
+        var password: String?
+        var code: String?
+        let createdAt: Date
+        let expiresAt: Date
+    }
+
+    /// A claim that won: the same device repeating the same credentials within 10 minutes gets
+    /// the session again (contract v1.2).
+    private struct Win {
+        let device: String
+        let secret: String
+        let credentials: String
+        let account: String
+        let at: Date
+    }
+
     private struct HandoffGrant {
         let host: Pair
         let client: String
@@ -86,7 +110,18 @@ public final class FakeTransferService: @unchecked Sendable {
     private var userNames: [String: String] = [:]
     private var refreshTokens: [String: Pair] = [:]
     private var accessTokens: [String: Pair] = [:]
-    private var transfers: [String: (account: String, password: String)] = [:]
+    /// Pending transfers by account.
+    private var transfers: [String: PendingTransfer] = [:]
+    /// The transfers not expired yet, by account.
+    private var live: [String: PendingTransfer] { transfers.filter { clock.now < $0.value.expiresAt } }
+    /// Recovery codes (as read) by account.
+    private var recoveryCodes: [String: String] = [:]
+    private var wins: [Win] = []
+    /// Each account's transfer set-ups, for `--setup-limit` (10 an hour).
+    private var setUps: [String: [Date]] = [:]
+    /// When each account came onto its device, by pair (the fake clock's time).
+    private var boundAt: [Pair: Date] = [:]
+    private var lostAnswers: [String: Int] = [:]
     private var handoffCodes: [String: HandoffGrant] = [:]
     /// Apple's `sub` → the account linked to it, and the email Apple sent.
     private var appleLinks: [String: (account: String, email: String)] = [:]
@@ -105,9 +140,18 @@ public final class FakeTransferService: @unchecked Sendable {
     public let handoffClients: Set<String>
     private let hooks = Hooks()
 
+    /// The service's time: transfers expire 24 hours after it, repeated claims are answered
+    /// for 10 minutes of it, accounts are bound to devices at it. Move it with
+    /// ``ManualClock/advance(by:)``. It starts at ``startOfTime`` unless you give one.
+    public let clock: ManualClock
+
+    /// When a fake service's clock starts by default: 2026-11-21T12:00:00Z.
+    public static let startOfTime = Date(timeIntervalSince1970: 1_795_262_400)
+
     /// A service whose sibling apps are `handoffClients`.
-    public init(handoffClients: Set<String> = ["com.example.news", "com.example.weather"]) {
+    public init(handoffClients: Set<String> = ["com.example.news", "com.example.weather"], clock: ManualClock = ManualClock(FakeTransferService.startOfTime)) {
         self.handoffClients = handoffClients
+        self.clock = clock
     }
 
     /// How long a refresh takes.
@@ -151,6 +195,13 @@ public final class FakeTransferService: @unchecked Sendable {
         locked { refreshTokens.values.contains { $0.account == accountId && $0.client == client } }
     }
 
+    /// The next `count` answers to `route` are lost: each request is handled as usual (a claim
+    /// wins, an account is created), then the transport throws `URLError(.networkConnectionLost)`
+    /// as if the app had been killed or the network dropped before the answer arrived.
+    public func loseAnswers(to route: String, count: Int = 1) {
+        locked { lostAnswers[route, default: 0] += count }
+    }
+
     /// Every access token issued so far expires (`401 invalid_token`); refresh tokens still work.
     public func expireAccessTokens() { locked { accessTokens.removeAll() } }
 
@@ -158,14 +209,17 @@ public final class FakeTransferService: @unchecked Sendable {
     /// (this fake's format: Apple's are JWTs whose `nonce` claim is the nonce's hex SHA-256).
     public static func identityToken(sub: String, nonce: AppleNonce) -> String { "apple:\(sub):\(nonce.sha256)" }
 
-    /// A client of this service on the given stores, its renewals planned with `clock`.
+    /// A client of this service on the given stores, its renewals planned with `clock` (the
+    /// service's own ``clock`` when nil), its requests through `network` when given (a
+    /// ``SimulatedPhone``'s ``SimulatedPhone/network``, to lose one phone's answers only).
     public func client(
         keychain: any CredentialStore = MemoryCredentialStore(), appFiles: any CredentialStore = MemoryCredentialStore(),
-        clock: ManualClock = ManualClock(), sharesSessions: Bool = false
+        clock: ManualClock? = nil, sharesSessions: Bool = false, network: LossyNetwork? = nil
     ) -> TransferClient {
-        TransferClient(
+        let clock = clock ?? self.clock
+        return TransferClient(
             baseURL: Self.baseURL, credentials: keychain, accountList: appFiles, sharesSessions: sharesSessions,
-            transport: transport, clock: { clock.now })
+            transport: network?.wrap(transport, baseURL: Self.baseURL) ?? transport, clock: { clock.now })
     }
 
     /// A sibling app's session with this service.
@@ -185,6 +239,7 @@ public final class FakeTransferService: @unchecked Sendable {
                 method: urlRequest.httpMethod ?? "GET", url: urlRequest.url!,
                 headers: urlRequest.allHTTPHeaderFields ?? [:], body: urlRequest.httpBody)
             let response = try await self.send(request)
+            if self.takeLostAnswer(self.check(route: request)) { throw URLError(.networkConnectionLost) }
             let http = HTTPURLResponse(
                 url: request.url, statusCode: response.status, httpVersion: "HTTP/1.1", headerFields: response.headers)!
             return (response.body, http)
@@ -206,6 +261,20 @@ public final class FakeTransferService: @unchecked Sendable {
             }
             return handle(route, request)
         }
+    }
+
+    private func takeLostAnswer(_ route: String) -> Bool {
+        locked {
+            guard let left = lostAnswers[route], left > 0 else { return false }
+            lostAnswers[route] = left - 1
+            return true
+        }
+    }
+
+    /// The route of a request, without recording it.
+    private func check(route request: Request) -> String {
+        let path = String(request.url.path.dropFirst(Self.baseURL.path.count))
+        return WireContract.route(method: request.method, path: path)?.name ?? "\(request.method) \(path)"
     }
 
     /// Records the request and checks it against the operations TransferKit calls; returns its route.
@@ -274,19 +343,23 @@ public final class FakeTransferService: @unchecked Sendable {
             let id = String(request.url.lastPathComponent)
             let abandon = URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems?.first { $0.name == "abandon" }?.value
             guard devices[caller!.device]!.accounts.contains(id) else { return error(403, "account_not_on_device") }
-            let wayBack = transfers.values.contains { $0.account == id } || appleLinks.values.contains { $0.account == id }
+            let wayBack = live[id] != nil || appleLinks.values.contains { $0.account == id } || recoveryCodes[id] != nil
             guard abandon == "true" || wayBack else {
                 return error(409, "account_would_be_lost")
             }
             takeOff(id, from: caller!.device)
             return Response(status: 204)
         case "PUT /v1/me/transfer":
-            let email = body["email"] as! String
-            transfers = transfers.filter { $0.value.account != caller!.account }
-            transfers[email] = (caller!.account, body["temporaryPassword"] as! String)
-            return json(201, ["email": email, "expiresAt": "2026-11-22T12:00:00Z"])
+            return setUpTransfer(body, account: caller!.account)
         case "DELETE /v1/me/transfer":
-            transfers = transfers.filter { $0.value.account != caller!.account }
+            transfers[caller!.account] = nil
+            return Response(status: 204)
+        case "PUT /v1/me/recovery-code":
+            let code = Self.randomCode(length: 20)
+            recoveryCodes[caller!.account] = code
+            return json(201, ["recoveryCode": Self.grouped(code), "createdAt": Self.format(clock.now)])
+        case "DELETE /v1/me/recovery-code":
+            recoveryCodes[caller!.account] = nil
             return Response(status: 204)
         case "POST /v1/transfers/claim":
             return claim(body)
@@ -299,7 +372,8 @@ public final class FakeTransferService: @unchecked Sendable {
         case "DELETE /v1/me":
             let account = caller!.account
             takeOff(account, from: caller!.device)
-            transfers = transfers.filter { $0.value.account != account }
+            transfers[account] = nil
+            recoveryCodes[account] = nil
             appleLinks = appleLinks.filter { $0.value.account != account }
             deleted.insert(account)
             return Response(status: 204)
@@ -319,8 +393,12 @@ public final class FakeTransferService: @unchecked Sendable {
         case "POST /v1/transfers/apple":
             guard let sub = appleSub(body) else { return error(401, "invalid_identity_token") }
             guard let link = appleLinks[sub] else { return error(404, "apple_id_not_linked") }
+            if let repeated = repeatedClaim(body, credentials: "apple:\(sub)") { return repeated }
             let response = move(link.account, onto: body)
-            if response.isSuccess { transfers = transfers.filter { $0.value.account != link.account } }
+            if response.isSuccess {
+                transfers[link.account] = nil
+                won(body, credentials: "apple:\(sub)", account: link.account)
+            }
             return response
         default:  // push endpoints
             return Response(status: 204)
@@ -366,15 +444,111 @@ public final class FakeTransferService: @unchecked Sendable {
         ])
     }
 
-    private func claim(_ body: [String: Any]) -> Response {
-        let email = body["email"] as! String, password = body["temporaryPassword"] as! String
-        guard let transfer = transfers[email], transfer.password == password else {
-            return error(401, "invalid_transfer_credentials")
+    private func setUpTransfer(_ body: [String: Any], account: String) -> Response {
+        let method = body["method"] as? String ?? "password"
+        let createdAt = clock.now, expiresAt = clock.now.addingTimeInterval(24 * 3600)
+        let recent = (setUps[account] ?? []).filter { createdAt.timeIntervalSince($0) < 3600 }
+        if recent.count >= 10 {
+            let wait = max(1, Int((3600 - createdAt.timeIntervalSince(recent[0])).rounded(.up)))
+            var limited = error(429, "rate_limited")
+            limited.headers["retry-after"] = String(wait)
+            return limited
         }
-        let response = move(transfer.account, onto: body)
-        if response.isSuccess { transfers[email] = nil }
+        setUps[account] = recent + [createdAt]
+        switch method {
+        case "code":
+            guard body["email"] == nil, body["temporaryPassword"] == nil else { return error(400, "invalid_request") }
+            let code = Self.randomCode(length: 16)
+            transfers[account] = PendingTransfer(account: account, code: code, createdAt: createdAt, expiresAt: expiresAt)
+            return json(201, ["transferCode": Self.grouped(code), "expiresAt": Self.format(expiresAt)])
+        case "password":
+            guard let email = body["email"] as? String, let password = body["temporaryPassword"] as? String else {
+                return error(400, "invalid_request")
+            }
+            if live.values.contains(where: { $0.account != account && $0.email?.lowercased() == email.lowercased() }) {
+                return error(409, "email_in_use")
+            }
+            transfers[account] = PendingTransfer(
+                account: account, email: email, password: password, createdAt: createdAt, expiresAt: expiresAt)
+            return json(201, ["email": email, "expiresAt": Self.format(expiresAt)])
+        default:
+            return error(400, "invalid_request")
+        }
+    }
+
+    /// A claim by email and password, transfer code, or recovery code.
+    private func claim(_ body: [String: Any]) -> Response {
+        let email = body["email"] as? String, password = body["temporaryPassword"] as? String
+        let code = body["transferCode"] as? String, recovery = body["recoveryCode"] as? String
+        let account: String?, credentials: String
+        if let recovery {
+            guard email == nil, password == nil, code == nil else { return error(400, "invalid_request") }
+            let read = Self.read(recovery, length: 20)
+            credentials = "recovery:\(read ?? recovery)"
+            account = recoveryCodes.first { $0.value == read }?.key
+        } else if let code {
+            guard email == nil, password == nil else { return error(400, "invalid_request") }
+            let read = Self.read(code, length: 16)
+            credentials = "code:\(read ?? code)"
+            account = live.values.first { $0.code != nil && $0.code == read }?.account
+        } else {
+            guard let email, let password else { return error(400, "invalid_request") }
+            credentials = "password:\(email.lowercased()):\(password)"
+            account = live.values.first { $0.email?.lowercased() == email.lowercased() && $0.password == password }?.account
+        }
+        guard let account else {
+            return repeatedClaim(body, credentials: credentials) ?? error(401, "invalid_transfer_credentials")
+        }
+        let response = move(account, onto: body)
+        if response.isSuccess {
+            transfers[account] = nil
+            if recovery != nil { recoveryCodes[account] = nil }
+            won(body, credentials: credentials, account: account)
+        }
         return response
     }
+
+    private func won(_ body: [String: Any], credentials: String, account: String) {
+        wins.append(Win(
+            device: (body["deviceId"] as! String).lowercased(), secret: body["deviceSecret"] as! String,
+            credentials: credentials, account: account, at: clock.now))
+    }
+
+    /// The session again for the device that won a claim with these credentials less than 10
+    /// minutes ago, if the account is still on it; nil otherwise.
+    private func repeatedClaim(_ body: [String: Any], credentials: String) -> Response? {
+        let device = (body["deviceId"] as? String)?.lowercased(), secret = body["deviceSecret"] as? String
+        guard let win = wins.last(where: { $0.device == device && $0.secret == secret && $0.credentials == credentials }),
+            clock.now.timeIntervalSince(win.at) < 600, devices[win.device]?.accounts.contains(win.account) == true
+        else { return nil }
+        return session(Pair(device: win.device, account: win.account), created: false, status: 200)
+    }
+
+    /// A code as the service reads it: case-insensitive, spaces and hyphens ignored, I/L → 1, O → 0.
+    static func read(_ typed: String, length: Int) -> String? {
+        let alphabet = Set("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+        var result = ""
+        for character in typed.uppercased() where character != " " && character != "-" {
+            let read: Character = character == "I" || character == "L" ? "1" : character == "O" ? "0" : character
+            guard alphabet.contains(read) else { return nil }
+            result.append(read)
+        }
+        return result.count == length ? result : nil
+    }
+
+    static func randomCode(length: Int) -> String {
+        let alphabet = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+        return String((0..<length).map { _ in alphabet.randomElement()! })
+    }
+
+    static func grouped(_ code: String) -> String {
+        stride(from: 0, to: code.count, by: 4).map { start in
+            let from = code.index(code.startIndex, offsetBy: start)
+            return String(code[from..<code.index(from, offsetBy: 4)])
+        }.joined(separator: "-")
+    }
+
+    static func format(_ date: Date) -> String { date.formatted(.iso8601) }
 
     /// The device part of a claim (by password or Apple ID): the account moves onto the body's device.
     private func move(_ account: String, onto body: [String: Any]) -> Response {
@@ -395,24 +569,33 @@ public final class FakeTransferService: @unchecked Sendable {
         device.accounts.append(account)
         device.current = account
         devices[deviceId] = device
+        boundAt[Pair(device: deviceId, account: account)] = clock.now
         return session(Pair(device: deviceId, account: account), created: false, status: 200)
     }
 
     private func me(_ caller: Pair) -> Response {
         let account = caller.account
-        let transfer = transfers.first { $0.value.account == account }.map {
-            ["email": $0.key, "createdAt": "2026-11-21T12:00:00Z", "expiresAt": "2026-11-22T12:00:00Z"] as [String: Any]
+        let transfer = live[account].map { pending -> [String: Any] in
+            var transfer: [String: Any] = [
+                "method": pending.code == nil ? "password" : "code",
+                "createdAt": Self.format(pending.createdAt), "expiresAt": Self.format(pending.expiresAt),
+            ]
+            if let email = pending.email { transfer["email"] = email }  // absent for a code
+            return transfer
         }
         let link = appleLinks.first { $0.value.account == account }.map {
             ["email": $0.value.email, "isPrivateEmail": true, "linkedAt": "2026-11-21T12:30:00Z"] as [String: Any]
         }
         let onDevices = devices.filter { $0.value.accounts.contains(account) }.map {
-            ["deviceId": $0.key, "boundAt": "2026-11-21T12:00:00Z", "current": $0.key == caller.device] as [String: Any]
+            let bound = boundAt[Pair(device: $0.key, account: account)] ?? clock.now
+            return ["deviceId": $0.key, "boundAt": Self.format(bound), "current": $0.key == caller.device] as [String: Any]
         }
         return json(200, [
             "accountId": account, "userName": userNames[account]!, "createdAt": "2026-11-21T12:00:00Z",
             "migrationFlag": transfer != nil, "transferId": NSNull(), "transfer": transfer ?? NSNull(),
             "devices": onDevices, "apple": link ?? NSNull(),
+            "waysBack": [transfer.map { _ in "transfer" }, link.map { _ in "apple" }, recoveryCodes[account].map { _ in "recoveryCode" }]
+                .compactMap { $0 },
         ])
     }
 
@@ -471,6 +654,7 @@ public final class FakeTransferService: @unchecked Sendable {
     /// A session of `pair`: a new access token, and the session's refresh token. Only a refresh
     /// rotates it (the contract); a login or claim of an open session returns the current one.
     private func session(_ pair: Pair, created: Bool, status: Int, rotate: Bool = false) -> Response {
+        if boundAt[pair.host] == nil { boundAt[pair.host] = clock.now }
         let access = "at-\(newID())"
         accessTokens[access] = pair
         let open = refreshTokens.first { $0.value == pair }?.key

@@ -26,6 +26,11 @@ public final class SimulatedPhone: @unchecked Sendable {
     public let appFiles: MemoryCredentialStore
     /// The phone's client, for anything the shortcuts below leave out.
     public let client: TransferClient
+    /// The phone's network: ``LossyNetwork/loseAnswers(to:count:)`` simulates an answer lost on
+    /// its way back (the app killed, or the connection dropped). Phones made with
+    /// ``init(_:baseURL:keychain:appFiles:clock:)`` use it; with your own factory, wrap your
+    /// transport with ``LossyNetwork/wrap(_:baseURL:)`` of the network you pass.
+    public let network: LossyNetwork
 
     private let makeClient: ClientFactory
     private let lock = NSLock()
@@ -40,8 +45,11 @@ public final class SimulatedPhone: @unchecked Sendable {
     ) {
         let now: @Sendable () -> Date
         if let clock { now = { clock.now } } else { now = { Date() } }
-        self.init(name, keychain: keychain, appFiles: appFiles) { keychain, appFiles in
-            TransferClient(baseURL: baseURL, credentials: keychain, accountList: appFiles, clock: now)
+        let network = LossyNetwork()
+        self.init(name, keychain: keychain, appFiles: appFiles, network: network) { keychain, appFiles in
+            TransferClient(
+                baseURL: baseURL, credentials: keychain, accountList: appFiles,
+                transport: network.wrap(.urlSession(.shared), baseURL: baseURL), clock: now)
         }
     }
 
@@ -49,9 +57,10 @@ public final class SimulatedPhone: @unchecked Sendable {
     public init(
         _ name: String,
         keychain: MemoryCredentialStore = MemoryCredentialStore(), appFiles: MemoryCredentialStore = MemoryCredentialStore(),
-        makeClient: @escaping ClientFactory
+        network: LossyNetwork = LossyNetwork(), makeClient: @escaping ClientFactory
     ) {
         self.name = name
+        self.network = network
         self.keychain = keychain
         self.appFiles = appFiles
         self.makeClient = makeClient
@@ -82,6 +91,42 @@ public final class SimulatedPhone: @unchecked Sendable {
     @discardableResult
     public func setUpTransfer(email: String, password: String) async throws -> PendingTransfer {
         try await client.setUpTransfer(email: email, temporaryPassword: password)
+    }
+
+    /// On this (old) phone: sets up a transfer of the current account by code (show its
+    /// ``TransferCode/grouped`` form, or a QR code of ``TransferCode/url(base:)``).
+    @discardableResult
+    public func setUpTransferCode() async throws -> CodeTransfer {
+        try await client.setUpTransferCode()
+    }
+
+    /// On this (new) phone: claims a transfer by code (what the user typed: parse it with
+    /// ``TransferCode/init(_:)``).
+    @discardableResult
+    public func claim(code: TransferCode, choice: ClaimChoice = .fail) async throws -> Account {
+        try await client.claimTransfer(code: code, existingAccounts: choice)
+    }
+
+    /// Makes the current account's recovery code.
+    @discardableResult
+    public func makeRecoveryCode() async throws -> IssuedRecoveryCode {
+        try await client.makeRecoveryCode()
+    }
+
+    /// On this (new) phone: brings an account over with its recovery code.
+    @discardableResult
+    public func claim(recoveryCode: RecoveryCode, choice: ClaimChoice = .fail) async throws -> Account {
+        try await client.claim(recoveryCode: recoveryCode, existingAccounts: choice)
+    }
+
+    /// Whether the current account has no way back yet and has been on the phone for `usedFor` seconds.
+    public func needsWayBack(usedFor: TimeInterval = 3 * 86_400) async throws -> Bool {
+        try await client.needsWayBack(usedFor: usedFor)
+    }
+
+    /// Where the phone stands before its first call (``TransferClient/startingPoint()``).
+    public func startingPoint() async -> StartingPoint {
+        await client.startingPoint()
     }
 
     /// On this (old) phone: cancels the current account's transfer.
@@ -181,14 +226,22 @@ public final class SimulatedPhone: @unchecked Sendable {
 
     /// The app killed and started again: the same Keychain and files, a new client (call ``launch()``).
     public func relaunched() -> SimulatedPhone {
-        SimulatedPhone(name, keychain: keychain, appFiles: appFiles, makeClient: makeClient)
+        SimulatedPhone(name, keychain: keychain, appFiles: appFiles, network: network, makeClient: makeClient)
+    }
+
+    /// The app deleted and installed again: iOS keeps its Keychain items (the identity and
+    /// tokens), the app files are gone. A new client (call ``launch()``).
+    public func reinstalled() -> SimulatedPhone {
+        SimulatedPhone(name, keychain: keychain, appFiles: MemoryCredentialStore(), network: network, makeClient: makeClient)
     }
 
     /// A new phone set up from this one's backup: the app files come along, the Keychain
     /// (this-device-only items) does not. Its ``launch()`` reports
     /// ``LaunchResult/restoredOntoNewPhone(previousAccounts:)``.
     public func restoredFromBackup(as name: String) -> SimulatedPhone {
-        SimulatedPhone(name, keychain: MemoryCredentialStore(), appFiles: MemoryCredentialStore(appFiles.items), makeClient: makeClient)
+        SimulatedPhone(
+            name, keychain: MemoryCredentialStore(), appFiles: MemoryCredentialStore(appFiles.items), network: network,
+            makeClient: makeClient)
     }
 
     /// True: the phone rebooted and is not unlocked yet (the Keychain and files cannot be read).

@@ -85,6 +85,28 @@ struct APITests {
         #expect(model.lastError is TransferError)
     }
 
+    @available(iOS 17, macOS 14, tvOS 17, watchOS 10, *)
+    @Test("TransferModel.start() stops at a first start (nothing created); a claim through the model signs in")
+    @MainActor
+    func modelNewPhone() async throws {
+        let server = FakeServer()
+        let old = server.client()
+        guard case .signedIn(let accountId, _) = try await old.launch() else { return }
+        let offer = try await old.setUpTransferCode()
+
+        let model = TransferModel(client: server.client())
+        await model.start()
+        #expect(model.startingPoint == .firstStart && model.launchResult == nil)
+        #expect(server.count("POST /v1/devices/login") == 1)  // the old phone's only
+        try await model.claimTransfer(code: offer.code)
+        #expect(model.launchResult == .signedIn(accountId: accountId, created: false))
+        #expect(model.currentAccount?.id == accountId && model.startingPoint == .returning)
+
+        let returning = TransferModel(client: server.client(keychain: MemoryCredentialStore(), appFiles: MemoryCredentialStore()))
+        await returning.launch()  // "new here": an account of its own
+        guard case .signedIn(_, true) = returning.launchResult else { Issue.record("no account"); return }
+    }
+
     /// Waits until `condition` holds, letting the model's event loop run (no wall-clock sleep
     /// matters: it only yields).
     @MainActor

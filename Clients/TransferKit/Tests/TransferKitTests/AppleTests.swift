@@ -63,7 +63,7 @@ struct AppleTests {
         #expect(phone.server.violations.isEmpty)
     }
 
-    @Test("claim with an Apple ID: fail / replace / add send the claim's fields", arguments: ClaimChoice.allCases)
+    @Test("claim with an Apple ID: fail / replace / add send the claim's fields", arguments: [ClaimChoice.fail, .replace, .add])
     func claimChoice(_ choice: ClaimChoice) async throws {
         let old = try await Launched()
         try await link(old)
@@ -76,6 +76,8 @@ struct AppleTests {
         let base: Set<String> = ["identityToken", "nonce", "deviceId", "deviceSecret"]
         let sent = { try #require(new.server.requests("POST /v1/transfers/apple").last) }
         switch choice {
+        case .deleteExisting:
+            return  // not an argument here: NewPhoneTests
         case .fail:
             await #expect { try await claim() } throws: { TransferError.kind(of: $0) == .deviceHasAccount }
             #expect(try sent().bodyKeys == base)
@@ -116,7 +118,8 @@ struct AppleTests {
             let error = try #require(error as? TransferError)
             return error.kind == .appleIdNotLinked && error.status == 404
         }
-        #expect(keychain.items.keys.sorted() == [StoreKey.identity])  // the identity a claim needs, no tokens
+        // The identity a claim needs, marked as a claim's until a session arrives; no tokens.
+        #expect(keychain.items.keys.sorted() == [StoreKey.claimPending, StoreKey.identity])
         #expect(client.state.accounts.isEmpty)
         #expect(server.violations.isEmpty)
     }

@@ -87,7 +87,12 @@ struct IdentityTests {
         }
         let again = server.client(keychain: keychain, appFiles: appFiles)
         #expect(try await again.launch() == .restoredOntoNewPhone(previousAccounts: previous))
-        #expect(server.count("POST /v1/devices/login") == 1)  // the old phone's only
+        // Only the old phone's login, and one naming the old account with the new identity (a login
+        // that never creates an account): it is not on this phone, so this is a restore.
+        let logins = server.requests("POST /v1/devices/login")
+        #expect(logins.count == 2)
+        #expect(logins.last?.body["accountId"] as? String == old.accountId)
+        #expect(logins.last?.bodyKeys == ["deviceId", "deviceSecret", "accountId"])
 
         // The user declines the transfer: start over, and the next launch creates an account.
         try await again.startOver()

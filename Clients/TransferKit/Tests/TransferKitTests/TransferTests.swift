@@ -8,7 +8,7 @@ struct TransferTests {
     static let email = "ann@example.com"
     static let password = "blue-harbor-42"
 
-    @Test("claim with fail / replace / add sends the right fields", arguments: ClaimChoice.allCases)
+    @Test("claim with fail / replace / add sends the right fields", arguments: [ClaimChoice.fail, .replace, .add])
     func claimChoice(_ choice: ClaimChoice) async throws {
         let old = try await Launched()
         let pending = try await old.client.setUpTransfer(email: Self.email, temporaryPassword: Self.password)
@@ -22,6 +22,8 @@ struct TransferTests {
 
         let base: Set<String> = ["email", "temporaryPassword", "deviceId", "deviceSecret"]
         switch choice {
+        case .deleteExisting:
+            return  // not an argument here: NewPhoneTests
         case .fail:
             await #expect { try await claim() } throws: { TransferError.kind(of: $0) == .deviceHasAccount }
             #expect(new.server.requests("POST /v1/transfers/claim").last?.bodyKeys == base)
