@@ -28,6 +28,8 @@ struct Account: AsyncParsableCommand {
                     var devices: [DeviceJSON]
                     var pushTokens: [PushTokenJSON]
                     var apple: AppleJSON?
+                    /// Whether it has a recovery code and when it was made (never the code).
+                    var recoveryCode: RecoveryCodeJSON?
                     var siblingSessions: [SiblingSessionJSON]
                     var deletedAt: String?
                     var transfer: TransferJSON?
@@ -38,7 +40,7 @@ struct Account: AsyncParsableCommand {
                     createdAt: report.createdAt.rfc3339, migrationFlag: report.migrationFlag(at: now), transferId: report.movedToDeviceID,
                     devices: report.devices.compactMap { DeviceJSON($0, account: report.accountID) },
                     pushTokens: report.pushTokens.compactMap { PushTokenJSON($0, report: report) },
-                    apple: report.apple.map(AppleJSON.init), siblingSessions: report.siblingSessions.map(SiblingSessionJSON.init),
+                    apple: report.apple.map(AppleJSON.init), recoveryCode: report.recoveryCode.map(RecoveryCodeJSON.init), siblingSessions: report.siblingSessions.map(SiblingSessionJSON.init),
                     deletedAt: report.deletedAt?.rfc3339,
                     transfer: report.transfer.map { TransferJSON($0, now: now) },
                     recentEvents: report.recentEvents.map(EventJSON.init)))
@@ -87,6 +89,12 @@ struct Account: AsyncParsableCommand {
             } else {
                 print("Apple ID\n  not linked")
             }
+            print("")
+            print(Text.section("Recovery code", [
+                ("state", report.recoveryCode.map {
+                    $0.usedAt.map { "used \(Text.time($0, now: now))" } ?? "made \(Text.time($0.createdAt, now: now)), not used (a way back)"
+                } ?? "none"),
+            ]))
             print("\nSibling apps signed in through a hand-off")
             if report.siblingSessions.isEmpty {
                 print("  none")

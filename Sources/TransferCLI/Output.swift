@@ -210,3 +210,16 @@ extension Array where Element == AuditEvent {
             map { [Text.time($0.at, now: now), $0.kind.rawValue, $0.deviceID ?? "-", $0.actor.description, $0.reason ?? ""] })
     }
 }
+
+/// A recovery code as support sees it: when it was made and used, by which device; never the code.
+struct RecoveryCodeJSON: Encodable {
+    var createdAt: String
+    var usedAt: String?
+    var usedByDeviceId: String?
+
+    init(_ code: RecoveryCodeRecord) {
+        createdAt = code.createdAt.rfc3339
+        usedAt = code.usedAt?.rfc3339
+        usedByDeviceId = code.usedByDevice
+    }
+}

@@ -181,3 +181,34 @@ struct WayBackTests {
         }
     }
 }
+
+extension WayBackTests {
+    @Test("transfer account finds an account by its Apple ID's email and shows its recovery code's state, never the code",
+          arguments: StoreKind.available)
+    func supportSeesTheWayBack(store: StoreKind) async throws {
+        try await withHarness(store) { harness in
+            let database = harness.databaseArgument
+            let found = LockedStrings()
+            try await harness.run { api, parts in
+                let session = try await api.login(Device())
+                let account = try session.accountID
+                found.add(account, try await makeRecoveryCode(api, token: try session.accessToken))
+                let now = harness.clock.now()
+                try await parts.store.execute(IssueAppleNonceCommand(hash: SecretHash(of: "n"), now: now, expiresAt: now + .seconds(300)))
+                let linked = try await parts.store.execute(LinkAppleCommand(
+                    accountID: account, identity: AppleIdentity(sub: "001234.abc", email: "Lost.Phone@privaterelay.appleid.com"),
+                    nonceHash: SecretHash(of: "n"), now: now))
+                #expect(linked != .rejected(.appleIDNotLinked))
+            }
+            let (account, code) = (found.all[0], found.all[1])
+            let text = try CLITests.transfer(["account", "lost.phone@privaterelay.appleid.com"], database: database)
+            #expect(text.code == 0, "\(text)")
+            #expect(text.out.contains("Apple ID email") && text.out.contains(account), "\(text.out)")
+            #expect(text.out.contains("not used (a way back)"), "\(text.out)")
+            #expect(!text.out.contains(code) && !text.out.contains(code.replacingOccurrences(of: "-", with: "")))
+            let json = try CLITests.transfer(["account", account, "--json"], database: database).json
+            let recovery = try #require(json["recoveryCode"] as? [String: Any], "\(json)")
+            #expect(recovery["createdAt"] is String && recovery["usedAt"] == nil)
+        }
+    }
+}
