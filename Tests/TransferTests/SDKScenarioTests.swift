@@ -383,4 +383,62 @@ struct SDKScenarioTests {
             #expect(tokens.count == 1, "every caller got the renewed token")
         }
     }
+
+    // MARK: Contract v1.2 through the SDK
+
+    @Test("A shows a transfer code, B (never launched) claims it, relaunches into the account; A is told it moved",
+          arguments: StoreKind.available)
+    func moveByCode(kind: StoreKind) async throws {
+        try await withNode(kind) { _, base, database in
+            let a = SimulatedPhone("A", baseURL: base)
+            let first = try #require(signedIn(try await a.launch()))
+            let shown = try await a.setUpTransferCode()
+            // The user types it as read aloud: lower case, spaces.
+            let typed = try #require(TransferCode(shown.code.grouped.lowercased().replacingOccurrences(of: "-", with: " ")))
+            let b = SimulatedPhone("B", baseURL: base)
+            let claimed = try await b.claim(code: typed)
+            #expect(claimed.id == first.account, "B holds A's account")
+            let onB = try #require(signedIn(try await b.relaunched().launch()))
+            #expect(onB.account == first.account && !onB.created)
+            let relaunchedA = await relaunch(a)
+            #expect(relaunchedA.saw(.accountMoved), "A hears its account moved: \(relaunchedA.events)")
+            #expect(try stats(database)["accounts"] as? Int == 1, "no empty account was created on B")
+        }
+    }
+
+    @Test("the claim's answer is lost twice: the SDK repeats the claim and the server answers the winner again",
+          arguments: StoreKind.available)
+    func lostClaimAnswer(kind: StoreKind) async throws {
+        try await withNode(kind) { _, base, _ in
+            let a = SimulatedPhone("A", baseURL: base)
+            let first = try #require(signedIn(try await a.launch()))
+            _ = try await a.setUpTransfer(email: "mia@example.com", password: password)
+            let b = SimulatedPhone("B", baseURL: base)
+            b.network.loseAnswers(to: "POST /v1/transfers/claim", count: 2)
+            let claimed = try await b.claim(email: "mia@example.com", password: password)
+            #expect(claimed.id == first.account, "the third try got the winner's answer")
+            #expect(b.network.lostAnswers == 2)
+            let onB = try #require(signedIn(try await b.relaunched().launch()))
+            #expect(onB.account == first.account)
+        }
+    }
+
+    @Test("a phone lost with nothing set up but a recovery code: the new phone claims with the code; the code is then used up",
+          arguments: StoreKind.available)
+    func recoveryCode(kind: StoreKind) async throws {
+        try await withNode(kind) { _, base, _ in
+            let a = SimulatedPhone("A", baseURL: base)
+            let first = try #require(signedIn(try await a.launch()))
+            #expect(try await a.profile().waysBack == [], "nothing set up: no way back")
+            let issued = try await a.makeRecoveryCode()
+            #expect(try await a.profile().waysBack == [.recoveryCode])
+            // A is lost. B is a new phone.
+            let b = SimulatedPhone("B", baseURL: base)
+            let claimed = try await b.claim(recoveryCode: issued.code)
+            #expect(claimed.id == first.account)
+            #expect(try await b.profile().waysBack == [], "the code is used up: the app should offer a new one")
+            let c = SimulatedPhone("C", baseURL: base)
+            await #expect(throws: TransferError.self, "a used code moves nothing") { _ = try await c.claim(recoveryCode: issued.code) }
+        }
+    }
 }
