@@ -218,6 +218,10 @@ public struct TransferRecord: Sendable, Equatable {
     public func lock(at now: Timestamp) -> Timestamp? { lockedUntil.flatMap { now < $0 ? $0 : nil } }
     public func isLocked(at now: Timestamp) -> Bool { lock(at: now) != nil }
 
+    /// A pending transfer found past its expiry is marked expired as of when it expired, as the
+    /// pruner marks it (`ended_at = expires_at`), whoever finds it first.
+    public var markedExpired: Effect { .endTransfer(id: id, state: .expired, at: expiresAt) }
+
     /// Claimed by `device` recently enough that the device may repeat its claim (a lost answer).
     public func wasClaimed(by device: DeviceID, repeatableAt now: Timestamp) -> Bool {
         state == .claimed && claimedBy == device.value && ClaimRepeat.allows(wonAt: endedAt, now: now)

@@ -93,7 +93,7 @@ public struct SetUpCommand: StoreOperation {
             if pending.isOpen(at: now) {
                 open.append(pending)
             } else {
-                effects.append(.endTransfer(id: pending.id, state: .expired, at: now))
+                effects.append(pending.markedExpired)
             }
         }
         if let email = transfer.email, open.contains(where: { $0.emailKey == email.key && $0.accountID != transfer.accountID }) {
@@ -137,7 +137,7 @@ public struct CancelTransferCommand: StoreOperation {
 
     public func plan(_ facts: Facts) -> Plan<Bool> {
         guard let pending = facts.pendingTransfers.first(where: { $0.accountID == accountID }) else { return Plan(false) }
-        guard pending.isOpen(at: now) else { return Plan(true, [.endTransfer(id: pending.id, state: .expired, at: now)]) }
+        guard pending.isOpen(at: now) else { return Plan(true, [pending.markedExpired]) }
         return Plan(true, [
             .endTransfer(id: pending.id, state: .cancelled, at: now),
             .audit(AuditEvent(at: now, kind: .transferCancelled, accountID: accountID, transferID: pending.id, actor: by, reason: reason)),
