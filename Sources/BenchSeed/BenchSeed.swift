@@ -84,6 +84,10 @@ struct BenchSeed {
                 VALUES (?, ?, 'active', ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             let transfer = try db.makeStatement(sql: "INSERT INTO transfers (id, account_id, email, email_key, password_hash, state, created_at, expires_at) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)")
+            // BENCH_CODES=1: the transfers are transfer codes instead, code i being i in 16 decimal digits (bench/lua/claim_code.lua).
+            let codes = ProcessInfo.processInfo.environment["BENCH_CODES"] == "1"
+            let codeTransfer = try db.makeStatement(
+                sql: "INSERT INTO transfers (id, account_id, method, code_hash, state, created_at, expires_at) VALUES (?, ?, 'code', ?, 'pending', ?, ?)")
             let push = try db.makeStatement(sql: """
                 INSERT INTO push_tokens (device_id, provider, token, token_hash, environment, registered_at)
                 VALUES (?, 'apns', ?, ?, 'production', ?)
@@ -102,7 +106,10 @@ struct BenchSeed {
                 ])
                 let token = pushToken(i)
                 try push.execute(arguments: [d, token, Data(SecretHash(of: token).bytes), now])
-                if i < transfers {
+                if i < transfers && codes {
+                    let code = String(repeating: "0", count: 16 - String(i).count) + String(i)
+                    try codeTransfer.execute(arguments: [id("c0000000-0000-4000-8000-", i), a, Data(SecretHash(of: code).bytes), now, now + 86_400_000])
+                } else if i < transfers {
                     let email = "bench\(i)@example.com"
                     try transfer.execute(arguments: [id("c0000000-0000-4000-8000-", i), a, email, email, phc, now, now + 86_400_000])
                 }
