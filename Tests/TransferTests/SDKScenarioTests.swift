@@ -441,4 +441,61 @@ struct SDKScenarioTests {
             await #expect(throws: TransferError.self, "a used code moves nothing") { _ = try await c.claim(recoveryCode: issued.code) }
         }
     }
+
+    @Test("issue 33, 1: a phone restored from A's backup claims; every answer is lost (the app is killed); the next launch signs in, not 'restored'",
+          arguments: StoreKind.available)
+    func restoredThenLostAnswer(kind: StoreKind) async throws {
+        try await withNode(kind) { _, base, _ in
+            let a = SimulatedPhone("A", baseURL: base)
+            let first = try #require(signedIn(try await a.launch()))
+            let b = a.restoredFromBackup(as: "B")
+            let offer = try await a.setUpTransferCode()
+            b.network.loseAnswers(to: "POST /v1/transfers/claim", count: 3)  // every try the SDK makes
+            await #expect(throws: (any Error).self, "the claim reached the server, its answers never came back") {
+                _ = try await b.claim(code: offer.code)
+            }
+            let relaunched = b.relaunched()
+            let launched = try #require(signedIn(try await relaunched.launch()), "\(relaunched.events)")
+            #expect(launched.account == first.account && !launched.created, "the account won by the lost claim")
+            #expect(!relaunched.saw(.restoredOntoNewPhone))
+            let old = await relaunch(a)
+            #expect(old.saw(.accountMoved), "A hears its account moved: \(old.events)")
+        }
+    }
+
+    @Test("issue 33, 3: a phone's non-current account moves to another phone; the next launch tells the app it left",
+          arguments: StoreKind.available)
+    func nonCurrentAccountMoved(kind: StoreKind) async throws {
+        try await withNode(kind) { _, base, _ in
+            let a = SimulatedPhone("A", baseURL: base)
+            let personal = try #require(signedIn(try await a.launch())).account
+            let work = try await a.addAccount()  // now current
+            try await a.switchAccount(to: personal)
+            let offer = try await a.setUpTransferCode()
+            try await a.switchAccount(to: work.id)
+            let c = SimulatedPhone("C", baseURL: base)
+            #expect(try await c.claim(code: offer.code).id == personal)
+            let relaunched = a.relaunched()
+            let launched = try #require(signedIn(try await relaunched.launch()))
+            #expect(launched.account == work.id)
+            #expect(relaunched.saw(.accountMoved), "the personal account left the phone: \(relaunched.events)")
+            #expect(try await relaunched.accounts().map(\.id) == [work.id])
+        }
+    }
+
+    @Test("issue 33, 4: a new phone asked before its first launch claims first, and no empty account is left behind",
+          arguments: StoreKind.available)
+    func newPhoneClaimsFirst(kind: StoreKind) async throws {
+        try await withNode(kind) { _, base, database in
+            let a = SimulatedPhone("A", baseURL: base)
+            let first = try #require(signedIn(try await a.launch()))
+            _ = try await a.setUpTransfer(email: "mia@example.com", password: password)
+            let b = SimulatedPhone("B", baseURL: base)
+            #expect(await b.startingPoint() == .firstStart, "the app asks 'new phone?' before launching")
+            #expect(try await b.claim(email: "mia@example.com", password: password).id == first.account)
+            let launched = try #require(signedIn(try await b.launch()))
+            #expect(launched.account == first.account && !launched.created)
+            #expect(try stats(database)["accounts"] as? Int == 1, "B created no account of its own")
+        }
+    }
 }
