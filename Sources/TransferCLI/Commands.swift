@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import TransferCore
+import TransferSettings
 
 struct Account: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -207,6 +208,8 @@ struct Issue: AsyncParsableCommand {
     @OptionGroup var common: CommonOptions
     @OptionGroup var change: ChangeOptions
     @Option(help: "The email the user will type on the new phone.") var email: String
+    @Option(name: .customLong(ServerFlags.transferTTL.name), help: .server(ServerFlags.transferTTL, "decides when the transfer expires"))
+    var transferTTL: String?
     @Argument(help: "accountId, userName, deviceId or transfer email.") var account: String
 
     func run() async throws {
@@ -214,9 +217,10 @@ struct Issue: AsyncParsableCommand {
         do { parsed = try FieldRules.email(email) } catch {
             throw Failure.usage("--email is not a valid email address.")
         }
+        let policy = ServicePolicy(transferTTL: try ServerFlags.transferTTL.read(flag: transferTTL))
         try await common.withStore { store in
             let match = try await store.resolve(account)
-            let service = try await store.service()
+            let service = try await store.service(policy: policy)
             let issued: (password: String, email: String, expiresAt: Timestamp)
             do {
                 issued = try await service.issueTransfer(accountID: match.accountID, email: parsed, by: change.initiator, reason: change.trimmedReason)

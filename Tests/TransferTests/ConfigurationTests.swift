@@ -5,7 +5,7 @@ import TransferHTTP
 import TransferSettings
 
 /// Issue 26: every flag declared once (`ServerFlags`), read from the command line, `TRANSFER_*`
-/// variables and secret files.
+/// variables and secret files, by the server and by the CLI alike.
 @Suite("Configuration", .serialized)
 struct ConfigurationTests {
     static func load(_ arguments: [String] = [], _ environment: [String: String] = [:]) throws -> ServerConfiguration {
@@ -109,5 +109,69 @@ struct ConfigurationTests {
     func readme() throws {
         let readme = try String(contentsOf: Repository.root.appendingPathComponent("README.md"), encoding: .utf8)
         for setting in ServerFlags.all { #expect(readme.contains("`\(setting.flag)"), "README.md does not mention \(setting.flag)") }
+    }
+
+    @Test("transfer issue honours --transfer-ttl and TRANSFER_TRANSFER_TTL", arguments: StoreKind.available)
+    func issueTTL(store: StoreKind) async throws {
+        try await withHarness(store) { harness in
+            try await harness.run { api, _ in
+                let database = harness.databaseArgument
+                /// The lifetime of a transfer `transfer issue` makes, to the minute.
+                func issue(_ device: Device, _ extra: [String], _ environment: [String: String]) throws -> Duration {
+                    let before = Date()
+                    let run = try Executable.run(
+                        "transfer", ["issue", device.id, "--email", "\(UUID().uuidString.prefix(8))@example.com", "--reason", "ticket 26", "--json",
+                                     "--database", database] + extra,
+                        environment: ["USER": "agent-smith"].merging(environment) { $1 })
+                    #expect(run.code == 0, "\(run)")
+                    let text = try #require(try run.json["expiresAt"] as? String, "\(run)")
+                    let expires = try #require(ISO8601DateFormatter().date(from: text), "\(text)")
+                    return .seconds(Int64((expires.timeIntervalSince(before) / 60).rounded()) * 60)
+                }
+                let cases: [([String], [String: String], Duration, String)] = [
+                    ([], [:], .seconds(86_400), "the default, as the server's"),
+                    ([], ["TRANSFER_TRANSFER_TTL": "2h"], .seconds(7200), "the servers' variable"),
+                    (["--transfer-ttl", "45m"], ["TRANSFER_TRANSFER_TTL": "2h"], .seconds(45 * 60), "the flag over the variable"),
+                ]
+                for (extra, environment, expected, why) in cases {
+                    let device = Device()
+                    _ = try await api.login(device)
+                    #expect(try issue(device, extra, environment) == expected, "\(why)")
+                }
+                let bad = try Executable.run(
+                    "transfer", ["issue", "x", "--email", "a@example.com", "--reason", "r", "--database", database],
+                    environment: ["USER": "agent-smith", "TRANSFER_TRANSFER_TTL": "2x"])
+                #expect(bad.code == 2 && bad.err == "transfer: TRANSFER_TRANSFER_TTL: '2x' is not a duration like 90s, 15m, 24h or 7d\n", "\(bad)")
+            }
+        }
+    }
+
+    @Test("transfer keys list: a retired key leaves the JWKS an access-token lifetime (as configured) plus 2m after", arguments: StoreKind.available)
+    func keysTTL(store: StoreKind) async throws {
+        try await withHarness(store) { harness in
+            try await harness.run { api, _ in
+                _ = try await api.login(Device())
+                let database = harness.databaseArgument
+                #expect(try CLITests.transfer(["keys", "rotate", "--reason", "ticket 26"], database: database).code == 0)
+                func lingers(_ extra: [String], environment: [String: String]) throws -> Duration {
+                    let run = try Executable.run(
+                        "transfer", ["keys", "list", "--json", "--database", database] + extra,
+                        environment: ["USER": "agent-smith"].merging(environment) { $1 })
+                    #expect(run.code == 0, "\(run)")
+                    let keys = try #require(try run.json["keys"] as? [[String: Any]])
+                    let retired = try #require(keys.first { $0["state"] as? String == "retired" }, "\(run.out)")
+                    let formatter = ISO8601DateFormatter()
+                    formatter.formatOptions.insert(.withFractionalSeconds)
+                    func date(_ key: String) throws -> Date {
+                        let text = try #require(retired[key] as? String)
+                        return try #require(formatter.date(from: text) ?? ISO8601DateFormatter().date(from: text), "\(text)")
+                    }
+                    return .seconds(Int64(try date("leavesJWKSAt").timeIntervalSince(try date("retiredAt")).rounded()))
+                }
+                #expect(try lingers([], environment: [:]) == .seconds(15 * 60 + 120), "the default, as the server's")
+                #expect(try lingers([], environment: ["TRANSFER_ACCESS_TOKEN_TTL": "1h"]) == .seconds(3600 + 120))
+                #expect(try lingers(["--access-token-ttl", "30m"], environment: ["TRANSFER_ACCESS_TOKEN_TTL": "1h"]) == .seconds(1800 + 120))
+            }
+        }
     }
 }
