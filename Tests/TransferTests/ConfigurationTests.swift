@@ -6,7 +6,7 @@ import TransferSettings
 
 /// Issue 26: every flag declared once (`ServerFlags`), read from the command line, `TRANSFER_*`
 /// variables and secret files, by the server and by the CLI alike.
-@Suite("Configuration", .serialized)
+@Suite("Configuration")
 struct ConfigurationTests {
     static func load(_ arguments: [String] = [], _ environment: [String: String] = [:]) throws -> ServerConfiguration {
         try ServerConfiguration.load(arguments: arguments, environment: environment)
@@ -22,30 +22,17 @@ struct ConfigurationTests {
 
     static let secret = "whsec_" + Data(repeating: 7, count: 32).base64EncodedString()
 
-    @Test("transfer-server --help names every flag, its environment variable and its default")
-    func help() throws {
-        let run = try Executable.run("transfer-server", ["--help"])
-        #expect(run.code == 0, "\(run)")
-        for setting in ServerFlags.all {
-            #expect(run.out.contains(setting.flag), "\(setting.flag) is not in --help")
-            #expect(run.out.contains(setting.environmentName), "\(setting.environmentName) is not in --help")
-            #expect(run.out.contains("default \(setting.defaultText)"), "\(setting.flag)'s default is not in --help")
-            if let file = setting.fileEnvironmentName { #expect(run.out.contains(file), "\(file) is not in --help") }
+    @Test("the command line: --name value, --name=value and switches; anything else is a usage error")
+    func commandLine() throws {
+        let all = ServerFlags.all
+        #expect(try SettingsCommandLine.parse(["--port", "1", "--hostname=::", "--trusted-proxy"], settings: all)
+            == .flags(["port": "1", "hostname": "::", "trusted-proxy": "on"]))
+        #expect(try SettingsCommandLine.parse(["--port", "1", "-h"], settings: all) == .help)
+        for bad in [["--transfer-tll", "24h"], ["--port"], ["--port", "--hostname", "x"], ["--trusted-proxy=on"], ["serve"]] {
+            #expect(throws: SettingsCommandLine.UsageError.self, "\(bad)") { try SettingsCommandLine.parse(bad, settings: all) }
         }
-        #expect(Set(ServerFlags.all.map(\.name)).count == ServerFlags.all.count, "a flag is declared twice")
     }
 
-    @Test("an unknown flag or a missing value exits 64 with one line; a bad value exits 2 naming where it came from")
-    func usage() throws {
-        for arguments in [["--transfer-tll", "24h"], ["--port"], ["--trusted-proxy=on"], ["serve"]] {
-            let run = try Executable.run("transfer-server", arguments)
-            #expect(run.code == 64, "\(run)")
-            #expect(lines(of: run.err).count == 1, "\(run)")
-        }
-        let run = try Executable.run("transfer-server", [], environment: ["TRANSFER_PORT": "eighty"])
-        #expect(run.code == 2, "\(run)")
-        #expect(run.err == "transfer-server: TRANSFER_PORT: 'eighty' is not a whole number from 0 to 65535\n", "\(run)")
-    }
 
     @Test("a flag wins over its variable; the variable over the default; both forms of a flag read alike")
     func precedence() throws {
@@ -65,15 +52,16 @@ struct ConfigurationTests {
         }
     }
 
+
     @Test("a secret can come from a file (TRANSFER_WEBHOOK_SECRET_FILE, TRANSFER_DATABASE_FILE), never from both places")
     func secretFromFile() throws {
-        let file = try Self.secretFile(Self.secret + "\n")
+        let file = try ConfigurationTests.secretFile(Self.secret + "\n")
         defer { try? FileManager.default.removeItem(at: file) }
         let config = try Self.load(["--webhook-url", "https://backend.example.com/hooks"], ["TRANSFER_WEBHOOK_SECRET_FILE": file.path])
         let webhook = try #require(config.webhook)
         #expect(webhook.signature.sign(id: "m", timestamp: 1, body: "{}") == WebhookSignature(secret: Self.secret)?.sign(id: "m", timestamp: 1, body: "{}"))
 
-        let database = try Self.secretFile("postgres://transfer:s3cret@db.internal:5432/transfer\n")
+        let database = try ConfigurationTests.secretFile("postgres://transfer:s3cret@db.internal:5432/transfer\n")
         defer { try? FileManager.default.removeItem(at: database) }
         #expect(try Self.load([], ["TRANSFER_DATABASE_FILE": database.path]).database == .postgres(url: "postgres://transfer:s3cret@db.internal:5432/transfer"))
 
@@ -86,7 +74,7 @@ struct ConfigurationTests {
         #expect(failure(["TRANSFER_WEBHOOK_SECRET_FILE": "/nonexistent/secret"]) == "TRANSFER_WEBHOOK_SECRET_FILE: cannot read '/nonexistent/secret'")
         #expect(failure(["TRANSFER_WEBHOOK_SECRET_FILE": file.path, "TRANSFER_WEBHOOK_SECRET": Self.secret])
             == "TRANSFER_WEBHOOK_SECRET and TRANSFER_WEBHOOK_SECRET_FILE are both set; keep one")
-        let bad = try Self.secretFile("whsec_tooshort")
+        let bad = try ConfigurationTests.secretFile("whsec_tooshort")
         defer { try? FileManager.default.removeItem(at: bad) }
         let message = failure(["TRANSFER_WEBHOOK_SECRET_FILE": bad.path])
         #expect(message.hasPrefix("TRANSFER_WEBHOOK_SECRET_FILE: not whsec_"), "\(message)")
@@ -95,22 +83,53 @@ struct ConfigurationTests {
         #expect(try Self.load([], ["TRANSFER_PORT_FILE": "/nonexistent"]).port == 8080)
     }
 
+    @Test("the README's configuration names every flag")
+    func readme() throws {
+        let readme = try String(contentsOf: Repository.root.appendingPathComponent("README.md"), encoding: .utf8)
+        for setting in ServerFlags.all { #expect(readme.contains("`\(setting.flag)"), "README.md does not mention \(setting.flag)") }
+    }
+}
+
+/// The configuration as `transfer-server` reads it (in the process suite, one process at a time).
+extension ProcessTests {
+    @Test("transfer-server --help names every flag, its environment variable and its default")
+    func help() throws {
+        let run = try Executable.run("transfer-server", ["--help"])
+        #expect(run.code == 0, "\(run)")
+        for setting in ServerFlags.all {
+            #expect(run.out.contains(setting.flag), "\(setting.flag) is not in --help")
+            #expect(run.out.contains(setting.environmentName), "\(setting.environmentName) is not in --help")
+            #expect(run.out.contains("default \(setting.defaultText)"), "\(setting.flag)'s default is not in --help")
+            if let file = setting.fileEnvironmentName { #expect(run.out.contains(file), "\(file) is not in --help") }
+        }
+        #expect(Set(ServerFlags.all.map(\.name)).count == ServerFlags.all.count, "a flag is declared twice")
+    }
+
+    @Test("an unknown flag or a missing value exits 64 with one line; a bad value exits 2 naming where it came from")
+    func usage() throws {
+        for arguments in [["--transfer-tll", "24h"], ["--port"]] {
+            let run = try Executable.run("transfer-server", arguments)
+            #expect(run.code == 64, "\(run)")
+            #expect(lines(of: run.err).count == 1, "\(run)")
+        }
+        let run = try Executable.run("transfer-server", [], environment: ["TRANSFER_PORT": "eighty"])
+        #expect(run.code == 2, "\(run)")
+        #expect(run.err == "transfer-server: TRANSFER_PORT: 'eighty' is not a whole number from 0 to 65535\n", "\(run)")
+    }
+
     @Test("the server reads a secret's file when it starts")
     func secretFileInProcess() throws {
-        let file = try Self.secretFile("not-a-webhook-secret")
+        let file = try ConfigurationTests.secretFile("not-a-webhook-secret")
         defer { try? FileManager.default.removeItem(at: file) }
         let run = try Executable.run(
             "transfer-server", ["--webhook-url", "https://backend.example.com/hooks"], environment: ["TRANSFER_WEBHOOK_SECRET_FILE": file.path])
         #expect(run.code == 2, "\(run)")
         #expect(run.err == "transfer-server: TRANSFER_WEBHOOK_SECRET_FILE: not whsec_ followed by the base64 of 24 to 64 random bytes\n", "\(run)")
     }
+}
 
-    @Test("the README's configuration names every flag")
-    func readme() throws {
-        let readme = try String(contentsOf: Repository.root.appendingPathComponent("README.md"), encoding: .utf8)
-        for setting in ServerFlags.all { #expect(readme.contains("`\(setting.flag)"), "README.md does not mention \(setting.flag)") }
-    }
-
+/// The settings `transfer` shares with the servers (in the CLI suite, one process at a time).
+extension CLITests {
     @Test("transfer issue honours --transfer-ttl and TRANSFER_TRANSFER_TTL", arguments: StoreKind.available)
     func issueTTL(store: StoreKind) async throws {
         try await withHarness(store) { harness in
@@ -145,6 +164,7 @@ struct ConfigurationTests {
             }
         }
     }
+
 
     @Test("transfer keys list: a retired key leaves the JWKS an access-token lifetime (as configured) plus 2m after", arguments: StoreKind.available)
     func keysTTL(store: StoreKind) async throws {
