@@ -87,6 +87,14 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Every flag of the server, declared once (name, variable, type, default, check, help),
+        // and how they are read from the command line, the environment and secret files; the
+        // server and the CLI both read them.
+        .target(
+            name: "TransferSettings",
+            dependencies: ["TransferCore", "TransferArgon2"],
+            swiftSettings: strict
+        ),
         // The HTTP layer, tokens, configuration and the server's composition.
         .target(
             name: "TransferHTTP",
@@ -95,6 +103,7 @@ let package = Package(
                 "TransferArgon2",
                 "TransferPostgres",
                 "TransferStorage",
+                "TransferSettings",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -102,7 +111,6 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             resources: [.embedInCode("Resources/openapi.yaml")],
@@ -110,10 +118,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "TransferServer",
-            dependencies: [
-                "TransferHTTP",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
+            dependencies: ["TransferHTTP", "TransferSettings"],
             swiftSettings: strict
         ),
         // `transfer`: the support-staff command line, on the same core and stores.
@@ -123,6 +128,7 @@ let package = Package(
                 "TransferCore",
                 "TransferArgon2",
                 "TransferStorage",
+                "TransferSettings",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
@@ -154,6 +160,7 @@ let package = Package(
                 "TransferHTTP",
                 "TransferPostgres",
                 "TransferStorage",
+                "TransferSettings",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import TransferCore
+import TransferSettings
 
 struct Account: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -217,6 +218,8 @@ struct Issue: AsyncParsableCommand {
     @OptionGroup var change: ChangeOptions
     @Option(help: "The email the user will type on the new phone (not with --code).") var email: String?
     @Flag(help: "Issue a transfer code instead of an email and temporary password.") var code = false
+    @Option(name: .customLong(ServerFlags.transferTTL.name), help: .server(ServerFlags.transferTTL, "decides when the transfer expires"))
+    var transferTTL: String?
     @Argument(help: "accountId, userName, deviceId or transfer email.") var account: String
 
     func validate() throws {
@@ -232,9 +235,10 @@ struct Issue: AsyncParsableCommand {
             }
         }
         let parsed = typed
+        let policy = ServicePolicy(transferTTL: try ServerFlags.transferTTL.read(flag: transferTTL))
         try await common.withStore { store in
             let match = try await store.resolve(account)
-            let service = try await store.service()
+            let service = try await store.service(policy: policy)
             let now = SystemWallClock().now()
             do {
                 if let parsed {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import TransferCore
+import TransferSettings
 
 /// `transfer keys list|rotate`: the keys that sign access tokens. Never prints a private key.
 struct Keys: AsyncParsableCommand {
@@ -14,13 +15,12 @@ struct Keys: AsyncParsableCommand {
 
         @OptionGroup var common: CommonOptions
         @Option(
-            name: .customLong("access-token-ttl"),
-            help: "The servers' --access-token-ttl, which decides when a retired key leaves the JWKS (default: $TRANSFER_ACCESS_TOKEN_TTL, else 15m).")
+            name: .customLong(ServerFlags.accessTokenTTL.name),
+            help: .server(ServerFlags.accessTokenTTL, "decides when a retired key leaves the JWKS"))
         var accessTokenTTL: String?
 
         func run() async throws {
-            let text = accessTokenTTL ?? ProcessInfo.processInfo.environment["TRANSFER_ACCESS_TOKEN_TTL"] ?? "15m"
-            guard let ttl = Duration(flag: text) else { throw Failure.usage("--access-token-ttl: '\(text)' is not a duration like 15m") }
+            let ttl = try ServerFlags.accessTokenTTL.read(flag: accessTokenTTL)
             try await common.withStore { store in
                 let keys = try await store.signingKeys()
                 let now = SystemWallClock().now()

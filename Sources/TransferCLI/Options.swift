@@ -4,11 +4,12 @@ import TransferArgon2
 import TransferCore
 import Logging
 import TransferPostgres
+import TransferSettings
 import TransferStorage
 
 /// Options every command takes.
 struct CommonOptions: ParsableArguments {
-    @Option(help: "sqlite:PATH or postgres://… (default: $TRANSFER_DATABASE, else sqlite:./transfer.sqlite).")
+    @Option(name: .customLong(ServerFlags.database.name), help: .server(ServerFlags.database))
     var database: String?
 
     @Flag(help: "Print machine-readable JSON instead of text.")
@@ -17,13 +18,8 @@ struct CommonOptions: ParsableArguments {
     /// Runs `body` on the store the server uses. A missing SQLite file is an error, never a
     /// new empty database; a PostgreSQL that does not answer within 10 s is unreachable.
     func withStore<T: Sendable>(_ body: @Sendable (any SupportStore) async throws -> T) async throws -> T {
-        let text = database ?? ProcessInfo.processInfo.environment["TRANSFER_DATABASE"] ?? DatabaseLocation.default.argument
-        let location: DatabaseLocation
-        do {
-            location = try DatabaseLocation.parse(text)
-        } catch {
-            throw Failure.usage("--database: \(error.description)")
-        }
+        let location = try ServerFlags.database.read(flag: database)
+        let text = location.argument
         var quiet = Logger(label: "transfer")
         quiet.logLevel = .critical
         do {
@@ -85,10 +81,11 @@ extension SupportStore {
         }
     }
 
-    /// The service over this store, for the commands that change something.
-    func service() async throws -> TransferService {
+    /// The service over this store, for the commands that change something; `policy` as the
+    /// servers are configured where a command depends on it (`transfer issue`: the transfer's lifetime).
+    func service(policy: ServicePolicy = .standard) async throws -> TransferService {
         let hasher = Argon2Hasher(workers: 1, queueDepth: 1)
-        return try await TransferService(store: self, hasher: hasher)
+        return try await TransferService(store: self, hasher: hasher, policy: policy)
     }
 }
 
@@ -101,5 +98,26 @@ extension AccountMatch.Field {
         case .email: "transfer email"
         case .appleEmail: "Apple ID email"
         }
+    }
+}
+
+extension Setting {
+    /// This server setting as the CLI reads it: `flag` when given, else the servers' variables
+    /// (`TRANSFER_…`, or the secret's `TRANSFER_…_FILE`), else the servers' default.
+    func read(flag: String?) throws -> Value {
+        do {
+            return try SettingValues(flags: flag.map { [name: $0] } ?? [:], environment: ProcessInfo.processInfo.environment).value(self)
+        } catch {
+            throw Failure.usage(error.description)
+        }
+    }
+}
+
+extension ArgumentHelp {
+    /// The help of a server flag the CLI takes too, from the server's declaration: its variable
+    /// and default included; `here` says what it decides in this command.
+    static func server(_ setting: some SettingDescription, _ here: String? = nil) -> ArgumentHelp {
+        let why = here.map { " As the servers have it: it \($0)." } ?? ""
+        return ArgumentHelp(setting.fullHelp + why, valueName: setting.valueName)
     }
 }

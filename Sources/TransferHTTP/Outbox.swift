@@ -8,6 +8,7 @@ import NIOHTTP1
 import ServiceLifecycle
 import TransferCore
 import TransferPostgres
+import TransferSettings
 
 /// `--webhook-url` and `--webhook-secret`.
 public struct WebhookConfiguration: Sendable {
@@ -29,11 +30,11 @@ public struct WebhookSignature: Sendable, CustomStringConvertible, CustomDebugSt
 
     /// `whsec_` and the base64 of 24 to 64 bytes (the specification's bounds).
     public init?(secret: String) {
-        guard secret.hasPrefix("whsec_"), let bytes = Data(base64Encoded: String(secret.dropFirst(6))),
-            (24...64).contains(bytes.count)
-        else { return nil }
-        key = SymmetricKey(data: bytes)
+        guard let secret = WebhookSecret(secret) else { return nil }
+        self.init(secret)
     }
+
+    public init(_ secret: WebhookSecret) { key = SymmetricKey(data: secret.bytes) }
 
     public func sign(id: String, timestamp: Int64, body: String) -> String {
         let mac = HMAC<SHA256>.authenticationCode(for: Data("\(id).\(timestamp).\(body)".utf8), using: key)

@@ -1,34 +1,40 @@
-import ArgumentParser
 import Foundation
 import Hummingbird
 import Logging
 import TransferHTTP
+import TransferSettings
 
-/// `transfer-server`: composes the configuration and the application, then runs until SIGTERM/SIGINT.
+/// `transfer-server`: reads the configuration, composes the application, then runs until SIGTERM/SIGINT.
 @main
-struct TransferServerCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "transfer-server",
-        abstract: "Device-transfer service: auto-login and account migration between devices.")
+enum TransferServerCommand {
+    static let abstract = "Device-transfer service: auto-login and account migration between devices."
 
-    @OptionGroup var flags: ServerFlags
-
-    func run() async throws {
+    static func main() async {
+        let environment = ProcessInfo.processInfo.environment
         let config: ServerConfiguration
         do {
-            config = try ServerConfiguration.load(flags: flags, environment: ProcessInfo.processInfo.environment)
+            switch try SettingsCommandLine.parse(Array(CommandLine.arguments.dropFirst()), settings: ServerFlags.all) {
+            case .help:
+                print(SettingsCommandLine.help(command: "transfer-server", abstract: abstract, settings: ServerFlags.all))
+                return
+            case .flags(let flags):
+                config = try ServerConfiguration.load(SettingValues(flags: flags, environment: environment))
+            }
+        } catch let error as SettingsCommandLine.UsageError {
+            // EX_USAGE, as an unknown flag always exited: restarting would repeat the mistake.
+            fail("\(error.description) (see transfer-server --help)", code: 64)
         } catch {
-            Self.fail("\(error.description)", code: 2)
+            fail("\(error)", code: 2)
         }
         var logger = Logger(label: "transfer-server")
-        logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
+        logger.logLevel = environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
         do {
             let (app, _) = try await TransferApp.build(configuration: config, logger: logger)
             try await app.runService()
         } catch let error as TransferApp.StartupError {
-            Self.fail(error.description, code: 1)
+            fail(error.description, code: 1)
         } catch {
-            Self.fail("stopped: \(type(of: error))", code: 1)
+            fail("stopped: \(type(of: error))", code: 1)
         }
     }
 

@@ -355,7 +355,7 @@ struct AppleTests {
     @Test("Apple settings: the code exchange's three values go together, and nothing works without client ids")
     func configuration() throws {
         func load(_ args: [String]) throws -> ServerConfiguration {
-            try ServerConfiguration.load(flags: try ServerFlags.parse(args), environment: [:])
+            try ServerConfiguration.load(arguments: args, environment: [:])
         }
         #expect(try load([]).apple == nil)
         #expect(try load(["--apple-client-ids", "com.a, com.a.web"]).apple?.clientIDs == ["com.a", "com.a.web"])

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Testing
 import TransferCore
+import TransferSettings
 
 @Suite("Field rules and malformed requests")
 struct ValidationTests {
@@ -175,16 +176,17 @@ struct ValidationTests {
 
     @Test("configuration: durations, limits and database URLs are validated with one-line errors")
     func configuration() throws {
-        #expect(try ServerConfiguration.duration("2s", "--x") == .seconds(2))
-        #expect(try ServerConfiguration.duration("24h", "--x") == .seconds(86400))
-        #expect(try ServerConfiguration.duration("7d", "--x") == .seconds(7 * 86400))
+        let ttl = ServerFlags.transferTTL, limit = ServerFlags.claimLimit
+        #expect(try ttl.parse("2s") == .seconds(2))
+        #expect(try ttl.parse("24h") == .seconds(86400))
+        #expect(try ttl.parse("7d") == .seconds(7 * 86400))
         for bad in ["", "0s", "-1h", "5", "h", "1w", "1.5h"] {
-            #expect(throws: (any Error).self) { try ServerConfiguration.duration(bad, "--x") }
+            #expect(throws: (any Error).self) { try ttl.parse(bad) }
         }
-        #expect(try ServerConfiguration.rateLimit("off", "--x") == nil)
-        #expect(try ServerConfiguration.rateLimit("60/1m", "--x")?.count == 60)
-        #expect(throws: (any Error).self) { try ServerConfiguration.rateLimit("60", "--x") }
-        #expect(throws: (any Error).self) { try ServerConfiguration.rateLimit("0/1m", "--x") }
+        #expect(try limit.parse("off") == nil)
+        #expect(try limit.parse("60/1m")?.count == 60)
+        #expect(throws: (any Error).self) { try limit.parse("60") }
+        #expect(throws: (any Error).self) { try limit.parse("0/1m") }
     }
 }
 

@@ -1,0 +1,144 @@
+import Foundation
+import TransferArgon2
+import TransferCore
+
+/// Every flag of `transfer-server`, each declared once: name, type, default, check and help.
+/// Its environment variable is `TRANSFER_` + the name in upper snake case. Rules that tie
+/// flags together (go together, longer than) are in `ServerConfiguration.load`; the `transfer`
+/// CLI reads the flags it shares with the server (database, lifetimes) from here too.
+public enum ServerFlags {
+    public static let hostname: Setting<String> = .text("hostname", "Address to listen on.", value: "address", default: "127.0.0.1")
+    public static let port: Setting<Int> = .integer("port", "Port to listen on.", in: 0...65535, default: 8080)
+    public static let database = Setting<DatabaseLocation>(
+        "database", "sqlite:PATH, or postgres://user:pass@host:5432/db (add ?sslmode=require for TLS).", value: "url",
+        default: .default, shown: DatabaseLocation.default.argument, secret: true
+    ) { text throws(SettingProblem) in
+        do throws(InvalidDatabaseURL) { return try DatabaseLocation.parse(text) } catch { throw SettingProblem(error.description) }
+    }
+    public static let databasePoolSize: Setting<Int> = .integer(
+        "database-pool-size", "PostgreSQL connections per node at most.", in: 1...1000, default: 20)
+
+    public static let transferTTL: Setting<Duration> = .duration(
+        "transfer-ttl", "Lifetime of a pending transfer, like 24h.", default: ServicePolicy.standard.transferTTL, shown: "24h")
+    public static let accessTokenTTL: Setting<Duration> = .duration(
+        "access-token-ttl", "Lifetime of an access token, like 15m; a retired signing key stays in the JWKS this long (plus 2m).",
+        default: .seconds(15 * 60))
+    public static let refreshTokenTTL: Setting<Duration> = .duration(
+        "refresh-token-ttl", "Lifetime of a session without use, like 30d (each login and refresh extends it).",
+        default: ServicePolicy.standard.refreshTokenTTL)
+
+    public static let argon2MemoryKiB: Setting<Int> = .integer(
+        "argon2-memory-kib", "argon2id memory cost in KiB.", in: 8...4_194_304, default: Int(Argon2Parameters().memoryKiB))
+    public static let argon2Iterations: Setting<Int> = .integer(
+        "argon2-iterations", "argon2id iterations.", in: 1...100, default: Int(Argon2Parameters().iterations))
+    public static let argon2Parallelism: Setting<Int> = .integer(
+        "argon2-parallelism", "argon2id lanes.", in: 1...64, default: Int(Argon2Parameters().parallelism))
+    public static let hashWorkers: Setting<Int> = .integer(
+        "hash-workers", "Threads that hash passwords; argon2 memory is bounded by workers × memory cost.", in: 1...1024,
+        default: ProcessInfo.processInfo.activeProcessorCount, shown: "number of cores")
+    public static let hashQueue: Setting<Int> = .integer(
+        "hash-queue", "Set-ups and claims that may wait for a hash worker before 503 overloaded.", in: 0...1_000_000, default: 64)
+
+    public static let accountCreationLimit: Setting<RateLimit?> = .rateLimit(
+        "account-creation-limit", "New accounts per client address, N/PERIOD or off.", default: RateLimit(count: 60, period: .seconds(60)))
+    public static let claimLimit: Setting<RateLimit?> = .rateLimit(
+        "claim-limit", "Claim attempts per client address, N/PERIOD or off.", default: RateLimit(count: 30, period: .seconds(60)))
+    public static let trustedProxy: Setting<Bool> = .onOff(
+        "trusted-proxy", "Take the client address from the last X-Forwarded-For hop (the variable: on or off).")
+    public static let maxAccountsPerDevice: Setting<Int> = .integer(
+        "max-accounts-per-device", "Accounts one device may hold (409 device_account_limit beyond).", in: 1...100,
+        default: ServicePolicy.standard.maxAccountsPerDevice)
+    public static let auditRetention: Setting<Duration> = .duration(
+        "audit-retention", "How long audit events and ended transfers are kept, like 400d.", default: .seconds(400 * 86_400))
+    public static let signingKeyMaxAge = Setting<Duration?>(
+        "signing-key-max-age", "Rotate the token signing key by itself after this long, like 90d (at least 1h), or off.",
+        value: "duration|off", default: nil, shown: "off"
+    ) { text throws(SettingProblem) in
+        if text.lowercased() == "off" { return nil }
+        return try Kinds.duration(text)
+    }
+
+    public static let webhookURL = Setting<String?>(
+        "webhook-url", "The app backend's webhook; needs --webhook-secret.", value: "url", default: nil, shown: "off"
+    ) { text throws(SettingProblem) in try Kinds.httpURL(text) }
+    public static let webhookSecret = Setting<WebhookSecret?>(
+        "webhook-secret", "whsec_ and the base64 of 24 to 64 random bytes, the key of the webhook's signatures; needs --webhook-url.",
+        value: "whsec_…", default: nil, shown: "off", secret: true
+    ) { text throws(SettingProblem) in
+        guard let secret = WebhookSecret(text) else { throw SettingProblem("not whsec_ followed by the base64 of 24 to 64 random bytes") }
+        return secret
+    }
+
+    public static let appleClientIDs: Setting<[String]?> = .list(
+        "apple-client-ids", "Sign in with Apple: the accepted bundle and services ids, comma-separated; the other --apple-* flags need it.",
+        value: "ids", empty: "name at least one bundle id or services id, comma-separated")
+    public static let appleIssuer: Setting<String> = .text(
+        "apple-issuer", "The identity tokens' iss.", value: "issuer", default: "https://appleid.apple.com")
+    public static let appleJWKSURL: Setting<String> = .url(
+        "apple-jwks-url", "Apple's keys.", default: "https://appleid.apple.com/auth/keys")
+    public static let appleTokenURL: Setting<String> = .url(
+        "apple-token-url", "Apple's token endpoint.", default: "https://appleid.apple.com/auth/token")
+    public static let appleRevokeURL: Setting<String> = .url(
+        "apple-revoke-url", "Apple's revoke endpoint.", default: "https://appleid.apple.com/auth/revoke")
+    public static let appleTeamID = Setting<String?>(
+        "apple-team-id", "Team id, for the code exchange (with --apple-key-id and --apple-private-key).", value: "id", default: nil,
+        shown: "off") { $0 }
+    public static let appleKeyID = Setting<String?>(
+        "apple-key-id", "Id of the Sign in with Apple key, for the code exchange.", value: "id", default: nil, shown: "off") { $0 }
+    public static let applePrivateKey = Setting<PEMFile?>(
+        "apple-private-key", "PATH of the Sign in with Apple key (.p8), for the code exchange.", value: "path", default: nil, shown: "off"
+    ) { path throws(SettingProblem) in
+        guard let pem = try? String(contentsOfFile: path, encoding: .utf8) else { throw SettingProblem("cannot read '\(path)'") }
+        return PEMFile(path: path, pem: pem)
+    }
+
+    public static let handoffClients: Setting<[String]?> = .list(
+        "handoff-clients", "Sibling apps that may receive a hand-off: their client ids, comma-separated (off: 501 not_configured).",
+        value: "ids", empty: "name at least one sibling app's client id, comma-separated"
+    ) { id in
+        id.utf8.count <= 255 && id.utf8.allSatisfy({ (0x21...0x7E).contains($0) })
+            ? nil : "'\(id)' is not a client id (1 to 255 visible ASCII characters, such as com.example.news)"
+    }
+    public static let handoffCodeTTL = Setting<Duration>(
+        "handoff-code-ttl", "Lifetime of a hand-off code, 10s to 10m; needs --handoff-clients.", value: "duration",
+        default: HandoffPolicy(clients: []).codeTTL, shown: HandoffPolicy(clients: []).codeTTL.flagText
+    ) { text throws(SettingProblem) in
+        let ttl = try Kinds.duration(text)
+        guard ttl >= .seconds(10), ttl <= .seconds(600) else { throw SettingProblem("'\(text)' is out of range; a hand-off code lives 10s to 10m") }
+        return ttl
+    }
+
+    /// All of the above, in the order `--help` lists them. A flag missing here is an unknown
+    /// option on the command line (and a test says so).
+    public static let all: [any SettingDescription] = [
+        hostname, port, database, databasePoolSize, transferTTL, accessTokenTTL, refreshTokenTTL,
+        argon2MemoryKiB, argon2Iterations, argon2Parallelism, hashWorkers, hashQueue,
+        accountCreationLimit, claimLimit, trustedProxy, maxAccountsPerDevice, auditRetention, signingKeyMaxAge,
+        webhookURL, webhookSecret,
+        appleClientIDs, appleIssuer, appleJWKSURL, appleTokenURL, appleRevokeURL, appleTeamID, appleKeyID, applePrivateKey,
+        handoffClients, handoffCodeTTL,
+    ]
+}
+
+/// `--webhook-secret`: `whsec_` and the base64 of 24 to 64 bytes (Standard Webhooks' bounds).
+public struct WebhookSecret: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    public let bytes: Data
+    public init?(_ text: String) {
+        guard text.hasPrefix("whsec_"), let bytes = Data(base64Encoded: String(text.dropFirst(6))), (24...64).contains(bytes.count) else {
+            return nil
+        }
+        self.bytes = bytes
+    }
+    /// Never the key.
+    public var description: String { "WebhookSecret(<redacted>)" }
+    public var debugDescription: String { description }
+}
+
+/// A file read for a flag that names it (`--apple-private-key PATH`).
+public struct PEMFile: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    public let path: String
+    public let pem: String
+    /// Never the key.
+    public var description: String { "PEMFile(\(path))" }
+    public var debugDescription: String { description }
+}
