@@ -112,7 +112,7 @@ struct MigrationTests {
         "a database of schema v1 or v2 with moved, active and revoked devices, a pending transfer and sessions upgrades and keeps working",
         arguments: StoreKind.available, [1, 2])
     func upgrade(kind: StoreKind, from version: Int) async throws {
-        try await kind.withDatabaseLocation { location, file in
+        try await kind.withDatabaseLocation(empty: true) { location, file in
             let a = Device(), b = Device(), c = Device(), d = Device(), stolen = Device(), e = Device()
             let eliID = "e1100000-0000-4000-8000-000000000001", foxID = "f0000000-0000-4000-8000-000000000002"
             let now = Timestamp(Date()).milliseconds
@@ -196,7 +196,7 @@ struct MigrationTests {
 
     @Test("a v3 database of a phone with two accounts upgrades to v4: every pair routes pushes, the device routes all", arguments: StoreKind.available)
     func upgradeFromV3(kind: StoreKind) async throws {
-        try await kind.withDatabaseLocation { location, file in
+        try await kind.withDatabaseLocation(empty: true) { location, file in
             let phone = Device()
             let now = Timestamp(Date()).milliseconds
             let raw = RawDatabase(location: location)
@@ -229,7 +229,7 @@ struct MigrationTests {
     @Test("a v5 database of a phone with an Apple-linked account and a pending transfer upgrades to v6: deletion and events work",
           arguments: StoreKind.available)
     func upgradeFromV5(kind: StoreKind) async throws {
-        try await kind.withDatabaseLocation { location, file in
+        try await kind.withDatabaseLocation(empty: true) { location, file in
             let phone = Device()
             let now = Timestamp(Date()).milliseconds
             let raw = RawDatabase(location: location)
@@ -272,7 +272,7 @@ struct MigrationTests {
     @Test("a v6 database with its signing key and a phone upgrades to v7: the key keeps signing, a rotation works, two current keys cannot be",
           arguments: StoreKind.available)
     func upgradeFromV6(kind: StoreKind) async throws {
-        try await kind.withDatabaseLocation { location, file in
+        try await kind.withDatabaseLocation(empty: true) { location, file in
             let phone = Device()
             let now = Timestamp(Date())
             let raw = RawDatabase(location: location)
@@ -311,7 +311,7 @@ struct MigrationTests {
     @Test("a v7 database with a signed-in phone and a rotated token upgrades to v8: the phone hands off to a sibling, the old token is still refused, a sibling only on an active pair",
           arguments: StoreKind.available)
     func upgradeFromV7(kind: StoreKind) async throws {
-        try await kind.withDatabaseLocation { location, file in
+        try await kind.withDatabaseLocation(empty: true) { location, file in
             let phone = Device()
             let now = Timestamp(Date()).milliseconds
             let raw = RawDatabase(location: location)
@@ -359,7 +359,7 @@ struct MigrationTests {
     @Test("a v8 database with a pending password transfer and a claimed one upgrades to v9: the transfer is still claimed by its password, codes work, the schema keeps each method's columns",
           arguments: StoreKind.available)
     func upgradeFromV8(kind: StoreKind) async throws {
-        try await kind.withDatabaseLocation { location, file in
+        try await kind.withDatabaseLocation(empty: true) { location, file in
             let old = Device(), new = Device()
             let now = Timestamp(Date()).milliseconds
             let raw = RawDatabase(location: location)
@@ -472,8 +472,8 @@ struct MigrationTests {
                 return lines
             }
         }
-        try await TestPostgres.withDatabase { migrated in
-            try await TestPostgres.withDatabase { fromFile in
+        try await TestPostgres.withDatabase(empty: true) { migrated in
+            try await TestPostgres.withDatabase(empty: true) { fromFile in
                 try await Storage.withStore(.postgres(url: migrated), logger: Logger(label: "test")) { _ in }
                 try await TestPostgres.withClient(fromFile) { client in
                     for statement in PostgresStore.statements(try Self.file("schema.postgres.sql")) {

@@ -32,7 +32,8 @@ struct TwoNodeTests {
     @Test("set up on node 1, claim on node 2; 16 claims over both nodes: one winner; A refused on both",
           .enabled(if: StoreKind.available.contains(.postgres)))
     func twoNodes() async throws {
-        try await TestPostgres.withDatabase { url in
+        // An empty database: the two nodes start together and exactly one of them migrates it.
+        try await TestPostgres.withDatabase(empty: true) { url in
             let (one, two) = try await Self.twoNodes(url)
             defer { one.stop(); two.stop() }
 

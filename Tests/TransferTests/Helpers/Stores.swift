@@ -43,18 +43,51 @@ enum TestPostgres {
         }
     }
 
-    /// A new, empty database of its own; dropped after `body`.
-    static func withDatabase<T: Sendable>(_ body: @Sendable (String) async throws -> T) async throws -> T {
-        guard let admin = url else { throw Missing() }
-        let name = "transfer_test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-        // The same server and user, another database: only the URL's path changes.
+    /// The URL of database `name` on the admin URL's server, as the same user.
+    static func url(of name: String, admin: String) throws -> String {
         guard var components = URLComponents(string: admin) else {
             throw TestFailure("TRANSFER_TEST_POSTGRES_URL is not a URL: \(admin)")
         }
         components.path = "/\(name)"
         guard let dbURL = components.string else { throw TestFailure("no URL for database \(name) from \(admin)") }
+        return dbURL
+    }
+
+    /// A database that every migration has been applied to, made once per test process and
+    /// copied for each test (`CREATE DATABASE … TEMPLATE`): dozens of tests migrating their own
+    /// databases at once on 2 cores overran the server's 15-second start-up bound.
+    static let template = TemplateDatabase()
+
+    actor TemplateDatabase {
+        private var made: Task<String, any Error>?
+
+        func name(admin: String) async throws -> String {
+            if let made { return try await made.value }
+            let task = Task<String, any Error> {
+                let name = "transfer_template_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+                try await withClient(admin) { client in _ = try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)")) }
+                var quiet = Logger(label: "test.template")
+                quiet.logLevel = .error
+                // The store migrates the database as a server would, then closes every connection
+                // (a template must have none while it is copied).
+                try await Storage.withStore(.postgres(url: try TestPostgres.url(of: name, admin: admin)), logger: quiet) { _ in }
+                return name
+            }
+            made = task
+            return try await task.value
+        }
+    }
+
+    /// A new database of its own, migrated (or empty, for tests that build the schema
+    /// themselves); dropped after `body`.
+    static func withDatabase<T: Sendable>(empty: Bool = false, _ body: @Sendable (String) async throws -> T) async throws -> T {
+        guard let admin = url else { throw Missing() }
+        let name = "transfer_test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        // The same server and user, another database: only the URL's path changes.
+        let dbURL = try url(of: name, admin: admin)
+        let template = empty ? nil : try await self.template.name(admin: admin)
         try await withClient(admin) { client in
-            _ = try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
+            _ = try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)" + (template.map { " TEMPLATE \($0)" } ?? "")))
         }
         do {
             let result = try await body(dbURL)
@@ -93,12 +126,14 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
     }
 
     /// Runs `body` with the `--database` value of a fresh database.
-    func withDatabaseLocation(_ body: @Sendable (DatabaseLocation, TempDatabase) async throws -> Void) async throws {
+    /// `empty`: a PostgreSQL database without the schema (SQLite files always start empty:
+    /// the store migrates them in milliseconds).
+    func withDatabaseLocation(empty: Bool = false, _ body: @Sendable (DatabaseLocation, TempDatabase) async throws -> Void) async throws {
         let file = TempDatabase()
         defer { file.remove() }
         switch self {
         case .sqlite: try await body(.sqlite(path: file.path), file)
-        case .postgres: try await TestPostgres.withDatabase { url in try await body(.postgres(url: url), file) }
+        case .postgres: try await TestPostgres.withDatabase(empty: empty) { url in try await body(.postgres(url: url), file) }
         }
     }
 }
