@@ -31,6 +31,7 @@ struct AppleTests {
             let me = try await api.me(access)
             let link = try #require(try me.json["apple"] as? [String: Any], "\(me.text)")
             #expect(link["linkedAt"] as? String != nil && link["email"] as? String == "mia@privaterelay.appleid.com")
+            #expect(me["waysBack"] as? [String] == ["apple"], "the Apple ID is a way back: \(me.text)")
 
             // The second sign-in carries no email (Apple sends it once): the stored one stays.
             let again = try await api.appleNonce()
@@ -40,7 +41,9 @@ struct AppleTests {
             #expect(second["email"] as? String == "mia@privaterelay.appleid.com", "never overwritten with null")
 
             #expect(try await api.call(.delete, "/v1/me/apple", token: access).status == .noContent)
-            #expect(try await api.me(access)["apple"] is NSNull, "unlinked")
+            let unlinked = try await api.me(access)
+            #expect(unlinked["apple"] is NSNull, "unlinked")
+            #expect(unlinked["waysBack"] as? [String] == [], "no way back left: \(unlinked.text)")
             #expect(try await api.call(.delete, "/v1/me/apple", token: access).status == .noContent, "again: nothing to unlink, still 204")
         }
     }
