@@ -55,7 +55,12 @@ let package = Package(
         ),
         // The SQL both stores speak, written once: statements with bound values rendered per
         // dialect, the effects' statements, the reads as plans, the row decoders.
-        .target(name: "TransferSQL", dependencies: ["TransferCore"], swiftSettings: strict),
+        // Its generic reads and decoders are specialised for each store's row type across the
+        // module boundary (cross-module optimisation): through `any SQLRow` they cost the
+        // SQLite login path, whose single writer runs them, about 12 % (BENCHMARKS.md).
+        .target(
+            name: "TransferSQL", dependencies: ["TransferCore"],
+            swiftSettings: strict + [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]),
         // The embedded store: GRDB on system SQLite.
         .target(
             name: "TransferSQLite",

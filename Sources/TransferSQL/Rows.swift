@@ -2,7 +2,7 @@ import TransferCore
 
 /// A result row, as both stores' rows can answer it (GRDB's `Row`, PostgresNIO's
 /// `PostgresRandomAccessRow`). Every decoder below is written once against it.
-public protocol SQLRow {
+public protocol SQLRow: SendableMetatype {
     func text(_ column: String) throws -> String
     func textOrNil(_ column: String) throws -> String?
     func integer(_ column: String) throws -> Int64
@@ -32,7 +32,7 @@ extension SQLRow {
 /// How each table's rows become the domain's records: once, for both stores.
 public enum Rows {
     /// A `device_accounts` row joined with its account (`user_name`, `deleted`, `flag`), as `Queries.pairs` reads it.
-    public static func pair(_ row: any SQLRow) throws -> DeviceAccount {
+    public static func pair(_ row: some SQLRow) throws -> DeviceAccount {
         var session: PairSession?
         if let id = try row.textOrNil("session_id") {
             session = PairSession(
@@ -48,7 +48,7 @@ public enum Rows {
     }
 
     /// A `devices` row with the pairs read for it.
-    public static func device(_ row: any SQLRow, accounts: [DeviceAccount]) throws -> DeviceRecord {
+    public static func device(_ row: some SQLRow, accounts: [DeviceAccount]) throws -> DeviceRecord {
         DeviceRecord(
             id: try row.text("id"), secretHash: try row.hash("secret_hash"), createdAt: try row.time("created_at"),
             currentAccountID: try row.textOrNil("current_account_id"), retiredAt: try row.timeOrNil("retired_at"), accounts: accounts,
@@ -56,33 +56,33 @@ public enum Rows {
     }
 
     /// `account_id`, `user_name` and `flag` of a row.
-    public static func sessionAccount(_ row: any SQLRow) throws -> SessionAccount {
+    public static func sessionAccount(_ row: some SQLRow) throws -> SessionAccount {
         SessionAccount(accountID: try row.text("account_id"), userName: try row.text("user_name"), migrationFlag: try row.bool("flag"))
     }
 
     /// A row of `Queries.pushRoutes`, by position (1 000 rows a request).
-    public static func pushRoute(_ row: any SQLRow) throws -> PushRoute {
+    public static func pushRoute(_ row: some SQLRow) throws -> PushRoute {
         PushRoute(
             provider: try UnknownStoredValue.decode(try row.text(at: 0), column: "push_tokens.provider"), token: try row.text(at: 1),
             environment: try row.textOrNil(at: 2).map { try UnknownStoredValue.decode($0, column: "push_tokens.environment") },
             deviceID: try row.text(at: 3), accountID: try row.text(at: 4))
     }
 
-    public static func pushToken(_ row: any SQLRow) throws -> PushToken {
+    public static func pushToken(_ row: some SQLRow) throws -> PushToken {
         PushToken(
             deviceID: try row.text("device_id"), provider: try row.value("provider", table: "push_tokens"), token: try row.text("token"),
             environment: try row.textOrNil("environment").map { try UnknownStoredValue.decode($0, column: "push_tokens.environment") },
             registeredAt: try row.time("registered_at"))
     }
 
-    public static func siblingSession(_ row: any SQLRow) throws -> SiblingSession {
+    public static func siblingSession(_ row: some SQLRow) throws -> SiblingSession {
         SiblingSession(
             deviceID: try row.text("device_id"), accountID: try row.text("account_id"), clientID: try row.text("client_id"),
             sessionID: try row.text("session_id"), startedAt: try row.time("started_at"), generation: try row.int("refresh_generation"),
             refreshHash: try row.hash("refresh_hash"), expiresAt: try row.time("refresh_expires_at"))
     }
 
-    public static func handoffCode(_ row: any SQLRow) throws -> HandoffCodeRecord {
+    public static func handoffCode(_ row: some SQLRow) throws -> HandoffCodeRecord {
         HandoffCodeRecord(
             codeHash: try row.hash("code_hash"), deviceID: try row.text("device_id"), accountID: try row.text("account_id"),
             hostSessionID: try row.text("host_session_id"), clientID: try row.text("client_id"), challenge: try row.text("challenge"),
@@ -90,7 +90,7 @@ public enum Rows {
             siblingSessionID: try row.textOrNil("sibling_session_id"))
     }
 
-    public static func appleLink(_ row: any SQLRow) throws -> AppleLink {
+    public static func appleLink(_ row: some SQLRow) throws -> AppleLink {
         AppleLink(
             accountID: try row.text("account_id"), sub: try row.text("sub"), email: try row.textOrNil("email"),
             isPrivateEmail: try row.integerOrNil("is_private_email").map { $0 != 0 }, linkedAt: try row.time("linked_at"),
@@ -98,13 +98,13 @@ public enum Rows {
             emailEnabled: try row.flag("email_enabled"))
     }
 
-    public static func serviceKey(_ row: any SQLRow) throws -> ServiceKeyRecord {
+    public static func serviceKey(_ row: some SQLRow) throws -> ServiceKeyRecord {
         ServiceKeyRecord(
             name: try row.text("name"), createdAt: try row.time("created_at"), createdBy: try row.text("created_by"),
             lastUsedAt: try row.timeOrNil("last_used_at"), revokedAt: try row.timeOrNil("revoked_at"), revokedBy: try row.textOrNil("revoked_by"))
     }
 
-    public static func transfer(_ row: any SQLRow) throws -> TransferRecord {
+    public static func transfer(_ row: some SQLRow) throws -> TransferRecord {
         let proof: TransferProof
         switch try row.value("method", table: "transfers") as TransferMethod {
         case .password:
@@ -120,13 +120,13 @@ public enum Rows {
             claimedBy: try row.textOrNil("claimed_by_device"))
     }
 
-    public static func recoveryCode(_ row: any SQLRow) throws -> RecoveryCodeRecord {
+    public static func recoveryCode(_ row: some SQLRow) throws -> RecoveryCodeRecord {
         RecoveryCodeRecord(
             accountID: try row.text("account_id"), codeHash: try row.hash("code_hash"), createdAt: try row.time("created_at"),
             usedAt: try row.timeOrNil("used_at"), usedByDevice: try row.textOrNil("used_by_device"))
     }
 
-    public static func outboxMessage(_ row: any SQLRow) throws -> OutboxMessage {
+    public static func outboxMessage(_ row: some SQLRow) throws -> OutboxMessage {
         OutboxMessage(
             id: try row.text("id"), kind: try row.value("kind", table: "outbox"), accountID: try row.text("account_id"),
             type: try row.text("type"), body: try row.text("body"), createdAt: try row.time("created_at"),
@@ -135,13 +135,13 @@ public enum Rows {
             leaseID: try row.textOrNil("lease_id"))
     }
 
-    public static func signingKey(_ row: any SQLRow) throws -> SigningKeyRecord {
+    public static func signingKey(_ row: some SQLRow) throws -> SigningKeyRecord {
         SigningKeyRecord(
             kid: try row.text("kid"), algorithm: try row.text("algorithm"), privateKey: try row.text("private_key"),
             createdAt: try row.time("created_at"), retiredAt: try row.timeOrNil("retired_at"))
     }
 
-    public static func event(_ row: any SQLRow) throws -> AuditEvent {
+    public static func event(_ row: some SQLRow) throws -> AuditEvent {
         AuditEvent(
             at: try row.time("at"), kind: try row.value("kind", table: "audit_events"), accountID: try row.textOrNil("account_id"),
             deviceID: try row.textOrNil("device_id"), transferID: try row.textOrNil("transfer_id"),
@@ -149,7 +149,7 @@ public enum Rows {
             clientAddress: try row.textOrNil("client_address"))
     }
 
-    public static func refreshTokenLookup(_ row: any SQLRow) throws -> RefreshTokenLookup {
+    public static func refreshTokenLookup(_ row: some SQLRow) throws -> RefreshTokenLookup {
         RefreshTokenLookup(
             deviceID: try row.text("device_id"), accountID: try row.text("account_id"), sessionID: try row.text("session_id"),
             clientID: try row.textOrNil("client_id"))

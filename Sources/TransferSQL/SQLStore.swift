@@ -25,7 +25,7 @@ extension SQLStore {
     }
 
     public func pushRoutes(accountIDs: [String]) async throws -> [PushRoute] {
-        try await read(AllRows(Queries.pushRoutes(accountIDs: accountIDs), Rows.pushRoute))
+        try await read(AllRows(Queries.pushRoutes(accountIDs: accountIDs)) { try Rows.pushRoute($0) })
     }
 
     public func outboxStats(kind: OutboxKind) async throws -> OutboxStats {
@@ -36,31 +36,31 @@ extension SQLStore {
     }
 
     public func signingKeys() async throws -> [SigningKeyRecord] {
-        try await read(AllRows(Queries.signingKeys, Rows.signingKey))
+        try await read(AllRows(Queries.signingKeys) { try Rows.signingKey($0) })
     }
 
     public func appleLink(sub: String) async throws -> AppleLink? {
-        try await read(FirstRow(Queries.appleLink(sub: sub, lock: false), Rows.appleLink))
+        try await read(FirstRow(Queries.appleLink(sub: sub, lock: false)) { try Rows.appleLink($0) })
     }
 
     public func serviceKey(hash: SecretHash) async throws -> ServiceKeyRecord? {
-        try await read(FirstRow(Queries.serviceKey(hash: hash), Rows.serviceKey))
+        try await read(FirstRow(Queries.serviceKey(hash: hash)) { try Rows.serviceKey($0) })
     }
 
     public func pendingTransfer(emailKey: String) async throws -> TransferRecord? {
-        try await read(FirstRow(Queries.pendingTransfer(emailKey: emailKey), Rows.transfer))
+        try await read(FirstRow(Queries.pendingTransfer(emailKey: emailKey)) { try Rows.transfer($0) })
     }
 
     public func transfer(codeHash: SecretHash) async throws -> TransferRecord? {
-        try await read(FirstRow(Queries.transfer(codeHash: codeHash), Rows.transfer))
+        try await read(FirstRow(Queries.transfer(codeHash: codeHash)) { try Rows.transfer($0) })
     }
 
     public func claimedTransfer(emailKey: String, by device: String, since: Timestamp) async throws -> TransferRecord? {
-        try await read(FirstRow(Queries.claimedTransfer(emailKey: emailKey, by: device, since: since), Rows.transfer))
+        try await read(FirstRow(Queries.claimedTransfer(emailKey: emailKey, by: device, since: since)) { try Rows.transfer($0) })
     }
 
     public func recoveryCode(hash: SecretHash) async throws -> RecoveryCodeRecord? {
-        try await read(FirstRow(Queries.recoveryCode(hash: hash), Rows.recoveryCode))
+        try await read(FirstRow(Queries.recoveryCode(hash: hash)) { try Rows.recoveryCode($0) })
     }
 
     // SupportStore
@@ -84,7 +84,7 @@ extension SQLStore {
     }
 
     public func history(accountID: String) async throws -> [AuditEvent] {
-        try await read(AllRows(Queries.history(ofAccount: accountID), Rows.event))
+        try await read(AllRows(Queries.history(ofAccount: accountID)) { try Rows.event($0) })
     }
 
     public func stats(at now: Timestamp) async throws -> SupportStats {
@@ -101,11 +101,11 @@ extension SQLStore {
     }
 
     public func serviceKeys() async throws -> [ServiceKeyRecord] {
-        try await read(AllRows(Queries.serviceKeys, Rows.serviceKey))
+        try await read(AllRows(Queries.serviceKeys) { try Rows.serviceKey($0) })
     }
 
     public func outbox(limit: Int) async throws -> [OutboxMessage] {
-        try await read(AllRows(Queries.outbox(limit: limit), Rows.outboxMessage))
+        try await read(AllRows(Queries.outbox(limit: limit)) { try Rows.outboxMessage($0) })
     }
 }
 

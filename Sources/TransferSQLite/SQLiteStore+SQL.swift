@@ -19,12 +19,14 @@ extension GRDB.Row: SQLRow {
 }
 
 extension SQLValue {
-    var databaseValue: DatabaseValue {
+    /// As GRDB binds it. (Built as an array of values, not through `StatementArguments`'
+    /// generic sequence initialiser, which cost more than the statement on the login path.)
+    var argument: (any DatabaseValueConvertible)? {
         switch self {
-        case .null: .null
-        case .integer(let value): value.databaseValue
-        case .text(let value): value.databaseValue
-        case .blob(let bytes): Data(bytes).databaseValue
+        case .null: nil
+        case .integer(let value): value
+        case .text(let value): value
+        case .blob(let bytes): Data(bytes)
         }
     }
 }
@@ -33,7 +35,7 @@ extension Database {
     /// The statement, prepared once per connection and cached by its text.
     func statement(_ sql: TransferSQL.SQL) throws -> (Statement, StatementArguments) {
         let (text, binds) = sql.render(.sqlite)
-        return (try cachedStatement(sql: text), StatementArguments(binds.map(\.databaseValue)))
+        return (try cachedStatement(sql: text), StatementArguments(binds.map(\.argument)))
     }
 
     func all(_ sql: TransferSQL.SQL) throws -> [Row] {
