@@ -142,12 +142,12 @@ extension TransferService {
 
     /// The winner's repeated claim answers as the first did: a session for the account on the
     /// device (a login of the pair, which checks the device secret), and changes nothing else.
-    /// An account that left the device since is no claim to repeat.
+    /// An account that left the device since is no claim to repeat. Any refusal, a wrong
+    /// device secret included, is the claim's one 401: who won a claim is not told to
+    /// someone who holds its used-up credentials and the winner's device id.
     func repeatedClaim(of accountID: String, _ device: (id: DeviceID, secret: String), clientAddress: String?) async throws -> SessionGrant {
         do {
             return try await login(deviceID: device.id, deviceSecret: device.secret, target: .account(accountID), clientAddress: clientAddress)
-        } catch TransferError.invalidDeviceCredentials {
-            throw TransferError.invalidDeviceCredentials
         } catch is TransferError {
             observer.claimFailed()
             throw TransferError.invalidTransferCredentials
@@ -259,6 +259,11 @@ public struct ClaimCommand: StoreOperation {
         guard let account = facts.account, facts.accountDeletedAt == nil else { return Plan(.rejected(.invalidTransferCredentials)) }
         switch proof {
         case .transfer:
+            // Claimed meanwhile by this very device: the same claim sent twice (a retry while
+            // the first was still queued) is the winner's repeat, not a wrong code.
+            if let transfer = facts.transfer, transfer.accountID == accountID, transfer.wasClaimed(by: move.deviceID, repeatableAt: now) {
+                return Plan(.repeated(accountID: accountID))
+            }
             // The transfer may have been claimed, cancelled, replaced or voided since the password was checked.
             guard let transfer = facts.transfer, transfer.accountID == accountID, transfer.isOpen(at: now) else {
                 return Plan(.rejected(.invalidTransferCredentials))
@@ -278,6 +283,11 @@ public struct ClaimCommand: StoreOperation {
                 ])
             }
         case .recoveryCode(let hash):
+            if let code = facts.recoveryCode, code.codeHash.matches(hash), code.usedByDevice == move.deviceID.value,
+                ClaimRepeat.allows(wonAt: code.usedAt, now: now)
+            {
+                return Plan(.repeated(accountID: accountID))
+            }
             // Used or replaced since the service looked: as if unknown.
             guard let code = facts.recoveryCode, code.codeHash.matches(hash), code.isUsable else {
                 return Plan(.rejected(.invalidTransferCredentials))
