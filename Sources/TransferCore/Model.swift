@@ -156,6 +156,11 @@ public enum TransferProof: Sendable, Equatable {
         if case .password(_, let key, _) = self { return key }
         return nil
     }
+
+    /// A password transfer's proof: the email as typed and its key, the password's hash.
+    public static func password(_ email: Email, hash: String) -> TransferProof {
+        .password(email: email.display, emailKey: email.key, hash: hash)
+    }
 }
 
 /// A transfer as a store reads it.

@@ -109,16 +109,16 @@ extension Effect {
         case .closeSiblingSession(let session):
             return ["DELETE FROM sibling_sessions WHERE session_id = \(session)"]
         case .createTransfer(let t):
-            var email: Email?, passwordHash: String?, codeHash: [UInt8]?
+            var passwordHash: String?, codeHash: [UInt8]?
             switch t.proof {
-            case .password(let e, let hash): (email, passwordHash) = (e, hash)
+            case .password(_, _, let hash): passwordHash = hash
             case .code(let hash): codeHash = hash.bytes
             }
             return [
                 """
                 INSERT INTO transfers (id, account_id, method, email, email_key, password_hash, code_hash, state, created_at, expires_at,
                                        issued_by)
-                VALUES (\(t.id), \(t.accountID), \(t.method), \(email?.display), \(email?.key), \(passwordHash), \(codeHash), 'pending',
+                VALUES (\(t.id), \(t.accountID), \(t.method), \(t.proof.email), \(t.proof.emailKey), \(passwordHash), \(codeHash), 'pending',
                         \(t.createdAt), \(t.expiresAt), \(t.issuedBy))
                 """
             ]

@@ -238,18 +238,14 @@ public enum Effect: Sendable, Equatable {
 
 /// A transfer to create, pending.
 public struct NewTransfer: Sendable, Equatable {
-    /// How it will be claimed: an email and the password's argon2id hash, or a code's hash.
-    public enum Proof: Sendable, Equatable {
-        case password(Email, hash: String)
-        case code(SecretHash)
-    }
     public var id: String
     public var accountID: String
-    public var proof: Proof
+    /// How it will be claimed, as it is stored.
+    public var proof: TransferProof
     public var createdAt: Timestamp
     public var expiresAt: Timestamp
     public var issuedBy: Initiator
-    public init(id: String, accountID: String, proof: Proof, createdAt: Timestamp, expiresAt: Timestamp, issuedBy: Initiator) {
+    public init(id: String, accountID: String, proof: TransferProof, createdAt: Timestamp, expiresAt: Timestamp, issuedBy: Initiator) {
         self.id = id
         self.accountID = accountID
         self.proof = proof
@@ -267,17 +263,7 @@ public struct NewTransfer: Sendable, Equatable {
             issuedBy: issuedBy)
     }
 
-    public var method: TransferMethod {
-        switch proof {
-        case .password: .password
-        case .code: .code
-        }
-    }
-
-    public var email: Email? {
-        if case .password(let email, _) = proof { return email }
-        return nil
-    }
+    public var method: TransferMethod { proof.method }
 }
 
 /// Who caused a change, as the audit trail records it.

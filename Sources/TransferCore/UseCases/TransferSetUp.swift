@@ -27,7 +27,7 @@ extension TransferService {
 
     /// The set-up of either kind: one pending transfer per account, the new one replacing the old.
     private func setUp(
-        accountID: String, proof: NewTransfer.Proof, by initiator: Initiator, reason: String?, clientAddress: String?
+        accountID: String, proof: TransferProof, by initiator: Initiator, reason: String?, clientAddress: String?
     ) async throws -> Timestamp {
         let now = clock.now()
         let transfer = NewTransfer(
@@ -80,7 +80,7 @@ public struct SetUpCommand: StoreOperation {
 
     public var now: Timestamp { transfer.createdAt }
     public var reads: Reads {
-        Reads(pendingTransfers: PendingTransferQuery(emailKey: transfer.email?.key, accountID: transfer.accountID), account: transfer.accountID)
+        Reads(pendingTransfers: PendingTransferQuery(emailKey: transfer.proof.emailKey, accountID: transfer.accountID), account: transfer.accountID)
     }
 
     public func plan(_ facts: Facts) -> Plan<SetUpResult> {
@@ -96,7 +96,7 @@ public struct SetUpCommand: StoreOperation {
                 effects.append(pending.markedExpired)
             }
         }
-        if let email = transfer.email, open.contains(where: { $0.emailKey == email.key && $0.accountID != transfer.accountID }) {
+        if let key = transfer.proof.emailKey, open.contains(where: { $0.emailKey == key && $0.accountID != transfer.accountID }) {
             return Plan(.emailInUse, effects)
         }
         // The account's earlier transfer, of either kind, gives way: new proof, new expiry, attempts reset.
