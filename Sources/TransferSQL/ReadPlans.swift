@@ -53,18 +53,13 @@ public struct FirstRow<Value: Sendable>: ReadPlan {
 struct DeviceReads: Sendable {
     enum Step: Sendable {
         case row(String)
-        case pairs(String)
+        /// The device's row was read; its accounts come next.
+        case pairs(DeviceRecord)
     }
     let now: Timestamp
     let lock: Bool
     var steps: [Step] = []
-    var pendingRow: [String: DeviceRowValues] = [:]
     var devices: [DeviceRecord] = []
-
-    /// The `devices` columns kept until the pairs are read.
-    struct DeviceRowValues: Sendable {
-        var id: String, secretHash: SecretHash, createdAt: Timestamp, current: String?, retiredAt: Timestamp?, pushMode: PushMode
-    }
 
     init(now: Timestamp, lock: Bool) {
         self.now = now
@@ -73,31 +68,22 @@ struct DeviceReads: Sendable {
 
     mutating func add(_ id: String) { steps.append(.row(id)) }
 
-    var isEmpty: Bool { steps.isEmpty }
-
     func next() -> SQL? {
         switch steps.first {
         case .row(let id): Queries.device(id, lock: lock)
-        case .pairs(let id): Queries.pairs(ofDevice: id, at: now, lock: lock)
+        case .pairs(let device): Queries.pairs(ofDevice: device.id, at: now, lock: lock)
         case nil: nil
         }
     }
 
     mutating func take<Row: SQLRow>(_ rows: [Row]) throws {
         switch steps.removeFirst() {
-        case .row(let id):
+        case .row:
             guard let row = rows.first else { return }
-            pendingRow[id] = DeviceRowValues(
-                id: try row.text("id"), secretHash: try row.hash("secret_hash"), createdAt: try row.time("created_at"),
-                current: try row.textOrNil("current_account_id"), retiredAt: try row.timeOrNil("retired_at"),
-                pushMode: try row.value("push_mode", table: "devices"))
-            steps.insert(.pairs(id), at: 0)
-        case .pairs(let id):
-            guard let d = pendingRow.removeValue(forKey: id) else { return }
-            devices.append(
-                DeviceRecord(
-                    id: d.id, secretHash: d.secretHash, createdAt: d.createdAt, currentAccountID: d.current, retiredAt: d.retiredAt,
-                    accounts: try rows.map(Rows.pair), pushMode: d.pushMode))
+            steps.insert(.pairs(try Rows.device(row, accounts: [])), at: 0)
+        case .pairs(var device):
+            device.accounts = try rows.map(Rows.pair)
+            devices.append(device)
         }
     }
 }
