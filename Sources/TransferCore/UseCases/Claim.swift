@@ -60,6 +60,7 @@ extension TransferService {
     /// `--claim-limit` make guessing hopeless). Either way, every failure is the same
     /// `invalid_transfer_credentials`.
     public func claim(_ request: ClaimRequest, clientAddress: String?) async throws -> SessionGrant {
+        let device = (id: request.deviceID, secret: request.deviceSecret)
         let found: ClaimableProof
         switch request.proof {
         case .password(let email, let password):
@@ -96,7 +97,7 @@ extension TransferService {
             observer.claimFailed()
             throw TransferError.invalidTransferCredentials
         case .repeated(let accountID):
-            return try await repeatedClaim(of: accountID, request, clientAddress: clientAddress)
+            return try await repeatedClaim(of: accountID, device, clientAddress: clientAddress)
         case .claimable(let proof, let accountID):
             let now = clock.now()
             let result = try await store.execute(
@@ -106,7 +107,7 @@ extension TransferService {
                         replaceExistingAccount: request.replaceExistingAccount, addAccount: request.addAccount,
                         maxAccounts: policy.maxAccountsPerDevice, now: now, fresh: freshSession(now: now), clientAddress: clientAddress,
                         method: proof.method)))
-            return try await answer(result, request, clientAddress: clientAddress)
+            return try await answer(result, device, clientAddress: clientAddress)
         }
     }
 
@@ -130,14 +131,6 @@ extension TransferService {
             if error == .invalidTransferCredentials { observer.claimFailed() }
             throw error
         }
-    }
-
-    private func answer(_ result: ClaimResult, _ request: ClaimRequest, clientAddress: String?) async throws -> SessionGrant {
-        try await answer(result, (request.deviceID, request.deviceSecret), clientAddress: clientAddress)
-    }
-
-    private func repeatedClaim(of accountID: String, _ request: ClaimRequest, clientAddress: String?) async throws -> SessionGrant {
-        try await repeatedClaim(of: accountID, (request.deviceID, request.deviceSecret), clientAddress: clientAddress)
     }
 
     /// The winner's repeated claim answers as the first did: a session for the account on the
