@@ -1,11 +1,12 @@
 import Foundation
 import PostgresNIO
 import TransferCore
+import TransferSQL
 
 extension PostgresStore {
     // MARK: Migrations
 
-    static let advisoryLockKey: Int64 = 0x7472_616E_7366_6572  // "transfer"
+    static let advisoryLockKey = Queries.advisoryLockKey
 
     /// Applies pending versioned migrations. Nodes that start together wait on an advisory
     /// lock, so exactly one migrates and the others find the work done.

@@ -85,8 +85,10 @@ public enum Queries {
     /// Serialises writers that read the signing keys: nodes starting together on an empty
     /// table, one inserts the key and the others then read it. PostgreSQL only: SQLite's
     /// writer is already alone.
-    public static let signingKeysLock: SQL = "SELECT pg_advisory_xact_lock(\(signingKeysLockKey))"
-    public static let signingKeysLockKey: Int64 = 0x7472_616E_7366_6572 + 1
+    public static let signingKeysLock: SQL = "SELECT pg_advisory_xact_lock(\(advisoryLockKey + 1))"
+    /// The first of this service's PostgreSQL advisory lock keys ("transfer"): + 0 migrations,
+    /// + 1 signing keys, + 2 the pruner.
+    public static let advisoryLockKey: Int64 = 0x7472_616E_7366_6572
     public static let signingKeys: SQL = "SELECT kid, algorithm, private_key, created_at, retired_at FROM signing_keys ORDER BY created_at, kid"
 
     public static func serviceKey(name: String) -> SQL { "SELECT * FROM service_keys WHERE name = \(name)\(SQL.forUpdate)" }
