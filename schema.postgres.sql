@@ -248,3 +248,13 @@ CREATE TABLE recovery_codes (
     used_by_device TEXT,
     CHECK ((used_at IS NULL) = (used_by_device IS NULL))
 );
+
+-- Limits shared by every node: one window per budget and client (address, /64, or account).
+CREATE TABLE rate_slots (
+    kind       TEXT NOT NULL CHECK (kind IN ('account_creation', 'claim', 'setup', 'nonce', 'handoff')),
+    client     TEXT NOT NULL,
+    window_end BIGINT NOT NULL,
+    used       BIGINT NOT NULL CHECK (used >= 0),
+    PRIMARY KEY (kind, client)
+);
+CREATE INDEX rate_slots_by_end ON rate_slots(window_end);

@@ -23,7 +23,9 @@ public struct Argon2Parameters: Sendable, Equatable {
 ///
 /// `workers` threads hash at once; up to `queueDepth` more requests wait. Past that the
 /// hasher refuses at once with `TransferError.overloaded`, so memory stays bounded by
-/// `workers × memoryKiB` and the event loops stay free for logins.
+/// `workers × memoryKiB` and the event loops stay free for logins. Claims come first: a
+/// new hash (a set-up) is refused once all but the last quarter of the queue is taken, which
+/// only verifications (claims) may use, so a flood of set-ups never makes a claim answer 503.
 public final class Argon2Hasher: PasswordHasher {
     public let parameters: Argon2Parameters
     public let workers: Int
@@ -59,17 +61,21 @@ public final class Argon2Hasher: PasswordHasher {
     /// The most memory argon2 can hold at once, in KiB.
     public var memoryBoundKiB: Int { workers * Int(parameters.memoryKiB) }
 
+    /// The places of the queue only claims may take: its last quarter.
+    public var reservedForClaims: Int { (queueDepth + 3) / 4 }
+
+    /// A set-up's hash: waits only in the first three quarters of the queue.
     public func hash(_ password: String) async throws -> String {
         let p = parameters
-        return try await run { try Self.hashNow(password, parameters: p) }
+        return try await run(capacity: workers + queueDepth - reservedForClaims) { try Self.hashNow(password, parameters: p) }
     }
 
+    /// A claim's verification: may wait anywhere in the queue.
     public func verify(_ password: String, against phc: String) async throws -> Bool {
-        try await run { Self.verifyNow(password, phc: phc) }
+        try await run(capacity: workers + queueDepth) { Self.verifyNow(password, phc: phc) }
     }
 
-    private func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        let capacity = workers + queueDepth
+    private func run<T: Sendable>(capacity: Int, _ work: @escaping @Sendable () throws -> T) async throws -> T {
         guard admitted.wrappingAdd(1, ordering: .relaxed).newValue <= capacity else {
             admitted.wrappingSubtract(1, ordering: .relaxed)
             throw TransferError.overloaded(retryAfterSeconds: 1)

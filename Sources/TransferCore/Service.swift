@@ -1,7 +1,9 @@
 /// Hashes and verifies temporary passwords (argon2id in production). Implementations run
 /// off the caller's thread on a bounded pool and throw `TransferError.overloaded` when full.
 public protocol PasswordHasher: Sendable {
+    /// A set-up's hash. May be refused (`overloaded`) while verifications are still taken.
     func hash(_ password: String) async throws -> String
+    /// A claim's verification: claims come first.
     func verify(_ password: String, against phc: String) async throws -> Bool
 }
 
@@ -13,12 +15,15 @@ public struct ServicePolicy: Sendable {
     public var maxAccountsPerDevice: Int
     /// Sibling-app hand-off; nil while off.
     public var handoff: HandoffPolicy?
+    /// The per-client and per-account limits (`--*-limit`, `--ipv6-prefix`); off unless given.
+    public var limits: RateLimits
 
     public init(
         transferTTL: Duration = .seconds(24 * 3600), refreshTokenTTL: Duration = .seconds(30 * 24 * 3600),
-        lock: LockPolicy = .standard, maxAccountsPerDevice: Int = 5, handoff: HandoffPolicy? = nil
+        lock: LockPolicy = .standard, maxAccountsPerDevice: Int = 5, handoff: HandoffPolicy? = nil, limits: RateLimits = .off
     ) {
         self.handoff = handoff
+        self.limits = limits
         self.transferTTL = transferTTL
         self.refreshTokenTTL = refreshTokenTTL
         self.lock = lock

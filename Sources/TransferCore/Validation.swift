@@ -17,8 +17,8 @@ public enum FieldRules {
         return text
     }
 
-    /// Trimmed, 3–254 characters, exactly one `@` with text on both sides, no whitespace
-    /// or control characters. Returns the email as the user typed it (trimmed) and the key
+    /// Trimmed, 3–254 characters, exactly one `@` with text on both sides, no whitespace,
+    /// control or format characters. Returns the email as the user typed it (trimmed) and the key
     /// it is compared by (NFC, lower-case).
     public static func email(_ text: String) throws(TransferError) -> Email {
         // What arrives is at most 254 code points too (as JSON Schema counts), spaces included.
@@ -30,6 +30,13 @@ public enum FieldRules {
         guard count <= 254 else { throw .invalidEmail("email must be at most 254 characters") }
         guard !trimmed.unicodeScalars.contains(where: { isSpace($0) || $0.properties.generalCategory == .control }) else {
             throw .invalidEmail("email must not contain whitespace or control characters")
+        }
+        // Format characters (U+200B zero-width space, U+202E right-to-left override, U+FEFF…)
+        // are invisible: they make look-alikes of other emails and turn support's output
+        // around. Refused anywhere, a pasted byte-order mark at the start too.
+        if let format = text.unicodeScalars.first(where: { $0.properties.generalCategory == .format }) {
+            let hex = String(format.value, radix: 16, uppercase: true)
+            throw .invalidEmail("email must not contain invisible format characters (U+\(String(repeating: "0", count: max(0, 4 - hex.count)) + hex))")
         }
         let parts = trimmed.split(separator: "@", omittingEmptySubsequences: false)
         guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {

@@ -9,7 +9,7 @@ import TransferSettings
 /// several together.
 public struct ServerConfiguration: Sendable {
     public typealias Database = DatabaseLocation
-    public typealias RateLimit = TransferSettings.RateLimit
+    public typealias RateLimit = TransferCore.RateLimit
     public typealias Invalid = TransferSettings.Invalid
 
     public var hostname = ServerFlags.hostname.defaultValue
@@ -23,8 +23,11 @@ public struct ServerConfiguration: Sendable {
     public var hashQueue = ServerFlags.hashQueue.defaultValue
     /// Connections each node keeps to PostgreSQL at most.
     public var databasePoolSize = ServerFlags.databasePoolSize.defaultValue
-    public var accountCreationLimit = ServerFlags.accountCreationLimit.defaultValue
-    public var claimLimit = ServerFlags.claimLimit.defaultValue
+    /// Every per-client and per-account limit, and the IPv6 prefix that is one client.
+    public var limits = RateLimits(
+        accountCreation: ServerFlags.accountCreationLimit.defaultValue, claim: ServerFlags.claimLimit.defaultValue,
+        setup: ServerFlags.setupLimit.defaultValue, nonce: ServerFlags.nonceLimit.defaultValue,
+        handoff: ServerFlags.handoffLimit.defaultValue, ipv6Prefix: ServerFlags.ipv6Prefix.defaultValue)
     public var trustedProxy = ServerFlags.trustedProxy.defaultValue
     public var maxAccountsPerDevice = ServerFlags.maxAccountsPerDevice.defaultValue
     /// How long ended transfers and audit events are kept before the pruner removes them.
@@ -82,8 +85,10 @@ public struct ServerConfiguration: Sendable {
         }
         config.hashWorkers = try values.value(F.hashWorkers)
         config.hashQueue = try values.value(F.hashQueue)
-        config.accountCreationLimit = try values.value(F.accountCreationLimit)
-        config.claimLimit = try values.value(F.claimLimit)
+        config.limits = RateLimits(
+            accountCreation: try values.value(F.accountCreationLimit), claim: try values.value(F.claimLimit),
+            setup: try values.value(F.setupLimit), nonce: try values.value(F.nonceLimit), handoff: try values.value(F.handoffLimit),
+            ipv6Prefix: try values.value(F.ipv6Prefix))
         config.trustedProxy = try values.value(F.trustedProxy)
         config.maxAccountsPerDevice = try values.value(F.maxAccountsPerDevice)
         config.auditRetention = try values.value(F.auditRetention)

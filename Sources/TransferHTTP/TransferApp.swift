@@ -61,7 +61,8 @@ public enum TransferApp {
             store: store, hasher: passwordHasher ?? argon2, clock: clock,
             policy: ServicePolicy(
                 transferTTL: configuration.transferTTL, refreshTokenTTL: configuration.refreshTokenTTL,
-                maxAccountsPerDevice: configuration.maxAccountsPerDevice, handoff: configuration.handoff),
+                maxAccountsPerDevice: configuration.maxAccountsPerDevice, handoff: configuration.handoff,
+                limits: configuration.limits),
             observer: metrics)
 
         var appleSigner: JWTKeyCollection?
@@ -83,8 +84,6 @@ public enum TransferApp {
         let router = Router(context: TransferRequestContext.self)
         let api = API<TransferRequestContext>(
             service: service, tokenBox: tokenBox, configuration: configuration, metrics: metrics, hasher: argon2,
-            creationLimiter: configuration.accountCreationLimit.map(RateLimiter.init),
-            claimLimiter: configuration.claimLimit.map(RateLimiter.init),
             apple: apple,
             openAPI: openAPI)
         router.add(middleware: RequestLogMiddleware(metrics: metrics))

@@ -91,6 +91,14 @@ extension PostgresStore {
                 RETURNING 1
             ) SELECT count(*) AS n FROM d
             """)
+        // Rate-limit windows that ended (a new event opens a new one).
+        counts.rateSlots = try await batches(conn, limit, """
+            WITH d AS (
+                DELETE FROM rate_slots WHERE (kind, client) IN (
+                    SELECT kind, client FROM rate_slots WHERE window_end <= \(now) LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+                RETURNING 1
+            ) SELECT count(*) AS n FROM d
+            """)
         counts.expiredTransfers = try await batches(conn, limit, """
             WITH d AS (
                 UPDATE transfers SET state = 'expired', ended_at = expires_at

@@ -30,7 +30,13 @@ public final class PostgresStore: SQLStore {
             let plan = operation.plan(try await read(conn, FactsPlan(operation.reads, at: operation.now, dialect: .postgres)))
             var outbox: [Effect] = []
             for effect in plan.effects {
-                if case .enqueue = effect { outbox.append(effect) } else { try await run(conn, effect.statements) }
+                if case .enqueue = effect {
+                    outbox.append(effect)
+                } else if let checked = effect.checkedStatement {
+                    try effect.check(await all(conn, Self.query(checked)))
+                } else {
+                    try await run(conn, effect.statements)
+                }
             }
             if !outbox.isEmpty { try await enqueue(outbox, conn) }
             return plan.result

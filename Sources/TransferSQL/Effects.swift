@@ -243,6 +243,18 @@ extension Effect {
             return ["DELETE FROM recovery_codes WHERE account_id = \(account)"]
         case .useRecoveryCode(let account, let device, let at):
             return ["UPDATE recovery_codes SET used_at = \(at), used_by_device = \(device) WHERE account_id = \(account) AND used_at IS NULL"]
+        case .takeSlot(let slot):
+            return [slot.take]
+        case .giveBackSlot(let slot):
+            // The window open when the slot was taken ends within one period of it; a later
+            // window ends later still, and keeps its count.
+            return [
+                """
+                UPDATE rate_slots SET used = used - 1
+                WHERE kind = \(slot.kind.rawValue) AND client = \(slot.key) AND used > 0
+                    AND window_end > \(slot.at) AND window_end <= \(slot.windowEnd)
+                """
+            ]
         case .enqueue(let e):
             return [
                 """
@@ -277,5 +289,36 @@ extension Effect {
                 """
             ]
         }
+    }
+}
+
+extension RateSlot {
+    /// Counts the slot in its window (opening a new one when the last has ended) and answers
+    /// the window's count and end: one statement, atomic on both stores, so concurrent
+    /// requests on any node never count past the limit unseen.
+    var take: SQL {
+        """
+        INSERT INTO rate_slots (kind, client, window_end, used) VALUES (\(kind.rawValue), \(key), \(windowEnd), 1)
+        ON CONFLICT (kind, client) DO UPDATE SET
+            used = CASE WHEN rate_slots.window_end <= \(at) THEN 1 ELSE rate_slots.used + 1 END,
+            window_end = CASE WHEN rate_slots.window_end <= \(at) THEN excluded.window_end ELSE rate_slots.window_end END
+        RETURNING used, window_end
+        """
+    }
+}
+
+extension Effect {
+    /// The statement of an effect whose answer decides whether the transaction goes on
+    /// (`takeSlot`): the store runs it instead of `statements` and hands its rows to `check`.
+    public var checkedStatement: SQL? {
+        if case .takeSlot(let slot) = self { return slot.take }
+        return nil
+    }
+
+    /// Throws (and so rolls the transaction back) when the answer of `checkedStatement` says
+    /// no: a slot over its limit is `rateLimited`.
+    public func check<Row: SQLRow>(_ rows: [Row]) throws {
+        guard case .takeSlot(let slot) = self, let row = rows.first else { return }
+        if let refusal = slot.refusal(used: try row.int("used"), windowEnd: try row.time("window_end")) { throw refusal }
     }
 }

@@ -40,6 +40,14 @@ extension SQLiteStore {
             try db.run(
                 "DELETE FROM handoff_codes WHERE code_hash IN (SELECT code_hash FROM handoff_codes WHERE expires_at <= \(now) LIMIT \(batchSize))")
         }
+        // Rate-limit windows that ended (a new event opens a new one).
+        counts.rateSlots = try await batches(batchSize) { db in
+            try db.run(
+                """
+                DELETE FROM rate_slots WHERE (kind, client) IN (
+                    SELECT kind, client FROM rate_slots WHERE window_end <= \(now) LIMIT \(batchSize))
+                """)
+        }
         counts.expiredTransfers = try await batches(batchSize) { db in
             try db.run(
                 """

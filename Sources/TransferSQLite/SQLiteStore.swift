@@ -56,7 +56,7 @@ public final class SQLiteStore: SQLStore {
         ("v1", PackageResources.v1_sql), ("v2", PackageResources.v2_sql), ("v3", PackageResources.v3_sql),
         ("v4", PackageResources.v4_sql), ("v5", PackageResources.v5_sql), ("v6", PackageResources.v6_sql),
         ("v7", PackageResources.v7_sql), ("v8", PackageResources.v8_sql), ("v9", PackageResources.v9_sql),
-        ("v10", PackageResources.v10_sql),
+        ("v10", PackageResources.v10_sql), ("v11", PackageResources.v11_sql),
     ]
 
     static var migrator: DatabaseMigrator {
@@ -74,7 +74,11 @@ public final class SQLiteStore: SQLStore {
             // The writer holds the only write lock, so nothing read here changes before the effects are applied.
             let plan = operation.plan(try db.read(FactsPlan(operation.reads, at: operation.now, dialect: .sqlite)))
             for effect in plan.effects {
-                for statement in effect.statements { try db.run(statement) }
+                if let checked = effect.checkedStatement {
+                    try effect.check(db.all(checked))
+                } else {
+                    for statement in effect.statements { try db.run(statement) }
+                }
             }
             return (plan.result, plan.effects.contains { if case .eraseAccount = $0 { true } else { false } })
         }

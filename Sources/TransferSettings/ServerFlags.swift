@@ -37,12 +37,24 @@ public enum ServerFlags {
         "hash-workers", "Threads that hash passwords; argon2 memory is bounded by workers × memory cost.", in: 1...1024,
         default: ProcessInfo.processInfo.activeProcessorCount, shown: "number of cores")
     public static let hashQueue: Setting<Int> = .integer(
-        "hash-queue", "Set-ups and claims that may wait for a hash worker before 503 overloaded.", in: 0...1_000_000, default: 64)
+        "hash-queue", "Set-ups and claims that may wait for a hash worker before 503 overloaded; the last quarter is kept for claims.",
+        in: 0...1_000_000, default: 64)
 
     public static let accountCreationLimit: Setting<RateLimit?> = .rateLimit(
         "account-creation-limit", "New accounts per client address, N/PERIOD or off.", default: RateLimit(count: 60, period: .seconds(60)))
     public static let claimLimit: Setting<RateLimit?> = .rateLimit(
         "claim-limit", "Claim attempts per client address, N/PERIOD or off.", default: RateLimit(count: 30, period: .seconds(60)))
+    public static let setupLimit: Setting<RateLimit?> = .rateLimit(
+        "setup-limit", "Transfer set-ups per account, N/PERIOD or off (support's transfer issue does not count).",
+        default: RateLimit(count: 10, period: .seconds(3600)))
+    public static let nonceLimit: Setting<RateLimit?> = .rateLimit(
+        "nonce-limit", "Apple nonces and attestation challenges per client address, N/PERIOD or off.",
+        default: RateLimit(count: 60, period: .seconds(60)))
+    public static let handoffLimit: Setting<RateLimit?> = .rateLimit(
+        "handoff-limit", "Hand-off codes per account, N/PERIOD or off.", default: RateLimit(count: 60, period: .seconds(3600)))
+    public static let ipv6Prefix: Setting<Int> = .integer(
+        "ipv6-prefix", "The leading bits of an IPv6 address that count as one client for the limits (a /64 is one home line).",
+        in: 48...128, default: 64)
     public static let trustedProxy: Setting<Bool> = .onOff(
         "trusted-proxy", "Take the client address from the last X-Forwarded-For hop (the variable: on or off).")
     public static let maxAccountsPerDevice: Setting<Int> = .integer(
@@ -113,7 +125,7 @@ public enum ServerFlags {
     public static let all: [any SettingDescription] = [
         hostname, port, database, databasePoolSize, transferTTL, accessTokenTTL, refreshTokenTTL,
         argon2MemoryKiB, argon2Iterations, argon2Parallelism, hashWorkers, hashQueue,
-        accountCreationLimit, claimLimit, trustedProxy, maxAccountsPerDevice, auditRetention, signingKeyMaxAge,
+        accountCreationLimit, claimLimit, setupLimit, nonceLimit, handoffLimit, ipv6Prefix, trustedProxy, maxAccountsPerDevice, auditRetention, signingKeyMaxAge,
         webhookURL, webhookSecret,
         appleClientIDs, appleIssuer, appleJWKSURL, appleTokenURL, appleRevokeURL, appleTeamID, appleKeyID, applePrivateKey,
         handoffClients, handoffCodeTTL,

@@ -223,15 +223,7 @@ extension Setting where Value == [String]? {
     }
 }
 
-/// `--account-creation-limit`, `--claim-limit`: so many per period, per client address.
-public struct RateLimit: Sendable, Equatable {
-    public var count: Int
-    public var period: Duration
-    public init(count: Int, period: Duration) {
-        self.count = count
-        self.period = period
-    }
-
+extension RateLimit {
     /// As written on the command line: `60/1m`.
     public var flagText: String { "\(count)/\(period.flagText)" }
 }

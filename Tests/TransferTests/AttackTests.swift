@@ -37,7 +37,7 @@ struct AttackTests {
     @Test("X-Forwarded-For is believed only with --trusted-proxy", arguments: [false, true])
     func forwardedFor(trusted: Bool) async throws {
         try await withServer(configure: {
-            $0.claimLimit = .init(count: 2, period: .seconds(60))
+            $0.limits.claim = RateLimit(count: 2, period: .seconds(60))
             $0.trustedProxy = trusted
         }) { api, _ in
             var statuses: [HTTPResponse.Status] = []

@@ -42,7 +42,7 @@ struct ConfigurationTests {
         #expect(try Self.load(["--transfer-ttl=4h"]).transferTTL == .seconds(4 * 3600))
         #expect(try Self.load(["--trusted-proxy"]).trustedProxy)
         #expect(try Self.load([], ["TRANSFER_TRUSTED_PROXY": "on"]).trustedProxy)
-        #expect(try Self.load([], ["TRANSFER_ACCOUNT_CREATION_LIMIT": "off"]).accountCreationLimit == nil)
+        #expect(try Self.load([], ["TRANSFER_ACCOUNT_CREATION_LIMIT": "off"]).limits.accountCreation == nil)
         #expect(try Self.load(["--handoff-clients", "com.a, com.b"]).handoff?.clients == ["com.a", "com.b"])
         do {
             _ = try Self.load(["--access-token-ttl", "90m"], ["TRANSFER_SIGNING_KEY_MAX_AGE": "1h"])

@@ -189,16 +189,16 @@ struct PlanTests {
         #expect(own.effects.map(\.auditKind).compactMap { $0 } == [.transferSetUp])
     }
 
-    func login(_ device: DeviceRecord?, secret: String = "secret", _ target: LoginTarget = .current, allowCreate: Bool = true) -> Plan<LoginResult> {
+    func login(_ device: DeviceRecord?, secret: String = "secret", _ target: LoginTarget = .current, slot: RateSlot? = nil) -> Plan<LoginResult> {
         var f = Facts()
         f.device = device
         return LoginCommand(
-            deviceID: self.device, deviceSecret: secret, target: target, now: t0, newAccountID: "new", allowCreate: allowCreate, fresh: fresh,
+            deviceID: self.device, deviceSecret: secret, target: target, now: t0, newAccountID: "new", creationSlot: slot, fresh: fresh,
             clientAddress: nil
         ).plan(f)
     }
 
-    @Test("login: a wrong secret tells nothing about the device's state; creation can be refused without a write")
+    @Test("login: a wrong secret tells nothing about the device's state; a creation takes its limit's slot first")
     func loginStates() {
         for state in [PairState.active, .moved, .revoked] {
             #expect(login(record([("acct", state)]), secret: "wrong").result == .rejected(.invalidDeviceCredentials))
@@ -206,9 +206,9 @@ struct PlanTests {
         #expect(login(record([("acct", .moved)])).result == .rejected(.deviceTransferred(at: t0)))
         #expect(login(record([("acct", .revoked)])).result == .rejected(.deviceRevoked))
         #expect(login(record([("acct", .removed)])).result == .rejected(.accountNotOnDevice))
-        let refused = login(nil, allowCreate: false)
-        #expect(refused.result == .creationRefused)
-        #expect(refused.effects.isEmpty)
+        let slot = RateSlot(kind: .accountCreation, key: "203.0.113.7", limit: RateLimit(count: 3, period: .seconds(60)), at: t0)
+        #expect(login(nil, slot: slot).effects.first == .takeSlot(slot), "the slot must be taken before anything is written")
+        #expect(!login(nil, slot: slot).effects.dropFirst().contains { if case .takeSlot = $0 { true } else { false } })
         #expect(login(nil).effects.map(\.auditKind).compactMap { $0 } == [.accountCreated])
         #expect(login(nil, .account("acct")).result == .rejected(.accountNotOnDevice))
     }
@@ -230,6 +230,7 @@ struct PlanTests {
 
     @Test("several accounts: accountId picks one without changing the current; newAccount adds one up to the limit")
     func severalAccounts() {
+        let slot = RateSlot(kind: .accountCreation, key: "203.0.113.7", limit: RateLimit(count: 3, period: .seconds(60)), at: t0)
         let two = record([("home", .active), ("work", .active)])
         #expect(login(two, .account("work")).result.grant?.account.accountID == "work")
         #expect(login(two, .account("work")).result.grant?.accounts.map(\.current) == [true, false])
@@ -241,7 +242,8 @@ struct PlanTests {
         #expect(added.effects.contains(.setCurrentAccount(deviceID: device.value, accountID: "new")))
         #expect(!added.effects.contains { if case .createDevice = $0 { true } else { false } })
         #expect(login(record((1...5).map { ("a\($0)", .active) }), .newAccount).result == .rejected(.deviceAccountLimit(5)))
-        #expect(login(two, .newAccount, allowCreate: false).result == .creationRefused)
+        #expect(login(two, .newAccount, slot: slot).effects.first == .takeSlot(slot))
+        #expect(!login(two, slot: slot).effects.contains(.takeSlot(slot)), "a login of an existing account is not limited")
         // The current account moved away: the plain login says so and lists the accounts left.
         let moved = record([("home", .moved), ("work", .active)], current: "home")
         #expect(login(moved).result == .rejected(.deviceTransferred(at: t0, accounts: [DeviceAccountSummary(accountID: "work", userName: "u-work", current: false)])))

@@ -41,7 +41,14 @@ struct StoreConformanceTests {
             #expect(second.sessionID == a.sessionID)
             #expect(second.refreshToken == a.refreshToken, "a login must not rotate the refresh token an extension may hold")
             #expect(try await login(store, d, secret: "other", at: t0) == .rejected(.invalidDeviceCredentials))
-            #expect(try await calls.login(newDevice(), secret: "s", at: t0, allowCreate: false) == .creationRefused)
+            // A creation whose limit is spent changes nothing: the slot rolls the transaction back.
+            let slot = RateSlot(kind: .accountCreation, key: "198.51.100.1", limit: RateLimit(count: 1, period: .seconds(60)), at: t0)
+            #expect(try await calls.login(newDevice(), secret: "s", at: t0, creationSlot: slot).grant?.created == true)
+            let refused = newDevice()
+            await #expect(throws: TransferError.rateLimited(retryAfterSeconds: 60), "the second creation of a 1/1m budget") {
+                try await calls.login(refused, secret: "s", at: t0 + .seconds(0), creationSlot: slot)
+            }
+            #expect(try await calls.login(refused, secret: "s", at: t0).grant?.created == true, "the refused creation left its device behind")
 
             // A refresh rotates in place; the next login hands out the rotated-to token.
             let rotated = try #require(try await calls.refresh(a.refreshToken, at: t0 + .seconds(3)).grant)

@@ -153,8 +153,8 @@ struct ValidationTests {
     @Test("per-address limits answer 429 rate_limited with Retry-After")
     func rateLimits() async throws {
         try await withServer(configure: {
-            $0.accountCreationLimit = .init(count: 2, period: .seconds(60))
-            $0.claimLimit = .init(count: 3, period: .seconds(60))
+            $0.limits.accountCreation = RateLimit(count: 2, period: .seconds(60))
+            $0.limits.claim = RateLimit(count: 3, period: .seconds(60))
         }) { api, harness in
             let known = Device()
             #expect(try await api.login(known).status == .created)

@@ -224,6 +224,14 @@ public enum Effect: Sendable, Equatable {
     /// The code is used up; the row keeps when and by which device.
     case useRecoveryCode(accountID: String, deviceID: String, at: Timestamp)
 
+    // Limits (see Limits.swift).
+    /// Counts one event in the slot's budget. The store reads the window's count back and,
+    /// when it is over the limit, throws `rateLimited`: the transaction, and with it the
+    /// count, is rolled back, so a refused request changes nothing.
+    case takeSlot(RateSlot)
+    /// Takes back one event counted in the window that was open when the slot was taken.
+    case giveBackSlot(RateSlot)
+
     // The outbox (see Outbox.swift).
     /// A message to deliver after the commit; the store gives it its id.
     case enqueue(OutboxEntry)

@@ -89,13 +89,15 @@ public struct PruneCounts: Sendable, Equatable, CustomStringConvertible {
     public var appleNotifications = 0
     public var signingKeys = 0
     public var handoffCodes = 0
+    /// Rate-limit windows that ended.
+    public var rateSlots = 0
     public init() {}
     public var total: Int {
         expiredSessions + rotatedTokens + expiredTransfers + endedTransfers + auditEvents + outbox + appleNotifications + signingKeys
-            + handoffCodes
+            + handoffCodes + rateSlots
     }
     public var description: String {
-        "sessions=\(expiredSessions) rotatedTokens=\(rotatedTokens) expiredTransfers=\(expiredTransfers) endedTransfers=\(endedTransfers) auditEvents=\(auditEvents) outbox=\(outbox) appleNotifications=\(appleNotifications) signingKeys=\(signingKeys) handoffCodes=\(handoffCodes)"
+        "sessions=\(expiredSessions) rotatedTokens=\(rotatedTokens) expiredTransfers=\(expiredTransfers) endedTransfers=\(endedTransfers) auditEvents=\(auditEvents) outbox=\(outbox) appleNotifications=\(appleNotifications) signingKeys=\(signingKeys) handoffCodes=\(handoffCodes) rateSlots=\(rateSlots)"
     }
 }
 

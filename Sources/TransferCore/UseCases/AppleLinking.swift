@@ -4,10 +4,13 @@
 
 extension TransferService {
     /// `POST /v1/apple/nonce`: a nonce for one sign-in, good for five minutes. Only its SHA-256 is kept.
-    public func issueAppleNonce() async throws -> (nonce: String, expiresIn: Duration) {
+    /// Counted by `--nonce-limit` for the client, in the same transaction.
+    public func issueAppleNonce(clientAddress: String?) async throws -> (nonce: String, expiresIn: Duration) {
         let nonce = AppleNonces.make()
         let now = clock.now()
-        try await store.execute(IssueAppleNonceCommand(hash: SecretHash(of: nonce), now: now, expiresAt: now + AppleNonces.lifetime))
+        try await store.execute(IssueAppleNonceCommand(
+            hash: SecretHash(of: nonce), now: now, expiresAt: now + AppleNonces.lifetime,
+            slot: policy.limits.slot(.nonce, client: clientAddress, now: now)))
         return (nonce, AppleNonces.lifetime)
     }
 
@@ -37,15 +40,20 @@ public struct IssueAppleNonceCommand: StoreOperation {
     public var hash: SecretHash
     public var now: Timestamp
     public var expiresAt: Timestamp
-    public init(hash: SecretHash, now: Timestamp, expiresAt: Timestamp) {
+    /// `--nonce-limit`'s slot for the client; nil while the limit is off.
+    public var slot: RateSlot?
+    public init(hash: SecretHash, now: Timestamp, expiresAt: Timestamp, slot: RateSlot? = nil) {
         self.hash = hash
         self.now = now
         self.expiresAt = expiresAt
+        self.slot = slot
     }
 
     public var reads: Reads { Reads() }
 
-    public func plan(_ facts: Facts) -> Plan<Void> { Plan((), [.addAppleNonce(hash: hash, expiresAt: expiresAt, now: now)]) }
+    public func plan(_ facts: Facts) -> Plan<Void> {
+        Plan((), (slot.map { [.takeSlot($0)] } ?? []) + [.addAppleNonce(hash: hash, expiresAt: expiresAt, now: now)])
+    }
 }
 
 public enum LinkAppleResult: Sendable, Equatable {

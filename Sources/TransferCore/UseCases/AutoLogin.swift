@@ -14,24 +14,22 @@ public enum LoginTarget: Sendable, Equatable {
 }
 
 extension TransferService {
-    /// Auto-login. `creationRetryAfter` is set when this client may not create an account
-    /// now (rate limit): a login that would create one is then refused with `rateLimited`.
+    /// Auto-login. A login that creates an account takes a slot of `--account-creation-limit`
+    /// for the client in the same transaction (`rateLimited` when it is spent, and nothing is
+    /// created); a login of an existing account takes none.
     public func login(
-        deviceID: DeviceID, deviceSecret: String, target: LoginTarget = .current, clientAddress: String?,
-        creationRetryAfter: Int? = nil
+        deviceID: DeviceID, deviceSecret: String, target: LoginTarget = .current, clientAddress: String?
     ) async throws -> SessionGrant {
         let now = clock.now()
         let result = try await store.login(
             LoginCommand(
                 deviceID: deviceID, deviceSecret: deviceSecret, target: target, now: now, newAccountID: Identifier.make(),
-                allowCreate: creationRetryAfter == nil, maxAccounts: policy.maxAccountsPerDevice,
-                fresh: freshSession(now: now), clientAddress: clientAddress))
+                creationSlot: policy.limits.slot(.accountCreation, client: clientAddress, now: now),
+                maxAccounts: policy.maxAccountsPerDevice, fresh: freshSession(now: now), clientAddress: clientAddress))
         switch result {
         case .loggedIn(let grant):
             observer.loggedIn(created: grant.created)
             return grant
-        case .creationRefused:
-            throw TransferError.rateLimited(retryAfterSeconds: creationRetryAfter ?? 1)
         case .rejected(let error):
             throw error
         }
@@ -46,8 +44,8 @@ public struct LoginCommand: StoreOperation {
     public var now: Timestamp
     /// Used only when an account is created.
     public var newAccountID: String
-    /// False when this client may not create more accounts right now.
-    public var allowCreate: Bool
+    /// Taken (in the same transaction) when an account is created; nil while the limit is off.
+    public var creationSlot: RateSlot?
     public var maxAccounts: Int
     /// Used only when the pair has no open session.
     public var fresh: FreshSession
@@ -55,14 +53,14 @@ public struct LoginCommand: StoreOperation {
 
     public init(
         deviceID: DeviceID, deviceSecret: String, target: LoginTarget = .current, now: Timestamp, newAccountID: String,
-        allowCreate: Bool = true, maxAccounts: Int = 5, fresh: FreshSession, clientAddress: String?
+        creationSlot: RateSlot? = nil, maxAccounts: Int = 5, fresh: FreshSession, clientAddress: String?
     ) {
         self.deviceID = deviceID
         self.deviceSecret = deviceSecret
         self.target = target
         self.now = now
         self.newAccountID = newAccountID
-        self.allowCreate = allowCreate
+        self.creationSlot = creationSlot
         self.maxAccounts = maxAccounts
         self.fresh = fresh
         self.clientAddress = clientAddress
@@ -92,9 +90,9 @@ public struct LoginCommand: StoreOperation {
         }
     }
 
-    /// A new account, on a new device or beside the device's others; it becomes current.
+    /// A new account, on a new device or beside the device's others; it becomes current. The
+    /// creation slot is taken first: spent, it rolls the whole transaction back.
     func create(on device: DeviceRecord?) -> Plan<LoginResult> {
-        guard allowCreate else { return Plan(.creationRefused) }
         let id = deviceID.value
         let account = SessionAccount(accountID: newAccountID, userName: device == nil ? id : newAccountID, migrationFlag: false)
         let (session, token) = PairSession.open(
@@ -105,7 +103,8 @@ public struct LoginCommand: StoreOperation {
         let grant = SessionGrant(
             account: account, deviceID: id, sessionID: session.sessionID, refreshToken: token, created: true,
             accounts: others + [DeviceAccountSummary(accountID: account.accountID, userName: account.userName, current: true)])
-        return Plan(.loggedIn(grant), (device == nil ? [.createDevice(id: id, secretHash: secretHash, at: now)] : []) + [
+        return Plan(.loggedIn(grant), (creationSlot.map { [.takeSlot($0)] } ?? [])
+            + (device == nil ? [.createDevice(id: id, secretHash: secretHash, at: now)] : []) + [
             .createAccount(id: account.accountID, userName: account.userName, at: now),
             .addAccount(deviceID: id, accountID: account.accountID, at: now),
             .setCurrentAccount(deviceID: id, accountID: account.accountID),
@@ -147,7 +146,5 @@ public struct LoginCommand: StoreOperation {
 
 public enum LoginResult: Sendable, Equatable {
     case loggedIn(SessionGrant)
-    /// An account would have been created but `allowCreate` was false: nothing was written.
-    case creationRefused
     case rejected(TransferError)
 }

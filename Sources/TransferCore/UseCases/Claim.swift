@@ -171,17 +171,17 @@ extension TransferService {
         if case .password(_, _, let stored) = usable?.proof { hash = stored }
         let verified = try await hasher.verify(password, against: hash)
         guard let usable, verified else {
-            if let usable, !repeated {
-                observer.claimFailed()
-                try await recordFailure(transferID: usable.id, clientAddress: clientAddress)
-                throw TransferError.invalidTransferCredentials
-            }
-            return .none
+            // Every wrong password costs the same work, whatever the email: the failure is
+            // written for an open transfer, and the same statements run on no transfer for an
+            // unknown email, so the answer's time does not tell which it was.
+            observer.claimFailed()
+            try await recordFailure(transferID: repeated ? nil : usable?.id, clientAddress: clientAddress)
+            throw TransferError.invalidTransferCredentials
         }
         return repeated ? .repeated(accountID: usable.accountID) : .claimable(.transfer(usable.id), accountID: usable.accountID)
     }
 
-    private func recordFailure(transferID: String, clientAddress: String?) async throws {
+    private func recordFailure(transferID: String?, clientAddress: String?) async throws {
         let result = try await store.execute(
             FailedClaimCommand(transferID: transferID, now: clock.now(), policy: policy.lock, clientAddress: clientAddress))
         switch result {
@@ -453,23 +453,33 @@ public enum ClaimResult: Sendable, Equatable {
 /// longer open, are not counted. The lock restarts the consecutive count, so after it ends
 /// the user has another full series.
 public struct FailedClaimCommand: StoreOperation {
-    public var transferID: String
+    /// nil: the password matched no open transfer (an unknown email). The same statements
+    /// then run on `nobody`, a transfer id no transfer has, and the failure is audited without
+    /// an account: the same work as a counted failure, so its time tells nothing.
+    public var transferID: String?
     public var now: Timestamp
     public var policy: LockPolicy
     public var clientAddress: String?
-    public init(transferID: String, now: Timestamp, policy: LockPolicy, clientAddress: String?) {
+    public init(transferID: String?, now: Timestamp, policy: LockPolicy, clientAddress: String?) {
         self.transferID = transferID
         self.now = now
         self.policy = policy
         self.clientAddress = clientAddress
     }
 
-    public var reads: Reads { Reads(transfer: transferID) }
+    /// Not a UUID: no transfer has it.
+    static let nobody = "no-transfer"
+
+    public var reads: Reads { Reads(transfer: transferID ?? Self.nobody) }
 
     public func plan(_ facts: Facts) -> Plan<FailedClaimResult> {
-        guard let transfer = facts.transfer, transfer.isOpen(at: now) else {
-            return Plan(.notCounted(.invalidTransferCredentials))
+        guard let transferID, let transfer = facts.transfer else {
+            return Plan(.notCounted(.invalidTransferCredentials), [
+                .countFailures(transferID: Self.nobody, consecutive: 1, total: 1, lockedUntil: nil),
+                .audit(AuditEvent(at: now, kind: .claimFailed, accountID: nil, clientAddress: clientAddress)),
+            ])
         }
+        guard transfer.isOpen(at: now) else { return Plan(.notCounted(.invalidTransferCredentials)) }
         if let until = transfer.lock(at: now) {
             return Plan(.notCounted(.tooManyAttempts(retryAfterSeconds: now.secondsUntil(until))))
         }

@@ -131,7 +131,8 @@ extension TransferService {
                 caller: caller,
                 code: HandoffCodeRecord(
                     codeHash: SecretHash(of: code), deviceID: caller.deviceID, accountID: caller.accountID, hostSessionID: caller.sessionID,
-                    clientID: clientID, challenge: challenge, createdAt: now, expiresAt: now + handoff.codeTTL)))
+                    clientID: clientID, challenge: challenge, createdAt: now, expiresAt: now + handoff.codeTTL),
+                slot: policy.limits.slot(.handoff, account: caller.accountID, now: now)))
         // The session ended between the token check and the transaction (a logout, a claim).
         guard stored else { throw TransferError.invalidToken }
         return (code, handoff.codeTTL)
@@ -157,10 +158,13 @@ extension TransferService {
 public struct CreateHandoffCodeCommand: StoreOperation {
     public var caller: Caller
     public var code: HandoffCodeRecord
+    /// `--handoff-limit`'s slot for the account, taken with the code; nil while the limit is off.
+    public var slot: RateSlot?
     public var now: Timestamp { code.createdAt }
-    public init(caller: Caller, code: HandoffCodeRecord) {
+    public init(caller: Caller, code: HandoffCodeRecord, slot: RateSlot? = nil) {
         self.caller = caller
         self.code = code
+        self.slot = slot
     }
 
     public var reads: Reads { Reads(device: caller.deviceID) }
@@ -170,7 +174,7 @@ public struct CreateHandoffCodeCommand: StoreOperation {
         guard let pair = facts.device?.account(caller.accountID), pair.state == .active, pair.session?.sessionID == caller.sessionID else {
             return Plan(false)
         }
-        return Plan(true, [.addHandoffCode(code)])
+        return Plan(true, (slot.map { [.takeSlot($0)] } ?? []) + [.addHandoffCode(code)])
     }
 }
 

@@ -8,10 +8,12 @@ extension TransferService {
         accountID: String, email: Email, password: String, by initiator: Initiator = .device, reason: String? = nil,
         clientAddress: String? = nil
     ) async throws -> (email: String, expiresAt: Timestamp) {
-        let hash = try await hasher.hash(password)
-        let expiresAt = try await setUp(
-            accountID: accountID, proof: .password(email, hash: hash), by: initiator, reason: reason, clientAddress: clientAddress)
-        return (email.display, expiresAt)
+        try await withSetUpSlot(accountID: accountID, by: initiator) {
+            let hash = try await hasher.hash(password)
+            let expiresAt = try await setUp(
+                accountID: accountID, proof: .password(email, hash: hash), by: initiator, reason: reason, clientAddress: clientAddress)
+            return (email.display, expiresAt)
+        }
     }
 
     /// Sets up (or replaces) the account's pending transfer with a transfer code, returned
@@ -19,10 +21,19 @@ extension TransferService {
     public func setUpTransferCode(
         accountID: String, by initiator: Initiator = .device, reason: String? = nil, clientAddress: String? = nil
     ) async throws -> (code: OneTimeCode, expiresAt: Timestamp) {
-        let code = OneTimeCode.make(characters: OneTimeCode.transferCodeLength)
-        let expiresAt = try await setUp(
-            accountID: accountID, proof: .code(code.hash), by: initiator, reason: reason, clientAddress: clientAddress)
-        return (code, expiresAt)
+        try await withSetUpSlot(accountID: accountID, by: initiator) {
+            let code = OneTimeCode.make(characters: OneTimeCode.transferCodeLength)
+            let expiresAt = try await setUp(
+                accountID: accountID, proof: .code(code.hash), by: initiator, reason: reason, clientAddress: clientAddress)
+            return (code, expiresAt)
+        }
+    }
+
+    /// A set-up from the device holds a slot of `--setup-limit` for the account, taken before
+    /// the password is hashed; support's set-ups (`transfer issue`) take none.
+    private func withSetUpSlot<T>(accountID: String, by initiator: Initiator, _ work: () async throws -> T) async throws -> T {
+        let slot = initiator == .device ? policy.limits.slot(.setup, account: accountID, now: clock.now()) : nil
+        return try await withSlot(slot, keepsSlot: Self.wasTried, work)
     }
 
     /// The set-up of either kind: one pending transfer per account, the new one replacing the old.

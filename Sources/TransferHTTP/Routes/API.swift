@@ -12,8 +12,6 @@ struct API<Context: AppRequestContext>: Sendable {
     let configuration: ServerConfiguration
     let metrics: ServiceMetrics
     let hasher: Argon2Hasher?
-    let creationLimiter: RateLimiter?
-    let claimLimiter: RateLimiter?
     /// nil while Sign in with Apple is off: its routes answer `501 not_configured`.
     let apple: AppleSignIn?
     let openAPI: [UInt8]

@@ -32,7 +32,7 @@ struct AppleRoutes<Context: AppRequestContext>: Sendable {
         if request.headers[.contentLength].map({ $0 != "0" }) ?? (request.headers[.transferEncoding] != nil) {
             _ = try await JSONBody.read(request, context: context)
         }
-        let issued = try await service.issueAppleNonce()
+        let issued = try await service.issueAppleNonce(clientAddress: api.clientAddress(request, context))
         return try API<Context>.json(AppleNonceBody(nonce: issued.nonce, expiresIn: Int(issued.expiresIn.components.seconds)), status: .created)
     }
 
@@ -61,13 +61,15 @@ struct AppleRoutes<Context: AppRequestContext>: Sendable {
         let token = try body.string("identityToken")
         let nonce = try body.string("nonce")
         let target = try ClaimTarget(body)
-        let address = try api.countClaim(request, context)
-        let identity = try await apple.verify(token, nonce: nonce, now: service.clock.now())
-        let grant = try await service.moveWithApple(
-            AppleMoveRequest(
-                identity: identity, nonce: nonce, deviceID: target.deviceID, deviceSecret: target.secret,
-                replaceExistingAccount: target.replace, addAccount: target.add),
-            clientAddress: address)
+        let address = api.clientAddress(request, context)
+        let grant = try await service.withClaimSlot(client: address) {
+            let identity = try await apple.verify(token, nonce: nonce, now: service.clock.now())
+            return try await service.moveWithApple(
+                AppleMoveRequest(
+                    identity: identity, nonce: nonce, deviceID: target.deviceID, deviceSecret: target.secret,
+                    replaceExistingAccount: target.replace, addAccount: target.add),
+                clientAddress: address)
+        }
         context.log.accountID = grant.account.accountID
         return try await api.session(grant, status: .ok)
     }

@@ -19,12 +19,8 @@ extension API {
         let newAccount = try body.bool("newAccount", default: false)
         if account != nil && newAccount { throw APIError.invalidRequest("accountId and newAccount cannot be sent together.") }
         let target: LoginTarget = newAccount ? .newAccount : account.map { .account($0) } ?? .current
-        let address = clientAddress(request, context)
-        let now = service.clock.now()
-        let retryAfter = creationLimiter?.exhausted(address, now: now)
         let grant = try await service.login(
-            deviceID: deviceID, deviceSecret: secret, target: target, clientAddress: address, creationRetryAfter: retryAfter)
-        if grant.created { creationLimiter?.hit(address, now: now) }
+            deviceID: deviceID, deviceSecret: secret, target: target, clientAddress: clientAddress(request, context))
         context.log.accountID = grant.account.accountID
         return try await session(grant, status: grant.created ? .created : .ok)
     }

@@ -71,27 +71,20 @@ extension API {
         } else {
             proof = code ?? .transferCode("")
         }
-        let address = try countClaim(request, context)
-        let grant = try await service.claim(
-            ClaimRequest(
-                proof: proof, deviceID: target.deviceID, deviceSecret: target.secret, replaceExistingAccount: target.replace,
-                addAccount: target.add),
-            clientAddress: address)
+        let address = clientAddress(request, context)
+        let grant = try await service.withClaimSlot(client: address) {
+            try await service.claim(
+                ClaimRequest(
+                    proof: proof, deviceID: target.deviceID, deviceSecret: target.secret, replaceExistingAccount: target.replace,
+                    addAccount: target.add),
+                clientAddress: address)
+        }
         context.log.accountID = grant.account.accountID
         return try await session(grant, status: .ok)
     }
 
     static func others(_ given: [String], _ field: String) -> String {
         given.filter { $0 != field }.joined(separator: " and ")
-    }
-
-    /// Counts a claim attempt against `--claim-limit`; returns the client address, or throws `429`.
-    func countClaim(_ request: Request, _ context: Context) throws -> String {
-        let address = clientAddress(request, context)
-        if let retry = claimLimiter?.hit(address, now: service.clock.now()) {
-            throw APIError.rateLimited(retryAfter: retry)
-        }
-        return address
     }
 }
 

@@ -10,11 +10,11 @@ struct StoreCalls {
 
     func login(
         _ device: DeviceID, secret: String? = nil, _ target: LoginTarget = .current, at now: Timestamp, newAccount id: String = Identifier.make(),
-        address: String? = nil, allowCreate: Bool = true, maxAccounts: Int = 5
+        address: String? = nil, creationSlot: RateSlot? = nil, maxAccounts: Int = 5
     ) async throws -> LoginResult {
         try await store.login(LoginCommand(
             deviceID: device, deviceSecret: secret ?? Self.secret(device), target: target, now: now, newAccountID: id,
-            allowCreate: allowCreate, maxAccounts: maxAccounts,
+            creationSlot: creationSlot, maxAccounts: maxAccounts,
             fresh: FreshSession(sessionID: Identifier.make(), key: .random(), expiresAt: now + .seconds(3600)), clientAddress: address))
     }
 
