@@ -26,7 +26,17 @@ public final class PostgresStore: SQLStore {
     // MARK: Operations
 
     public func execute<Operation: StoreOperation>(_ operation: Operation) async throws -> Operation.Result {
-        try await transaction { [self] conn in
+        // An operation that reads nothing and writes one statement (a rate-limit slot taken or
+        // given back before a claim or a set-up) needs no transaction: the statement is atomic
+        // on its own, and BEGIN and COMMIT would triple its round trips.
+        if operation.reads == Reads() {
+            let plan = operation.plan(Facts())
+            if plan.effects.count == 1, let effect = plan.effects.first, let sql = effect.checkedStatement ?? effect.single {
+                try await withConnection { [self] conn in try effect.check(await all(conn, Self.query(sql))) }
+                return plan.result
+            }
+        }
+        return try await transaction { [self] conn in
             let plan = operation.plan(try await read(conn, FactsPlan(operation.reads, at: operation.now, dialect: .postgres)))
             var outbox: [Effect] = []
             for effect in plan.effects {

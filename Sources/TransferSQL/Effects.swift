@@ -315,6 +315,14 @@ extension Effect {
         return nil
     }
 
+    /// The effect's statement when it is one (and no outbox message, which PostgreSQL writes
+    /// under its per-account lock).
+    public var single: SQL? {
+        if case .enqueue = self { return nil }
+        let statements = statements
+        return statements.count == 1 ? statements[0] : nil
+    }
+
     /// Throws (and so rolls the transaction back) when the answer of `checkedStatement` says
     /// no: a slot over its limit is `rateLimited`.
     public func check<Row: SQLRow>(_ rows: [Row]) throws {
