@@ -23,6 +23,10 @@ public struct ServerConfiguration: Sendable {
     public var hashQueue = ServerFlags.hashQueue.defaultValue
     /// Connections each node keeps to PostgreSQL at most.
     public var databasePoolSize = ServerFlags.databasePoolSize.defaultValue
+    /// A connection that sends nothing this long is closed (not while it waits for its answer).
+    public var idleTimeout = ServerFlags.idleTimeout.defaultValue
+    /// A request not fully arrived this long after its first byte is answered 408 and its connection closed.
+    public var requestTimeout = ServerFlags.requestTimeout.defaultValue
     public var accountCreationLimit = ServerFlags.accountCreationLimit.defaultValue
     public var claimLimit = ServerFlags.claimLimit.defaultValue
     public var trustedProxy = ServerFlags.trustedProxy.defaultValue
@@ -71,6 +75,8 @@ public struct ServerConfiguration: Sendable {
         config.port = try values.value(F.port)
         config.database = try values.value(F.database)
         config.databasePoolSize = try values.value(F.databasePoolSize)
+        config.idleTimeout = try values.value(F.idleTimeout)
+        config.requestTimeout = try values.value(F.requestTimeout)
         config.transferTTL = try values.value(F.transferTTL)
         config.accessTokenTTL = try values.value(F.accessTokenTTL)
         config.refreshTokenTTL = try values.value(F.refreshTokenTTL)
