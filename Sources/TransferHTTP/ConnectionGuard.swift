@@ -176,10 +176,15 @@ final class ConnectionGuard {
     }
 
     func startRequest() {
-        let now = NIODeadline.now()
-        receiving = Receiving(firstByte: now)
-        requestTimer?.cancel()
-        requestTimer = context?.eventLoop.assumeIsolated().scheduleTask(deadline: now + .init(limits.requestTimeout)) {
+        receiving = Receiving(firstByte: .now())
+    }
+
+    /// After each read, once the decoder has seen its bytes: a request still incomplete gets
+    /// its timer, due `--request-timeout` after its first byte. (A request that arrives in one
+    /// read, the common case, never schedules one.)
+    func armRequestTimer() {
+        guard let receiving, requestTimer == nil, !closing else { return }
+        requestTimer = context?.eventLoop.assumeIsolated().scheduleTask(deadline: receiving.firstByte + .init(limits.requestTimeout)) {
             self.requestTimer = nil
             guard !self.closing, self.receiving != nil else { return }
             self.stop(.requestTimeout("The request did not fully arrive within \(self.limits.requestTimeout.flagText) of its first byte."))
@@ -307,6 +312,11 @@ final class ConnectionGuard {
             if state.closing { return }  // lingering: dropped
             state.bytesArrived(unwrapInboundIn(data))
             context.fireChannelRead(data)
+        }
+
+        func channelReadComplete(context: ChannelHandlerContext) {
+            state.armRequestTimer()
+            context.fireChannelReadComplete()
         }
 
         func channelInactive(context: ChannelHandlerContext) {
