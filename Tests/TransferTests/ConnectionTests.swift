@@ -21,6 +21,24 @@ struct ConnectionTests {
         return #"{"deviceId":"\#(device.id)","deviceSecret":"\#(device.secret)"}"#
     }
 
+    @Test("--idle-timeout and --request-timeout: 60s and 10s by default, read from flags and variables; zero or no unit is refused")
+    func flags() throws {
+        func load(_ arguments: [String], _ environment: [String: String] = [:]) throws -> ServerConfiguration {
+            try ServerConfiguration.load(arguments: arguments, environment: environment)
+        }
+        #expect(try load([]).idleTimeout == .seconds(60))
+        #expect(try load([]).requestTimeout == .seconds(10))
+        #expect(try load(["--idle-timeout", "2m"]).idleTimeout == .seconds(120))
+        #expect(try load([], ["TRANSFER_REQUEST_TIMEOUT": "5s"]).requestTimeout == .seconds(5))
+        for (arguments, message) in [
+            (["--idle-timeout", "0s"], "--idle-timeout: '0s' is not a duration like 90s, 15m, 24h or 7d"),
+            (["--request-timeout", "10"], "--request-timeout: '10' is not a duration like 90s, 15m, 24h or 7d"),
+        ] {
+            #expect(throws: ServerConfiguration.Invalid.self, "\(arguments)") { try load(arguments) }
+            do { _ = try load(arguments) } catch { #expect("\(error)" == message) }
+        }
+    }
+
     @Test("a connection that sends nothing is closed after --idle-timeout")
     func idleConnectionClosed() async throws {
         try await withLiveServer({ $0.idleTimeout = .seconds(1) }) { server, _ in
@@ -99,6 +117,21 @@ struct ConnectionTests {
                 #expect(second.status == 200, "the second request on the connection: \(second.raw)")
                 // A third, which stops half-way, gets its own 408.
                 try await connection.send("POST \(Self.login) HTTP/1.1\r\nHost: test\r\nContent-Length: 50\r\n\r\n{")
+                let read = try await connection.readUntilClosed(within: .seconds(15))
+                #expect(try RawAnswer(read.text).status == 408, "\(read.text)")
+                #expect(read.closed)
+            }
+        }
+    }
+
+    @Test("pipelined: a request that comes with the end of the one before gets its clock, and its 408 after that one's answer")
+    func pipelined() async throws {
+        try await withLiveServer({ $0.requestTimeout = .seconds(1) }) { server, _ in
+            try await RawConnection.session(port: server.port) { connection in
+                try await connection.send(
+                    "GET /healthz HTTP/1.1\r\nHost: test\r\n\r\nPOST \(Self.login) HTTP/1.1\r\nHost: test\r\nContent-Length: 50\r\n\r\n{")
+                let first = try await connection.readAnswer(within: .seconds(10))
+                #expect(first.status == 200, "\(first.raw)")
                 let read = try await connection.readUntilClosed(within: .seconds(15))
                 #expect(try RawAnswer(read.text).status == 408, "\(read.text)")
                 #expect(read.closed)
