@@ -254,10 +254,7 @@ final class ConnectionGuard {
     func stop(_ verdict: ConnectionVerdict, log: Bool = true) {
         guard let context else { return }
         closing = true
-        requestTimer?.cancel()
-        idleTimer?.cancel()
-        requestTimer = nil
-        idleTimer = nil
+        cancelTimers()
         let current = receiving
         receiving = nil
         let handedOver = current?.method != nil
