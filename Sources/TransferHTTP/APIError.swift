@@ -27,6 +27,13 @@ public struct APIError: HTTPResponseError {
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
+        let (head, body) = parts
+        return Response(status: head.status, headers: head.headerFields, body: .init(byteBuffer: body))
+    }
+
+    /// The answer's head (status and headers, JSON) and body; the connection guard writes
+    /// these itself for a request the router never saw.
+    var parts: (head: HTTPResponse, body: ByteBuffer) {
         var headers = self.headers
         headers[.contentType] = "application/json; charset=utf-8"
         headers[.cacheControl] = "no-store"
@@ -36,7 +43,7 @@ public struct APIError: HTTPResponseError {
             extra["accounts"] = accounts.map { ["accountId": $0.accountID, "userName": $0.userName, "current": $0.current] as [String: Any] }
         }
         let body = JSONBody.encode(["error": code, "message": message], extra: extra)
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+        return (HTTPResponse(status: status, headerFields: headers), ByteBuffer(bytes: body))
     }
 
     /// Fields `device_transferred` adds to the body.
@@ -141,20 +148,29 @@ struct ErrorMiddleware<Context: AppRequestContext>: RouterMiddleware {
     let allowedMethods: [String: [HTTPRequest.Method]]
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let response: Response
         do {
-            return try await next(request, context)
+            response = try await next(request, context)
+        } catch let verdict as ConnectionVerdict {
+            // The connection guard stopped the request while its body was being read (timeout,
+            // broken framing, client gone) and has answered what could be answered.
+            return verdict.response
         } catch let error as APIError {
-            return try error.response(from: request, context: context)
+            response = try error.response(from: request, context: context)
         } catch let error as TransferError {
-            return try APIError(error).response(from: request, context: context)
+            response = try APIError(error).response(from: request, context: context)
         } catch let error as HTTPError {
-            return try Self.map(error, request: request, allowed: Self.methods(of: request.uri.path, in: allowedMethods))
+            response = try Self.map(error, request: request, allowed: Self.methods(of: request.uri.path, in: allowedMethods))
                 .response(from: request, context: context)
         } catch {
+            if context.clientWentAway { return ConnectionVerdict.clientGone(requestCutShort: false).response }
             context.logger.error("internal error", metadata: ["error.type": "\(type(of: error))"])
-            return try APIError(.internalServerError, "internal_error", "Something went wrong on our side.")
+            response = try APIError(.internalServerError, "internal_error", "Something went wrong on our side.")
                 .response(from: request, context: context)
         }
+        // Nobody reads an answer once its client has gone: 499 in the log and metrics.
+        if context.clientWentAway { return ConnectionVerdict.clientGone(requestCutShort: false).response }
+        return response
     }
 
     /// The methods of the route `path` matches; a `:name` segment of a route matches any segment.

@@ -23,6 +23,10 @@ public struct ServerConfiguration: Sendable {
     public var hashQueue = ServerFlags.hashQueue.defaultValue
     /// Connections each node keeps to PostgreSQL at most.
     public var databasePoolSize = ServerFlags.databasePoolSize.defaultValue
+    /// A connection that sends nothing this long is closed (not while it waits for its answer).
+    public var idleTimeout = ServerFlags.idleTimeout.defaultValue
+    /// A request not fully arrived this long after its first byte is answered 408 and its connection closed.
+    public var requestTimeout = ServerFlags.requestTimeout.defaultValue
     /// Every per-client and per-account limit, and the IPv6 prefix that is one client.
     public var limits = RateLimits(
         accountCreation: ServerFlags.accountCreationLimit.defaultValue, claim: ServerFlags.claimLimit.defaultValue,
@@ -74,6 +78,8 @@ public struct ServerConfiguration: Sendable {
         config.port = try values.value(F.port)
         config.database = try values.value(F.database)
         config.databasePoolSize = try values.value(F.databasePoolSize)
+        config.idleTimeout = try values.value(F.idleTimeout)
+        config.requestTimeout = try values.value(F.requestTimeout)
         config.transferTTL = try values.value(F.transferTTL)
         config.accessTokenTTL = try values.value(F.accessTokenTTL)
         config.refreshTokenTTL = try values.value(F.refreshTokenTTL)

@@ -11,6 +11,15 @@ public protocol AppRequestContext: RequestContext {
     var log: RequestLogFields { get }
     /// Who the route's `Authenticator` let in; nil on routes anyone may call.
     var identity: Identity? { get set }
+    /// The client's connection, when it was open as the request arrived (a real socket).
+    var connection: (any Channel)? { get }
+}
+
+extension AppRequestContext {
+    /// Whether the client went away before its answer: the connection that was open when the
+    /// request arrived is closed now (it hung up, reset, or the connection guard stopped it).
+    /// `Channel.isActive` is safe to read from any thread.
+    var clientWentAway: Bool { connection.map { !$0.isActive } ?? false }
 }
 
 /// Fields a handler learns (the account) that the request log prints once the response is made.
@@ -28,10 +37,13 @@ public struct TransferRequestContext: AppRequestContext, RequestContext {
     public let peerAddress: String?
     public let log = RequestLogFields()
     public var identity: Identity?
+    public let connection: (any Channel)?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         peerAddress = source.channel.remoteAddress?.ipAddress
+        // Router tests run without a socket, on a channel that is never active.
+        connection = source.channel.isActive ? source.channel : nil
     }
 
     /// Bodies are read with their route's own limit (`JSONBody`): 16 KiB, or 64 KiB on the

@@ -39,6 +39,12 @@ struct JSONBody {
             throw APIError(.contentTooLarge, "payload_too_large", "The request body is larger than \(limit / 1024) KiB.")
         }
         guard buffer.readableBytes > 0 else { throw APIError.invalidRequest("The request body must be a JSON object.") }
+        // JSONDecoder guesses UTF-16 and UTF-32 from NUL bytes, and the duplicate-key check
+        // reads UTF-8: a body is UTF-8, or refused before either looks at it. UTF-16 of ASCII
+        // text is valid UTF-8 but full of NULs, which JSON text in UTF-8 never holds.
+        guard !buffer.readableBytesView.contains(0), String(validating: buffer.readableBytesView, as: UTF8.self) != nil else {
+            throw APIError.invalidRequest("The request body must be JSON encoded in UTF-8.")
+        }
         let value: JSONValue
         do {
             value = try JSONDecoder().decode(JSONValue.self, from: Data(buffer.readableBytesView))

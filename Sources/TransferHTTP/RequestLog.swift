@@ -10,18 +10,34 @@ struct RequestLogMiddleware<Context: AppRequestContext>: RouterMiddleware {
         let start = ContinuousClock.now
         var status = 500
         defer {
-            let duration = ContinuousClock.now - start
-            let route = context.endpointPath ?? "unmatched"
-            metrics.request(method: request.method.rawValue, route: route, status: status, duration: duration)
-            var metadata: Logger.Metadata = [
-                "method": "\(request.method.rawValue)", "route": "\(route)", "status": "\(status)",
-                "duration_ms": "\((duration.secondsDouble * 1e5).rounded() / 100)",
-            ]
-            if let account = context.log.accountID { metadata["account"] = "\(account)" }
-            context.logger.info("request", metadata: metadata)
+            RequestLog.record(
+                metrics: metrics, logger: context.logger, method: request.method.rawValue, route: context.endpointPath ?? "unmatched",
+                status: status, duration: ContinuousClock.now - start, account: context.log.accountID)
         }
-        let response = try await next(request, context)
-        status = response.status.code
-        return response
+        do {
+            let response = try await next(request, context)
+            status = response.status.code
+            return response
+        } catch {
+            // Nothing escapes ErrorMiddleware but cancellation; a client that has gone is still 499.
+            if context.clientWentAway { status = 499 }
+            throw error
+        }
+    }
+}
+
+enum RequestLog {
+    /// Logs and counts one request; the connection guard calls it too, for requests the
+    /// router never saw (`method` "-", route "unmatched").
+    static func record(
+        metrics: ServiceMetrics, logger: Logger, method: String, route: String, status: Int, duration: Duration, account: String?
+    ) {
+        metrics.request(method: method, route: route, status: status, duration: duration)
+        var metadata: Logger.Metadata = [
+            "method": "\(method)", "route": "\(route)", "status": "\(status)",
+            "duration_ms": "\((duration.secondsDouble * 1e5).rounded() / 100)",
+        ]
+        if let account { metadata["account"] = "\(account)" }
+        logger.info("request", metadata: metadata)
     }
 }

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import JWTKit
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Logging
 import PostgresNIO
 import ServiceLifecycle
@@ -90,8 +91,10 @@ public enum TransferApp {
         router.add(middleware: ErrorMiddleware(allowedMethods: API<TransferRequestContext>.allowedMethods))
         api.register(on: router)
 
+        let limits = ConnectionLimits(idleTimeout: configuration.idleTimeout, requestTimeout: configuration.requestTimeout)
         var app = Application(
             router: router,
+            server: HTTPServerBuilder { responder in GuardedHTTP1Channel(responder: responder, limits: limits, metrics: metrics) },
             configuration: .init(address: .hostname(configuration.hostname, port: configuration.port), serverName: nil),
             services: services,
             logger: logger)

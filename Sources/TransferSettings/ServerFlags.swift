@@ -17,6 +17,12 @@ public enum ServerFlags {
     }
     public static let databasePoolSize: Setting<Int> = .integer(
         "database-pool-size", "PostgreSQL connections per node at most.", in: 1...1000, default: 20)
+    public static let idleTimeout: Setting<Duration> = .duration(
+        "idle-timeout", "Close a connection that sends nothing for this long (one waiting for its answer is kept).",
+        default: .seconds(60))
+    public static let requestTimeout: Setting<Duration> = .duration(
+        "request-timeout", "Answer 408 and close when a request has not fully arrived this long after its first byte.",
+        default: .seconds(10))
 
     public static let transferTTL: Setting<Duration> = .duration(
         "transfer-ttl", "Lifetime of a pending transfer, like 24h.", default: ServicePolicy.standard.transferTTL, shown: "24h")
@@ -124,6 +130,7 @@ public enum ServerFlags {
     /// option on the command line (and a test says so).
     public static let all: [any SettingDescription] = [
         hostname, port, database, databasePoolSize, transferTTL, accessTokenTTL, refreshTokenTTL,
+        idleTimeout, requestTimeout,
         argon2MemoryKiB, argon2Iterations, argon2Parallelism, hashWorkers, hashQueue,
         accountCreationLimit, claimLimit, setupLimit, nonceLimit, handoffLimit, ipv6Prefix, trustedProxy, maxAccountsPerDevice, auditRetention, signingKeyMaxAge,
         webhookURL, webhookSecret,

@@ -1,0 +1,379 @@
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypes
+import TransferCore
+
+/// `--idle-timeout` and `--request-timeout`.
+public struct ConnectionLimits: Sendable {
+    /// A connection that sends nothing this long is closed, unless it waits for its answer.
+    public var idleTimeout: Duration
+    /// A request whose head and body have not fully arrived this long after its first byte
+    /// is answered `408` and its connection closed.
+    public var requestTimeout: Duration
+
+    public init(idleTimeout: Duration, requestTimeout: Duration) {
+        self.idleTimeout = idleTimeout
+        self.requestTimeout = requestTimeout
+    }
+}
+
+/// Why the connection guard stopped a request. A handler reading the request's body gets it
+/// as the error the body throws, so it stops there and `ErrorMiddleware` logs and counts
+/// the status the client was given (or, when it has gone, 499).
+enum ConnectionVerdict: Error, Equatable {
+    /// The head and body had not arrived within `--request-timeout` of the first byte, or
+    /// nothing came for `--idle-timeout` in the middle of the request (said in the message).
+    case requestTimeout(String)
+    /// The bytes are not HTTP/1.1: a bad chunk size, a bad request line, an invalid header…
+    case malformed(String)
+    /// The client went away before its answer: its connection closed or broke, or it ended
+    /// its side (EOF) in the middle of the request.
+    case clientGone(requestCutShort: Bool)
+
+    /// What the client is told, when it can be told anything.
+    var answer: APIError? {
+        switch self {
+        case .requestTimeout(let message):
+            APIError(.requestTimeout, "request_timeout", message)
+        case .malformed(let message):
+            .invalidRequest(message)
+        case .clientGone(requestCutShort: true):
+            // For a client that only half-closed its side and still reads.
+            .invalidRequest("The request ended before it was complete.")
+        case .clientGone(requestCutShort: false):
+            nil
+        }
+    }
+
+    /// The status logged and counted.
+    var status: Int {
+        switch self {
+        case .clientGone: Int(HTTPResponse.Status.clientClosedRequest.code)
+        default: Int(answer?.status.code ?? 500)
+        }
+    }
+
+    /// What the router returns for a request the guard stopped. It is never sent (the guard
+    /// has answered, or there is nobody to answer); it carries the status for the log.
+    var response: Response {
+        if case .clientGone = self { return Response(status: .clientClosedRequest) }
+        guard let answer else { return Response(status: .internalServerError) }
+        let (head, body) = answer.parts
+        return Response(status: head.status, headers: head.headerFields, body: .init(byteBuffer: body))
+    }
+
+    /// The verdict on an error that reached the pipeline while reading a request.
+    /// An EOF in the middle of a message (NIO's `invalidEOFState`, raised when the peer ends
+    /// its side or the connection drops before the request is complete) and any socket error
+    /// mean the client is gone; every other error is a request that is not HTTP.
+    init(_ error: any Error) {
+        switch error {
+        case HTTPParserError.invalidEOFState:
+            self = .clientGone(requestCutShort: true)
+        case is IOError, is ChannelError:
+            self = .clientGone(requestCutShort: false)
+        case HTTPParserError.invalidChunkSize:
+            self = .malformed("The request's chunked body is malformed: a chunk size is not valid.")
+        case HTTPParserError.invalidContentLength, HTTPParserError.unexpectedContentLength:
+            self = .malformed("The request's Content-Length is not valid.")
+        case HTTPParserError.headerOverflow:
+            self = .malformed("The request's head is too large.")
+        default:
+            self = .malformed("The request is not valid HTTP/1.1.")
+        }
+    }
+}
+
+extension HTTPResponse.Status {
+    /// nginx's "client closed request": the client went away before its answer.
+    static let clientClosedRequest = HTTPResponse.Status(code: 499, reasonPhrase: "Client Closed Request")
+}
+
+/// Hummingbird's HTTP/1.1 channel with a connection guard around its HTTP codec.
+///
+/// Hummingbird 2.28.1's own `idleTimeout` (its `HTTPConnectionStateHandler`) counts decoded
+/// HTTP parts as activity, so a client trickling a request head byte by byte looks idle
+/// while it sends; it rightly leaves alone a connection whose whole request has arrived and
+/// waits for its answer. It has no request timeout, and its pipeline (NIO's decoder with
+/// `withErrorHandling: false`) lets parser errors reach the request's body stream (a 500) or
+/// its own loop, which writes an empty 400. The guard replaces all three.
+struct GuardedHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
+    typealias Value = HTTP1Channel.Value
+
+    let responder: HTTPChannelHandler.Responder
+    let limits: ConnectionLimits
+    let metrics: ServiceMetrics
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        let state = ConnectionGuard(limits: limits, metrics: metrics, logger: logger)
+        let parts = NIOLoopBound(ConnectionGuard.PartWatcher(state), eventLoop: channel.eventLoop)
+        do {
+            // First in the pipeline: it sees raw bytes, before the HTTP decoder.
+            try channel.pipeline.syncOperations.addHandler(ConnectionGuard.ByteWatcher(state), position: .first)
+        } catch {
+            return channel.eventLoop.makeFailedFuture(error)
+        }
+        // Right after the HTTP codec (Hummingbird's "additional handlers"), before the router.
+        return HTTP1Channel(responder: responder, configuration: .init(additionalChannelHandlers: [parts.value]))
+            .setup(channel: channel, logger: logger)
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        await handleHTTP(asyncChannel: value, logger: logger)
+    }
+}
+
+/// One connection's timers and the requests on it, on its event loop. Two handlers share it:
+/// `ByteWatcher` before the HTTP decoder (a request's first byte starts its clock, any byte is
+/// activity) and `PartWatcher` after it (a request's head and end, the answer going out,
+/// errors from the decoder or the socket).
+final class ConnectionGuard {
+    /// The request being received: from its first byte until its end is decoded.
+    struct Receiving {
+        let firstByte: NIODeadline
+        /// Set when its head is decoded and handed to the router.
+        var method: String?
+    }
+
+    let limits: ConnectionLimits
+    let metrics: ServiceMetrics
+    let logger: Logger
+
+    var receiving: Receiving?
+    /// Heads handed to the router, answers started and answers finished on this connection.
+    var delivered = 0, answersStarted = 0, answersEnded = 0
+    /// The last byte from the client, or the end of the last answer.
+    var lastActivity = NIODeadline.now()
+    /// Set once the guard answers or closes: from then on it drops what the client sends and
+    /// what the router writes, and swallows further errors.
+    var closing = false
+    var requestTimer: Scheduled<Void>?
+    var idleTimer: Scheduled<Void>?
+    /// `PartWatcher`'s place in the pipeline: the guard's answers are HTTP parts written from
+    /// there (through the HTTP encoder), and its verdicts go from there to the router.
+    var context: ChannelHandlerContext?
+
+    init(limits: ConnectionLimits, metrics: ServiceMetrics, logger: Logger) {
+        self.limits = limits
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    /// Answers the router owes: requests handed over and not yet answered.
+    var owed: Int { delivered - answersEnded }
+
+    func bytesArrived(_ buffer: ByteBuffer) {
+        lastActivity = .now()
+        // A request starts with its first byte; blank lines between requests (which the
+        // parser skips) start nothing.
+        if receiving == nil, buffer.readableBytesView.contains(where: { $0 != UInt8(ascii: "\r") && $0 != UInt8(ascii: "\n") }) {
+            startRequest()
+        }
+    }
+
+    func startRequest() {
+        receiving = Receiving(firstByte: .now())
+    }
+
+    /// After each read, once the decoder has seen its bytes: a request still incomplete gets
+    /// its timer, due `--request-timeout` after its first byte. (A request that arrives in one
+    /// read, the common case, never schedules one.)
+    func armRequestTimer() {
+        guard let receiving, requestTimer == nil, !closing else { return }
+        requestTimer = context?.eventLoop.assumeIsolated().scheduleTask(deadline: receiving.firstByte + .init(limits.requestTimeout)) {
+            self.requestTimer = nil
+            guard !self.closing, self.receiving != nil else { return }
+            self.stop(.requestTimeout("The request did not fully arrive within \(self.limits.requestTimeout.flagText) of its first byte."))
+        }
+    }
+
+    func headArrived(_ head: HTTPRequest) {
+        // The bytes of a pipelined request may have come with the end of the one before; its
+        // clock then starts with its head.
+        if receiving == nil { startRequest() }
+        receiving?.method = head.method.rawValue
+        delivered += 1
+    }
+
+    func requestEnded() {
+        receiving = nil
+        requestTimer?.cancel()
+        requestTimer = nil
+    }
+
+    func answerWritten(_ part: HTTPResponsePart) {
+        switch part {
+        case .head(let head) where head.status.kind != .informational: answersStarted += 1
+        case .end:
+            answersEnded += 1
+            lastActivity = .now()
+            scheduleIdleCheck()
+        default: break
+        }
+    }
+
+    /// Closes the connection once it has sent nothing for `--idle-timeout`, except while it
+    /// waits for an answer to a request it has sent whole (the end of that answer re-arms it).
+    func scheduleIdleCheck() {
+        guard idleTimer == nil, !closing else { return }
+        idleTimer = context?.eventLoop.assumeIsolated().scheduleTask(deadline: lastActivity + .init(limits.idleTimeout)) {
+            self.idleTimer = nil
+            guard !self.closing else { return }
+            if self.receiving == nil, self.owed > 0 { return }
+            if NIODeadline.now() < self.lastActivity + .init(self.limits.idleTimeout) {
+                self.scheduleIdleCheck()
+            } else if self.receiving != nil {
+                // Idle in the middle of a request (an --idle-timeout shorter than --request-timeout).
+                self.stop(.requestTimeout("Nothing of the request arrived for \(self.limits.idleTimeout.flagText)."))
+            } else {
+                self.logger.debug("idle connection closed")
+                self.stop(.clientGone(requestCutShort: false), log: false)
+            }
+        }
+    }
+
+    /// The client ended its side (EOF). Between requests Hummingbird closes the connection
+    /// itself; in the middle of one the decoder has reported it already. A client whose whole
+    /// request arrived and which hangs up while it waits for the answer has gone away (as
+    /// nginx and Go's server read it): the connection is closed, the handler finishes its
+    /// work, and its answer, which nobody would read, is logged and counted 499.
+    func inputClosed() {
+        if closing {
+            context?.close(promise: nil)
+        } else if receiving == nil, owed > 0 {
+            stop(.clientGone(requestCutShort: false), log: false)
+        }
+    }
+
+    /// Stops the connection for `verdict`: tells the router's handler (when it is reading this
+    /// request), answers when an answer can still go out in order, and closes.
+    func stop(_ verdict: ConnectionVerdict, log: Bool = true) {
+        guard let context else { return }
+        closing = true
+        cancelTimers()
+        let current = receiving
+        receiving = nil
+        let handedOver = current?.method != nil
+        if handedOver { context.fireErrorCaught(verdict) }
+        // Answer only when nothing is half written and every earlier request has its answer.
+        let inOrder = answersStarted == answersEnded && owed == (handedOver ? 1 : 0)
+        if let current, !handedOver, log {
+            // The router never saw this request: the guard logs and counts it.
+            RequestLog.record(
+                metrics: metrics, logger: logger, method: "-", route: "unmatched", status: verdict.status,
+                duration: .nanoseconds((NIODeadline.now() - current.firstByte).nanoseconds), account: nil)
+        }
+        guard let answer = verdict.answer, inOrder, context.channel.isActive else {
+            context.close(promise: nil)
+            return
+        }
+        let (answerHead, body) = answer.parts
+        var head = answerHead
+        head.headerFields[.connection] = "close"
+        head.headerFields[.contentLength] = String(body.readableBytes)
+        context.write(NIOAny(HTTPResponsePart.head(head)), promise: nil)
+        context.write(NIOAny(HTTPResponsePart.body(body)), promise: nil)
+        // A lingering close: end our side, then drop what the client still sends for a moment
+        // before closing, so the answer is not lost to a reset while its request is in flight.
+        context.writeAndFlush(NIOAny(HTTPResponsePart.end(nil))).assumeIsolated().whenComplete { _ in
+            context.close(mode: .output, promise: nil)
+            context.eventLoop.assumeIsolated().scheduleTask(in: .seconds(2)) { context.close(promise: nil) }
+        }
+    }
+
+    func cancelTimers() {
+        requestTimer?.cancel()
+        idleTimer?.cancel()
+        requestTimer = nil
+        idleTimer = nil
+    }
+
+    /// Before the HTTP decoder: raw bytes.
+    final class ByteWatcher: ChannelInboundHandler, RemovableChannelHandler {
+        typealias InboundIn = ByteBuffer
+        typealias InboundOut = ByteBuffer
+        let state: ConnectionGuard
+        init(_ state: ConnectionGuard) { self.state = state }
+
+        func channelActive(context: ChannelHandlerContext) {
+            state.lastActivity = .now()
+            state.scheduleIdleCheck()
+            context.fireChannelActive()
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            if state.closing { return }  // lingering: dropped
+            state.bytesArrived(unwrapInboundIn(data))
+            context.fireChannelRead(data)
+        }
+
+        func channelReadComplete(context: ChannelHandlerContext) {
+            state.armRequestTimer()
+            context.fireChannelReadComplete()
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            state.cancelTimers()
+            context.fireChannelInactive()
+        }
+
+        func handlerRemoved(context: ChannelHandlerContext) { state.cancelTimers() }
+    }
+
+    /// After the HTTP codec: request and response parts, and the pipeline's errors.
+    final class PartWatcher: ChannelDuplexHandler, RemovableChannelHandler {
+        typealias InboundIn = HTTPRequestPart
+        typealias InboundOut = HTTPRequestPart
+        typealias OutboundIn = HTTPResponsePart
+        typealias OutboundOut = HTTPResponsePart
+        let state: ConnectionGuard
+        init(_ state: ConnectionGuard) { self.state = state }
+
+        func handlerAdded(context: ChannelHandlerContext) {
+            state.context = context
+            if context.channel.isActive { state.scheduleIdleCheck() }
+        }
+
+        func handlerRemoved(context: ChannelHandlerContext) {
+            state.cancelTimers()
+            state.context = nil
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            if state.closing { return }
+            switch unwrapInboundIn(data) {
+            case .head(let head): state.headArrived(head)
+            case .body: break
+            case .end: state.requestEnded()
+            }
+            context.fireChannelRead(data)
+        }
+
+        func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+            if state.closing {
+                // The guard answered (or nobody is left to answer): the router's answer goes nowhere.
+                promise?.succeed(())
+                return
+            }
+            state.answerWritten(unwrapOutboundIn(data))
+            context.write(data, promise: promise)
+        }
+
+        func errorCaught(context: ChannelHandlerContext, error: any Error) {
+            if state.closing { return }
+            state.stop(ConnectionVerdict(error))
+        }
+
+        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+            if case .inputClosed? = event as? ChannelEvent { state.inputClosed() }
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+}
+
+@available(*, unavailable)
+extension ConnectionGuard: Sendable {}
