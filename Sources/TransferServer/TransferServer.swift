@@ -11,6 +11,9 @@ enum TransferServerCommand {
 
     static func main() async {
         let environment = ProcessInfo.processInfo.environment
+        // Log lines go out in batches, off the request path (see `LogSink`).
+        LoggingSystem.bootstrap { LogSink.standardError.handler(label: $0) }
+        defer { LogSink.standardError.flush() }
         let config: ServerConfiguration
         do {
             switch try SettingsCommandLine.parse(Array(CommandLine.arguments.dropFirst()), settings: ServerFlags.all) {
@@ -40,6 +43,7 @@ enum TransferServerCommand {
 
     /// One line on standard error, then exit.
     static func fail(_ message: String, code: Int32) -> Never {
+        LogSink.standardError.flush()
         FileHandle.standardError.write(Data("transfer-server: \(message)\n".utf8))
         Foundation.exit(code)
     }
