@@ -28,7 +28,7 @@ protocol AppAttestService: Sendable {
 /// `invalidKey` the id is forgotten and ``AttestationKeyReplaced`` thrown: the next call, which
 /// TransferKit makes at once with a new challenge, generates a new key. A key generated in the
 /// same call that is refused is forgotten too, but its error is thrown (a new key will not help now).
-struct AppAttestKeys<Service: AppAttestService>: Sendable {
+struct AppAttestKeys<Service: AppAttestService>: AttestationProvider {
     /// Where the key's id is kept (a Keychain item beside the device identity by default).
     static var storeKey: String { "transferkit.app-attest.key-id" }
 

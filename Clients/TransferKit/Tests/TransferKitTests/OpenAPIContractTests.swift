@@ -257,20 +257,9 @@ struct OpenAPIContractTests {
         }
         let skipped = document.describesV12 ? [] : OpenAPIDocument.v12Fields
         if document.describesAttestation {
-            // The challenge's answer by its operation, and the login's `attestation` object with
-            // the schemas the login request refers to.
             let challenge = try #require(document.operation("POST", "/v1/attestation/challenge"))
             let name = try #require(document.responseSchemaName(challenge), "the challenge's answer names no schema")
             samples.append((AttestationChallengeBody(challenge: "", expiresIn: 0), [name]))
-            let login = try #require(document.schema("LoginRequest"), "schema LoginRequest")
-            let referenced = OpenAPIDocument.referencedSchemas(login).sorted()
-            let apple = AttestationBody(.apple(keyId: "", attestationObject: Data()), challenge: "")
-            let android = AttestationBody(.android(integrityToken: ""), challenge: "")
-            var properties = OpenAPIDocument.properties(login, topLevel: false)
-            for name in referenced { properties.formUnion(OpenAPIDocument.properties(try #require(document.schema(name)), topLevel: false)) }
-            let sent = fields(of: apple).all.union(fields(of: android).all)
-            #expect(sent.subtracting(properties).isEmpty,
-                    "LoginRequest.attestation: \(sent.subtracting(properties).sorted()) not in LoginRequest or \(referenced)")
         }
         for (sample, names) in samples {
             let schemas = try names.map { try #require(document.schema($0), "schema \($0)") }
@@ -281,6 +270,22 @@ struct OpenAPIContractTests {
             #expect(undocumented.isEmpty, "\(type(of: sample)): \(undocumented.sorted()) not in \(names)")
             #expect(nonOptional.subtracting(required).isEmpty, "\(type(of: sample)): \(nonOptional.subtracting(required).sorted()) not required in \(names)")
         }
+    }
+
+    @Test("the login's attestation object sends only fields the document names (in LoginRequest or a schema it refers to)",
+          .enabled(if: (try? OpenAPIDocument())?.describesAttestation == true, "openapi.yaml does not describe attestation yet"))
+    func attestationObject() throws {
+        let login = try #require(document.schema("LoginRequest"), "schema LoginRequest")
+        let referenced = OpenAPIDocument.referencedSchemas(login).sorted()
+        var properties = OpenAPIDocument.properties(login, topLevel: false)
+        for name in referenced {
+            properties.formUnion(OpenAPIDocument.properties(try #require(document.schema(name), "schema \(name)"), topLevel: false))
+        }
+        let apple = AttestationBody(.apple(keyId: "", attestationObject: Data()), challenge: "")
+        let android = AttestationBody(.android(integrityToken: ""), challenge: "")
+        let sent = fields(of: apple).all.union(fields(of: android).all)
+        #expect(sent.subtracting(properties).isEmpty,
+                "LoginRequest.attestation: \(sent.subtracting(properties).sorted()) not in LoginRequest or \(referenced)")
     }
 
     @Test("the error codes apps branch on are the document's; TransferKit's own codes are not")
