@@ -29,7 +29,7 @@ struct Endpoint: Sendable, Equatable, CustomStringConvertible {
     var description: String { "\(method) \(path)" }
 
     static let login = Endpoint(
-        "POST", "/v1/devices/login", body: ["deviceId", "deviceSecret", "accountId", "newAccount"], token: false)
+        "POST", "/v1/devices/login", body: ["deviceId", "deviceSecret", "accountId", "newAccount", "attestation"], token: false)
     static let refresh = Endpoint("POST", "/v1/tokens/refresh", body: ["refreshToken"], token: false)
     static let logout = Endpoint("POST", "/v1/logout", token: true)
     static let me = Endpoint("GET", "/v1/me", token: true)
@@ -60,6 +60,7 @@ struct Endpoint: Sendable, Equatable, CustomStringConvertible {
     static let redeemHandoff = Endpoint(
         "POST", "/v1/handoff/token", body: ["code", "codeVerifier", "clientId"], token: false)
     static let appleNonce = Endpoint("POST", "/v1/apple/nonce", token: false)
+    static let attestationChallenge = Endpoint("POST", "/v1/attestation/challenge", token: false)
     static let linkApple = Endpoint(
         "PUT", "/v1/me/apple", body: ["identityToken", "nonce", "authorizationCode"], token: true)
     static let unlinkApple = Endpoint("DELETE", "/v1/me/apple", token: true)
@@ -74,7 +75,7 @@ struct Endpoint: Sendable, Equatable, CustomStringConvertible {
         setUpTransfer, cancelTransfer, claimTransfer, makeRecoveryCode, deleteRecoveryCode,
         registerPushToken, removePushToken, setPushPreferences, setAccountPush,
         createHandoffCode, redeemHandoff,
-        appleNonce, linkApple, unlinkApple, claimWithApple,
+        appleNonce, linkApple, unlinkApple, claimWithApple, attestationChallenge,
     ]
 
     /// The URL of this endpoint under `baseURL`, with `{name}` path parameters filled in.

@@ -104,11 +104,14 @@ extension TransferClient {
     ///   - migratingFrom: earlier Keychain locations of this app, whose items are moved on first
     ///     read (TransferKit 1's default location by default), so changing the location never
     ///     loses the identity.
+    ///   - attestation: attests this device when a login would create an account
+    ///     (``AppAttestProvider``); nil never attests.
     public static func standard(
         baseURL: URL, keychain: KeychainLocation = .thisApp, appGroup: String? = nil,
         urlSession: URLSession = .shared, headers: [String: String] = [:],
         logger: (@Sendable (String) -> Void)? = nil,
-        migratingFrom previous: [KeychainLocation] = [.transferKit1]
+        migratingFrom previous: [KeychainLocation] = [.transferKit1],
+        attestation: (any AttestationProvider)? = nil
     ) -> TransferClient {
         let support = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask)[0]
         let container = appGroup.flatMap { FileManager.default.containerURL(forSecurityApplicationGroupIdentifier: $0) }
@@ -126,7 +129,8 @@ extension TransferClient {
                 location: keychain, migratingFrom: StandardLayout.previousLocations(previous, current: keychain)),
             accountList: FileCredentialStore(directory: directory),
             sharesSessions: StandardLayout.sharesSessions(keychain: keychain, appGroup: appGroup),
-            transport: Transport.urlSession(urlSession, headers: headers).logging(logger)
+            transport: Transport.urlSession(urlSession, headers: headers).logging(logger),
+            attestation: attestation
         )
     }
 }

@@ -38,7 +38,7 @@ public struct KeychainLocation: Sendable, Hashable, CustomStringConvertible {
     /// Items the app shares with its extensions or sibling apps through a Keychain access group
     /// (Keychain Sharing capability): every process that names the same group and service sees
     /// the same identity and sessions. Give the client `sharesSessions: true` in each of them
-    /// (``TransferClient/standard(baseURL:keychain:appGroup:urlSession:headers:logger:migratingFrom:)`` does).
+    /// (``TransferClient/standard(baseURL:keychain:appGroup:urlSession:headers:logger:migratingFrom:attestation:)`` does).
     ///
     /// - Parameters:
     ///   - accessGroup: the full group, with the team prefix: `"ABCDE12345.com.example.shared"`.
@@ -48,7 +48,7 @@ public struct KeychainLocation: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Where TransferKit 1 kept its items by default (service "TransferKit", no group, and on macOS
-    /// the file-based Keychain): read once and moved by ``TransferClient/standard(baseURL:keychain:appGroup:urlSession:headers:logger:migratingFrom:)``.
+    /// the file-based Keychain): read once and moved by ``TransferClient/standard(baseURL:keychain:appGroup:urlSession:headers:logger:migratingFrom:attestation:)``.
     public static let transferKit1 = KeychainLocation(service: "TransferKit", dataProtectionKeychain: false)
 
     public var description: String {
@@ -197,7 +197,7 @@ struct KeychainItems: CredentialStore {
     }
 }
 
-/// Where ``TransferClient/standard(baseURL:keychain:appGroup:urlSession:headers:logger:migratingFrom:)``
+/// Where ``TransferClient/standard(baseURL:keychain:appGroup:urlSession:headers:logger:migratingFrom:attestation:)``
 /// keeps the account list: decisions kept out of the Apple-only code.
 enum StandardLayout {
     /// The directory of the account list: in the App Group's container when there is one (an

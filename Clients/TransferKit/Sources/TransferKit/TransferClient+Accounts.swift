@@ -52,14 +52,19 @@ extension TransferClient {
 
     /// Creates one more account on this phone, which becomes the current one (login with `newAccount`).
     ///
+    /// A device the service verified once adds accounts without a new attestation, so the
+    /// ``AttestationProvider`` is asked only when the service answers `attestation_required`.
+    ///
     /// - Throws: ``TransferError/Code/deviceAccountLimit`` when the phone holds the most accounts
-    ///   it may, ``TransferError/Code/rateLimited``.
+    ///   it may, ``TransferError/Code/rateLimited``; when the service checks attestation,
+    ///   ``TransferError/Code/attestationRequired``, ``TransferError/Code/invalidAttestation``,
+    ///   ``TransferError/Code/attestationFailed``.
     @discardableResult
     public func addAccount() async throws -> Account {
         let identity = try requireIdentity()
-        let session = try await login(
+        let session = try await creatingLogin(
             LoginRequest(deviceId: identity.deviceId, deviceSecret: identity.deviceSecret, newAccount: true),
-            for: current)
+            for: current, attestUpFront: false)
         apply(session)
         hub.emit(.signedIn(accountId: session.accountId, created: session.created))
         hub.emit(.switched(accountId: session.accountId))

@@ -6,7 +6,7 @@ import FoundationNetworking
 /// The client of the device-transfer service: this phone's identity, its accounts and their
 /// sessions, transfers between phones, and push routing.
 ///
-/// Create one per app (``TransferClient/standard(baseURL:keychain:appGroup:urlSession:headers:logger:migratingFrom:)`` on Apple
+/// Create one per app (``TransferClient/standard(baseURL:keychain:appGroup:urlSession:headers:logger:migratingFrom:attestation:)`` on Apple
 /// platforms), subscribe to ``events``, then call ``launch()`` at every start:
 ///
 /// ```swift
@@ -32,6 +32,8 @@ public actor TransferClient {
     let accountListStore: any CredentialStore
     let now: @Sendable () -> Date
     let hub = EventHub()
+    /// Attests this device for a login that creates an account; nil: never attest.
+    let attestationProvider: (any AttestationProvider)?
 
     var identity: DeviceIdentity?
     /// The accounts on this phone, as last heard from the service.
@@ -75,14 +77,19 @@ public actor TransferClient {
     ///   - transport: how requests reach the service (``Transport/urlSession(_:headers:)`` by
     ///     default; your own for tests, previews, or an HTTP stack of your choice).
     ///   - clock: the time TransferKit plans token renewals with (tests move it by hand).
+    ///   - attestation: attests this device when a login would create an account, for a service
+    ///     that checks it (`--attestation monitor` or `enforce`): ``AppAttestProvider`` on iOS, or
+    ///     your own. Nil (the default) never attests; a service that enforces attestation then
+    ///     refuses new accounts with ``TransferError/Code/attestationRequired``.
     public init(
         baseURL: URL, credentials: any CredentialStore, accountList: (any CredentialStore)? = nil,
         sharesSessions: Bool = false, transport: Transport = .urlSession(.shared),
-        clock: @escaping @Sendable () -> Date = { Date() }
+        clock: @escaping @Sendable () -> Date = { Date() }, attestation: (any AttestationProvider)? = nil
     ) {
         self.init(
             baseURL: baseURL, credentials: credentials, accountList: accountList,
-            transport: transport as any HTTPTransport, now: clock, sharesSessions: sharesSessions)
+            transport: transport as any HTTPTransport, now: clock, sharesSessions: sharesSessions,
+            attestation: attestation)
     }
 
     /// A client whose requests go through `urlSession` (TransferKit 1's initialiser).
@@ -95,8 +102,10 @@ public actor TransferClient {
 
     init(
         baseURL: URL, credentials: any CredentialStore, accountList: (any CredentialStore)?,
-        transport: any HTTPTransport, now: @escaping @Sendable () -> Date = { Date() }, sharesSessions: Bool = false
+        transport: any HTTPTransport, now: @escaping @Sendable () -> Date = { Date() }, sharesSessions: Bool = false,
+        attestation: (any AttestationProvider)? = nil
     ) {
+        self.attestationProvider = attestation
         self.sharesSessions = sharesSessions
         self.baseURL = baseURL
         self.credentials = credentials
@@ -154,9 +163,14 @@ public actor TransferClient {
     /// Calling it at the very first start creates an account: on a phone that may be a new one,
     /// ask the user first (``startingPoint()``), and claim without launching.
     ///
+    /// With an ``AttestationProvider`` (``init(baseURL:credentials:accountList:sharesSessions:transport:clock:attestation:)``),
+    /// a launch that creates the account attests the device first (see ``AttestationProvider``).
+    ///
     /// - Throws: ``TransferError``: ``TransferError/Code/deviceTransferred`` (the current account
     ///   moved to another phone and no account is left: ``startOver()``), ``TransferError/Code/deviceRevoked``,
-    ///   ``TransferError/Code/accountDeleted``, ``TransferError/Code/accountNotOnDevice``, network errors.
+    ///   ``TransferError/Code/accountDeleted``, ``TransferError/Code/accountNotOnDevice``, network errors;
+    ///   when the service checks attestation, ``TransferError/Code/attestationRequired``,
+    ///   ``TransferError/Code/invalidAttestation``, ``TransferError/Code/attestationFailed``.
     public func launch() async throws -> LaunchResult {
         let stored: StoredState
         do {
@@ -197,8 +211,12 @@ public actor TransferClient {
 
         let session: SessionBody
         do {
-            session = try await login(
-                LoginRequest(deviceId: identity.deviceId, deviceSecret: identity.deviceSecret), for: current)
+            // A device id made a moment ago is unknown to the service: this login creates an
+            // account, so it is attested up front. A known identity's login creates one only when
+            // the service lost the device (it then says `attestation_required`, and is answered).
+            session = try await creatingLogin(
+                LoginRequest(deviceId: identity.deviceId, deviceSecret: identity.deviceSecret), for: current,
+                attestUpFront: stored.identity == nil)
         } catch let error as TransferError where error.code == .deviceTransferred && !accountList.isEmpty {
             // The current account moved away; others remain (the event named them): the app picks one.
             await noticeDepartures(from: before.filter { $0.id != lastMove?.accountId })

@@ -24,7 +24,7 @@ import Foundation
 public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible, LocalizedError {
     /// The contract's error code (`email_in_use`, `device_has_account`, …) or one of TransferKit's
     /// own (`storage_unavailable`, `not_signed_in`, `signed_out`, `handoff_required`, `network`,
-    /// `unexpected_response`).
+    /// `unexpected_response`, `attestation_failed`).
     public let code: Code
     /// One sentence for a human. Codes are stable; messages may change.
     public let message: String
@@ -102,6 +102,13 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
         /// The hand-off code is unknown, expired or used, or the verifier or client id does not
         /// match (`400`, one answer for all). Do not retry with the same code: ask the host again.
         public static let invalidGrant = Code(rawValue: "invalid_grant")
+        /// The service accepts new accounts only from attested devices (`--attestation enforce`),
+        /// and this login carried no attestation (`403`): no ``AttestationProvider`` is set, or
+        /// the device cannot attest (the provider returned nil).
+        public static let attestationRequired = Code(rawValue: "attestation_required")
+        /// The device's attestation failed a check, which the message names, e.g. a used or
+        /// expired challenge, the certificate chain, the app id (`401`). Nothing was created.
+        public static let invalidAttestation = Code(rawValue: "invalid_attestation")
         /// The service has the feature off: sibling apps, or Sign in with Apple (`501`).
         public static let notConfigured = Code(rawValue: "not_configured")
         // Requests the service could not take.
@@ -135,6 +142,10 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
         /// A ``SiblingSession`` has no session (none yet, signed out, or the service ended it):
         /// ask the host app for a new hand-off.
         public static let handoffRequired = Code(rawValue: "handoff_required")
+        /// The ``AttestationProvider`` could not attest this device (App Attest or Play Integrity
+        /// failed, e.g. Apple's server could not be reached); the message says why. Nothing was
+        /// sent to create an account: try again later.
+        public static let attestationFailed = Code(rawValue: "attestation_failed")
         /// The request did not reach the service or its answer did not arrive.
         public static let network = Code(rawValue: "network")
         /// The service answered something TransferKit cannot read.
@@ -150,7 +161,7 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
             .notConfigured, .insufficientScope, .invalidRequest, .invalidDeviceId, .invalidDeviceSecret,
             .payloadTooLarge, .unsupportedMediaType, .internalError, .rateLimited, .overloaded,
             .unavailable, .storageUnavailable, .notSignedIn, .signedOut, .handoffRequired, .network,
-            .unexpectedResponse,
+            .unexpectedResponse, .attestationRequired, .invalidAttestation, .attestationFailed,
         ]
     }
 

@@ -13,6 +13,8 @@ struct LoginRequest: Codable, Sendable {
     var deviceSecret: String
     var accountId: String? = nil
     var newAccount: Bool? = nil
+    /// Only on a login that creates an account (contract v1.2).
+    var attestation: AttestationBody? = nil
 }
 
 /// `RefreshRequest`.

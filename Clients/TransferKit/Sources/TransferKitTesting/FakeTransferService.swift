@@ -129,6 +129,13 @@ public final class FakeTransferService: @unchecked Sendable {
     private var deleted: Set<String> = []
     /// (device, account) pairs a claim moved away.
     private var moved: Set<Pair> = []
+    /// Attestation challenges issued and not used yet; devices whose attestation passed; each
+    /// created-for device's outcome (`verified`, `missing`, `failed: <check>`).
+    private var attestationChallenges: Set<String> = []
+    private var attestedDevices: Set<String> = []
+    private var attestationOutcomes: [String: String] = [:]
+    private var mode: AttestationMode = .off
+    private var check: @Sendable (_ attestation: [String: String]) -> String? = { _ in nil }
     private var scripted: [String: [Response]] = [:]
     private var recorded: [Recorded] = []
     private var problems: [String] = []
@@ -164,6 +171,36 @@ public final class FakeTransferService: @unchecked Sendable {
     public var beforeRefresh: (@Sendable () async -> Void)? {
         get { hooks.get { $0.beforeRefresh } }
         set { hooks.set { $0.beforeRefresh = newValue } }
+    }
+
+    // MARK: Device attestation (contract v1.2)
+
+    /// The service's `--attestation`: `off` ignores attestations, `monitor` checks and records
+    /// them but creates the account whatever the result, `enforce` refuses a creating login
+    /// without one (`403 attestation_required`) or with a failing one (`401 invalid_attestation`).
+    public enum AttestationMode: Sendable { case off, monitor, enforce }
+
+    /// How the fake treats attestations; `off` by default.
+    public var attestationMode: AttestationMode {
+        get { locked { mode } }
+        set { locked { mode = newValue } }
+    }
+
+    /// The fake's stand-in for verifying App Attest and Play Integrity: given the attestation's
+    /// fields (`platform`, `challenge`, `keyId`, `attestationObject` or `integrityToken`), nil
+    /// when it passes, else the check that failed (the `401`'s message). Before it, the fake
+    /// itself checks that the challenge is one it issued and has not been used (every challenge
+    /// is used up by its first login, good or bad) and that the platform's fields are there.
+    /// Every attestation passes by default.
+    public var attestationCheck: @Sendable (_ attestation: [String: String]) -> String? {
+        get { locked { check } }
+        set { locked { check = newValue } }
+    }
+
+    /// What the service recorded of the device's attestation when it created an account for it
+    /// (`verified`, `missing`, `failed: <check>`); nil when nothing was created with attestation on.
+    public func attestationOutcome(of deviceId: String) -> String? {
+        locked { attestationOutcomes[deviceId.lowercased()] }
     }
 
     // MARK: Looking at what happened
@@ -211,15 +248,18 @@ public final class FakeTransferService: @unchecked Sendable {
 
     /// A client of this service on the given stores, its renewals planned with `clock` (the
     /// service's own ``clock`` when nil), its requests through `network` when given (a
-    /// ``SimulatedPhone``'s ``SimulatedPhone/network``, to lose one phone's answers only).
+    /// ``SimulatedPhone``'s ``SimulatedPhone/network``, to lose one phone's answers only), its
+    /// new accounts attested by `attestation` when given.
     public func client(
         keychain: any CredentialStore = MemoryCredentialStore(), appFiles: any CredentialStore = MemoryCredentialStore(),
-        clock: ManualClock? = nil, sharesSessions: Bool = false, network: LossyNetwork? = nil
+        clock: ManualClock? = nil, sharesSessions: Bool = false, network: LossyNetwork? = nil,
+        attestation: (any AttestationProvider)? = nil
     ) -> TransferClient {
         let clock = clock ?? self.clock
         return TransferClient(
             baseURL: Self.baseURL, credentials: keychain, accountList: appFiles, sharesSessions: sharesSessions,
-            transport: network?.wrap(transport, baseURL: Self.baseURL) ?? transport, clock: { clock.now })
+            transport: network?.wrap(transport, baseURL: Self.baseURL) ?? transport, clock: { clock.now },
+            attestation: attestation)
     }
 
     /// A sibling app's session with this service.
@@ -377,6 +417,13 @@ public final class FakeTransferService: @unchecked Sendable {
             appleLinks = appleLinks.filter { $0.value.account != account }
             deleted.insert(account)
             return Response(status: 204)
+        case "POST /v1/attestation/challenge":
+            var generator = SystemRandomNumberGenerator()
+            let challenge = Data((0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
+                .base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                .replacingOccurrences(of: "=", with: "")
+            attestationChallenges.insert(challenge)
+            return json(201, ["challenge": challenge, "expiresIn": 300])
         case "POST /v1/apple/nonce":
             let nonce = "nonce-\(newID())"
             appleNonces.insert(nonce)
@@ -410,6 +457,7 @@ public final class FakeTransferService: @unchecked Sendable {
         let accountId = body["accountId"] as? String, newAccount = body["newAccount"] as? Bool ?? false
         guard var device = devices[deviceId] else {
             if accountId != nil { return error(403, "account_not_on_device") }
+            if let refused = attestationGate(body, device: deviceId, adding: false) { return refused }
             let id = newID()
             userNames[id] = deviceId
             devices[deviceId] = Device(secret: secret, accounts: [id], current: id)
@@ -422,6 +470,7 @@ public final class FakeTransferService: @unchecked Sendable {
             return session(Pair(device: deviceId, account: accountId), created: false, status: 200)
         }
         if newAccount {
+            if let refused = attestationGate(body, device: deviceId, adding: true) { return refused }
             let id = newID()
             userNames[id] = id
             device.accounts.append(id)
@@ -432,6 +481,39 @@ public final class FakeTransferService: @unchecked Sendable {
         guard let current = device.current else { return error(403, "account_not_on_device") }
         guard device.accounts.contains(current) else { return notOnDevice(Pair(device: deviceId, account: current)) }
         return session(Pair(device: deviceId, account: current), created: false, status: 200)
+    }
+
+    /// The contract's gate for a login that creates an account (an unknown device, or `adding`
+    /// one with `newAccount`): nil lets it through (and records the outcome), else the refusal.
+    /// A challenge is used up by its first login, good or bad; a device verified once adds
+    /// accounts without a new attestation.
+    private func attestationGate(_ body: [String: Any], device: String, adding: Bool) -> Response? {
+        guard mode != .off, !(adding && attestedDevices.contains(device)) else { return nil }
+        let outcome: String
+        if let attestation = body["attestation"] as? [String: Any] {
+            let fields = attestation.compactMapValues { $0 as? String }
+            let needed = fields["platform"] == "apple" ? ["keyId", "attestationObject"] : ["integrityToken"]
+            if let challenge = fields["challenge"], attestationChallenges.remove(challenge) != nil {
+                if ["apple", "android"].contains(fields["platform"]), needed.allSatisfy({ fields[$0] != nil }) {
+                    outcome = check(fields).map { "failed: \($0)" } ?? "verified"
+                } else {
+                    outcome = "failed: format"
+                }
+            } else {
+                outcome = "failed: challenge"
+            }
+        } else {
+            outcome = "missing"
+        }
+        if mode == .enforce {
+            if outcome == "missing" { return error(403, "attestation_required") }
+            if outcome != "verified" {
+                return json(401, ["error": "invalid_attestation", "message": String(outcome.dropFirst("failed: ".count))])
+            }
+        }
+        if outcome == "verified" { attestedDevices.insert(device) }
+        attestationOutcomes[device] = outcome
+        return nil
     }
 
     /// `410 device_transferred` (with the accounts left) for a moved account, else `403`.
