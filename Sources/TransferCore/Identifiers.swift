@@ -16,7 +16,8 @@ public struct DeviceID: Hashable, Sendable, CustomStringConvertible {
                 guard isHex else { return nil }
             }
         }
-        value = text.lowercased()
+        // Apps send lower case almost always: only text with an upper-case letter is copied.
+        value = utf8.contains(where: { $0 >= 65 && $0 <= 70 }) ? text.lowercased() : text
     }
 
     public var description: String { value }
@@ -27,7 +28,13 @@ public struct DeviceID: Hashable, Sendable, CustomStringConvertible {
 /// instead of on a random page; the 74 random bits come from the CSPRNG in one call.
 public enum Identifier {
     public static func make(at now: Timestamp = SystemWallClock().now()) -> String {
-        var b = RandomToken.randomBytes(16)
+        make(at: now, random: RandomToken.randomBytes(16))
+    }
+
+    /// An identifier from 16 random bytes drawn with others (one CSPRNG call for a login's ids and key).
+    public static func make(at now: Timestamp, random: some Collection<UInt8>) -> String {
+        var b = Array(random)
+        precondition(b.count == 16)
         let ms = UInt64(max(0, now.milliseconds))
         for i in 0..<6 { b[i] = UInt8(truncatingIfNeeded: ms >> (40 - 8 * UInt64(i))) }
         b[6] = 0x70 | (b[6] & 0x0F)  // version 7

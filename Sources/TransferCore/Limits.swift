@@ -136,7 +136,10 @@ public struct RateLimits: Sendable, Equatable {
     /// `limitKey`, "unknown" without one) or by the account; nil while the limit is off.
     public func slot(_ kind: LimitKind, client: String?, now: Timestamp) -> RateSlot? {
         guard let limit = self[kind] else { return nil }
-        let key = client.flatMap { ClientAddress($0)?.limitKey(ipv6Prefix: ipv6Prefix) } ?? client ?? "unknown"
+        guard let client else { return RateSlot(kind: kind, key: "unknown", limit: limit, at: now) }
+        // The HTTP layer hands over canonical addresses: an IPv4 one is its own key, and only
+        // IPv6 is parsed for its network (every login builds this slot, most never take it).
+        let key = client.utf8.contains(UInt8(ascii: ":")) ? ClientAddress(client)?.limitKey(ipv6Prefix: ipv6Prefix) ?? client : client
         return RateSlot(kind: kind, key: key, limit: limit, at: now)
     }
 

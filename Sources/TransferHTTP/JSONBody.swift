@@ -7,10 +7,12 @@ enum JSONValue: Decodable {
     case null, bool(Bool), number(Double), string(String), array([JSONValue]), object([String: JSONValue])
 
     init(from decoder: any Decoder) throws {
+        // Strings first: nearly every field is one, and each kind tried in vain throws (and
+        // builds) a DecodingError.
         let c = try decoder.singleValueContainer()
         if c.decodeNil() { self = .null }
-        else if let b = try? c.decode(Bool.self) { self = .bool(b) }
         else if let s = try? c.decode(String.self) { self = .string(s) }
+        else if let b = try? c.decode(Bool.self) { self = .bool(b) }
         else if let n = try? c.decode(Double.self) { self = .number(n) }
         else if let a = try? c.decode([JSONValue].self) { self = .array(a) }
         else { self = .object(try c.decode([String: JSONValue].self)) }
@@ -28,7 +30,7 @@ struct JSONBody {
 
     /// Reads at most `limit` bytes and parses one JSON object.
     static func read(_ request: Request, context: some RequestContext, limit: Int = maxBytes) async throws -> JSONBody {
-        if let type = request.headers[.contentType], !type.lowercased().hasPrefix("application/json") {
+        if let type = request.headers[.contentType], !type.hasPrefix(ignoringASCIICase: "application/json") {
             throw APIError(.unsupportedMediaType, "unsupported_media_type", "Content-Type must be application/json.")
         }
         var request = request
@@ -45,13 +47,16 @@ struct JSONBody {
         guard !buffer.readableBytesView.contains(0), String(validating: buffer.readableBytesView, as: UTF8.self) != nil else {
             throw APIError.invalidRequest("The request body must be JSON encoded in UTF-8.")
         }
-        let value: JSONValue
+        // An object, read as one at once (no kind tried in vain at the top); on failure, the
+        // body read again tells JSON that is no object from no JSON.
+        let data = Data(buffer.readableBytesView)
+        let fields: [String: JSONValue]
         do {
-            value = try JSONDecoder().decode(JSONValue.self, from: Data(buffer.readableBytesView))
+            fields = try JSONDecoder().decode([String: JSONValue].self, from: data)
         } catch {
-            throw APIError.invalidRequest("The request body is not valid JSON.")
-        }
-        guard case .object(let fields) = value else {
+            guard (try? JSONDecoder().decode(JSONValue.self, from: data)) != nil else {
+                throw APIError.invalidRequest("The request body is not valid JSON.")
+            }
             throw APIError.invalidRequest("The request body must be a JSON object.")
         }
         // Parsers disagree on which of two equal keys wins; an ambiguous body is refused.

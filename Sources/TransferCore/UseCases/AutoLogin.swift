@@ -21,11 +21,19 @@ extension TransferService {
         deviceID: DeviceID, deviceSecret: String, target: LoginTarget = .current, clientAddress: String?
     ) async throws -> SessionGrant {
         let now = clock.now()
+        // What a login may need (a new account's id, a new session's id and key), from one
+        // CSPRNG call: most logins renew an open session and use none of it.
+        let random = RandomToken.randomBytes(64)
+        let wall = SystemWallClock().now()  // ids sort by when they were made, as `Identifier.make()`'s
+        let fresh = FreshSession(
+            sessionID: Identifier.make(at: wall, random: random[0..<16]), key: SessionKey(bytes: Array(random[32..<64])),
+            expiresAt: now + policy.refreshTokenTTL)
         let result = try await store.login(
             LoginCommand(
-                deviceID: deviceID, deviceSecret: deviceSecret, target: target, now: now, newAccountID: Identifier.make(),
+                deviceID: deviceID, deviceSecret: deviceSecret, target: target, now: now,
+                newAccountID: Identifier.make(at: wall, random: random[16..<32]),
                 creationSlot: policy.limits.slot(.accountCreation, client: clientAddress, now: now),
-                maxAccounts: policy.maxAccountsPerDevice, fresh: freshSession(now: now), clientAddress: clientAddress))
+                maxAccounts: policy.maxAccountsPerDevice, fresh: fresh, clientAddress: clientAddress))
         switch result {
         case .loggedIn(let grant):
             observer.loggedIn(created: grant.created)

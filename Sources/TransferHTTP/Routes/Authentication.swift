@@ -74,7 +74,7 @@ struct Authenticator<Context: AppRequestContext>: RouterMiddleware {
 
     /// The credential of `Authorization: Bearer …` (the scheme in any case), if the header is one.
     static func bearer(_ request: Request) -> String? {
-        guard let header = request.headers[.authorization], header.count < 4096, header.lowercased().hasPrefix("bearer ") else {
+        guard let header = request.headers[.authorization], header.utf8.count < 4096, header.hasPrefix(ignoringASCIICase: "bearer ") else {
             return nil
         }
         return header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)

@@ -61,3 +61,17 @@ struct Nullable<Value: Encodable>: Encodable {
         if let wrappedValue { try c.encode(wrappedValue) } else { try c.encodeNil() }
     }
 }
+
+extension StringProtocol {
+    /// Whether the text starts with `prefix` (ASCII, lower case), any case: a header's scheme
+    /// or media type, compared without lower-casing a copy of the whole value.
+    func hasPrefix(ignoringASCIICase prefix: String) -> Bool {
+        var text = utf8.makeIterator()
+        for expected in prefix.utf8 {
+            guard let c = text.next() else { return false }
+            let lower = c >= 65 && c <= 90 ? c + 32 : c
+            guard lower == expected else { return false }
+        }
+        return true
+    }
+}
