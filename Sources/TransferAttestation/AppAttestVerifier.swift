@@ -49,6 +49,9 @@ public struct AppAttestVerifier: Sendable {
         self.rpIDHashes = appIDs.map { ($0, Array(SHA256.hash(data: Array($0.utf8)))) }
     }
 
+    /// Whether the trust root is Apple's own; the server warns at start when it is not.
+    public var trustsOnlyApple: Bool { trustRoots == [Self.appleRoot] }
+
     /// Reads every certificate of a PEM file (a private staging root for `--app-attest-root-ca`).
     public static func roots(pem: String) throws(AttestationConfigurationError) -> [Certificate] {
         let documents: [PEMDocument]
@@ -126,6 +129,19 @@ public struct AppAttestVerifier: Sendable {
         return AppAttestKey(
             keyID: keyID, publicKey: publicKey, counter: authData.counter, receipt: object.receipt,
             appID: appID, environment: environment)
+    }
+
+    /// Verifies the contract's `attestation` object as the request carries it: keyId and
+    /// attestationObject in base64 as the device produced them, and the challenge whose
+    /// UTF-8 bytes' SHA-256 is the clientDataHash the device attested.
+    public func verify(
+        keyIDBase64: String, attestationObjectBase64: String, challenge: String, now: Date
+    ) async throws(AppAttestError) -> AppAttestKey {
+        guard let keyID = Data(base64Encoded: keyIDBase64) else { throw .malformed("keyId is not base64") }
+        guard let object = Data(base64Encoded: attestationObjectBase64) else { throw .malformed("attestationObject is not base64") }
+        return try await verify(
+            keyID: Array(keyID), attestationObject: Array(object), clientDataHash: Array(SHA256.hash(data: Array(challenge.utf8))),
+            now: now)
     }
 
     /// The octet string of extension 1.2.840.113635.100.8.2: SEQUENCE { [1] EXPLICIT OCTET STRING }.

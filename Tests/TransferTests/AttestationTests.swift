@@ -46,6 +46,24 @@ struct AppAttestTests {
         #expect(key.environment == .production)
     }
 
+    @Test("as the request carries it: base64 keyId and object, clientDataHash = SHA-256 of the challenge's UTF-8 bytes")
+    func fromRequest() async throws {
+        let apple = try FakeAppAttest()
+        let attestation = try apple.attest(clientDataHash: clientDataHash)
+        let keyID = Data(attestation.keyID).base64EncodedString(), object = Data(attestation.object).base64EncodedString()
+        let key = try await apple.verifier().verify(keyIDBase64: keyID, attestationObjectBase64: object, challenge: challenge, now: FakeAppAttest.now)
+        #expect(key.keyID == attestation.keyID)
+        await #expect(throws: AppAttestError.nonce, "another challenge") {
+            try await apple.verifier().verify(keyIDBase64: keyID, attestationObjectBase64: object, challenge: challenge + "x", now: FakeAppAttest.now)
+        }
+        await #expect(throws: AppAttestError.malformed("keyId is not base64")) {
+            try await apple.verifier().verify(keyIDBase64: "not base64!", attestationObjectBase64: object, challenge: challenge, now: FakeAppAttest.now)
+        }
+        await #expect(throws: AppAttestError.malformed("attestationObject is not base64")) {
+            try await apple.verifier().verify(keyIDBase64: keyID, attestationObjectBase64: "%%%", challenge: challenge, now: FakeAppAttest.now)
+        }
+    }
+
     @Test("development: appattestdevelop verifies with --app-attest-environment development, and only then")
     func development() async throws {
         let apple = try FakeAppAttest()
@@ -215,6 +233,8 @@ struct AppAttestTests {
         let key = try await verifier.verify(
             keyID: attestation.keyID, attestationObject: attestation.object, clientDataHash: clientDataHash, now: FakeAppAttest.now)
         #expect(key.keyID == attestation.keyID)
+        #expect(!verifier.trustsOnlyApple, "the server warns at start")
+        #expect(AppAttestVerifier(appIDs: [FakeAppAttest.appID], environment: .production).trustsOnlyApple)
 
         #expect(throws: AttestationConfigurationError("the App Attest root CA file holds no PEM certificate")) {
             try AppAttestVerifier.roots(pem: "not a certificate")
