@@ -24,6 +24,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", exact: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio.git", exact: "2.101.3"),
         .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-certificates.git", exact: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1.git", exact: "1.7.4"),
         .package(url: "https://github.com/vapor/postgres-nio.git", exact: "1.33.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", exact: "1.37.0"),
         // The client SDK, a package of its own (no server dependency); the scenario tests drive it.
@@ -41,6 +43,18 @@ let package = Package(
             name: "TransferCore",
             dependencies: [.product(name: "Crypto", package: "swift-crypto")],
             resources: [.embedInCode("Resources/common-passwords.txt")],
+            swiftSettings: strict
+        ),
+        // Device attestation (App Attest, Play Integrity): a strict CBOR decoder and the two
+        // verifiers. No HTTP, no database; the server wires them to the routes and stores.
+        .target(
+            name: "TransferAttestation",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+            ],
             swiftSettings: strict
         ),
         // argon2id hashing on a bounded worker pool.
@@ -160,6 +174,7 @@ let package = Package(
             name: "TransferTests",
             dependencies: [
                 "TransferCore",
+                "TransferAttestation",
                 "TransferArgon2",
                 "TransferSQL",
                 "TransferSQLite",
@@ -172,6 +187,8 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "TransferKit", package: "TransferKit"),
