@@ -1,6 +1,7 @@
 import Foundation
 import PostgresNIO
 import TransferCore
+import TransferSQL
 
 /// The PostgreSQL fast path of auto-login: the one request every launch makes.
 extension PostgresStore {
@@ -46,7 +47,7 @@ extension PostgresStore {
                           d.current_account_id
             )
             SELECT p.account_id, a.user_name,
-                   EXISTS (SELECT 1 FROM transfers t WHERE t.account_id = a.id AND t.state = 'pending' AND t.expires_at > $2) AS flag,
+                   \(SQL.migrationFlag(now: "$2").render(.postgres).text) AS flag,
                    p.session_id, p.session_started_at, p.refresh_generation, p.refresh_hash, p.key_by_device, p.current_account_id,
                    ARRAY(SELECT o.account_id FROM device_accounts o
                          WHERE o.device_id = $4 AND o.state = 'active' ORDER BY o.added_at, o.account_id) AS ids,

@@ -60,9 +60,13 @@ public enum Rows {
         SessionAccount(accountID: try row.text("account_id"), userName: try row.text("user_name"), migrationFlag: try row.bool("flag"))
     }
 
-    /// A row of `Queries.pushRoutes`, by position (1 000 rows a request).
-    public static func pushRoute(_ row: some SQLRow) throws -> PushRoute {
-        PushRoute(
+    /// A row of `Queries.pushRoutes`, by position (1 000 rows a request); nil when the routing
+    /// rule sends this account's pushes elsewhere.
+    public static func pushRoute(_ row: some SQLRow) throws -> PushRoute? {
+        guard DeviceRecord.routesPushes(
+            pushEnabled: try row.flag("push_enabled"), mode: try row.value("push_mode", table: "devices"), isCurrent: try row.flag("is_current"))
+        else { return nil }
+        return PushRoute(
             provider: try UnknownStoredValue.decode(try row.text(at: 0), column: "push_tokens.provider"), token: try row.text(at: 1),
             environment: try row.textOrNil(at: 2).map { try UnknownStoredValue.decode($0, column: "push_tokens.environment") },
             deviceID: try row.text(at: 3), accountID: try row.text(at: 4))
