@@ -56,9 +56,9 @@ extension PostgresStore {
             FROM p JOIN accounts a ON a.id = p.account_id
             """
         struct Row {
-            var account: SessionAccount
+            var account: AccountSummary
             var session: PairSession
-            var accounts: [DeviceAccountSummary]
+            var accounts: [ListedAccount]
         }
         let command: LoginCommand
         let account: String?
@@ -88,8 +88,8 @@ extension PostgresStore {
                 refreshHash: SecretHash(bytes: [UInt8](hash)), expiresAt: command.fresh.expiresAt, keyByDevice: [UInt8](key),
                 keyByToken: nil)
             return Row(
-                account: SessionAccount(accountID: id, userName: userName, migrationFlag: flag), session: session,
-                accounts: zip(ids, names).map { DeviceAccountSummary(accountID: $0, userName: $1, current: $0 == current) })
+                account: AccountSummary(accountID: id, userName: userName, migrationFlag: flag), session: session,
+                accounts: zip(ids, names).map { ListedAccount(accountID: $0, userName: $1, current: $0 == current) })
         }
     }
 }

@@ -32,7 +32,7 @@ extension SQLRow {
 /// How each table's rows become the domain's records: once, for both stores.
 public enum Rows {
     /// A `device_accounts` row joined with its account (`user_name`, `deleted`, `flag`), as `Queries.pairs` reads it.
-    public static func pair(_ row: some SQLRow) throws -> DeviceAccount {
+    public static func pair(_ row: some SQLRow) throws -> PairRecord {
         var session: PairSession?
         if let id = try row.textOrNil("session_id") {
             session = PairSession(
@@ -40,15 +40,15 @@ public enum Rows {
                 refreshHash: try row.hash("refresh_hash"), expiresAt: try row.time("refresh_expires_at"),
                 keyByDevice: try row.blobOrNil("key_by_device"), keyByToken: try row.blobOrNil("key_by_token"))
         }
-        return DeviceAccount(
-            account: try sessionAccount(row), state: try row.value("state", table: "device_accounts"),
+        return PairRecord(
+            account: try accountSummary(row), state: try row.value("state", table: "device_accounts"),
             addedAt: try row.time("added_at"), lastLoginAt: try row.timeOrNil("last_login_at"), endedAt: try row.timeOrNil("ended_at"),
             endedReason: try row.textOrNil("ended_reason"), session: session, pushEnabled: try row.flag("push_enabled"),
             accountDeleted: try row.bool("deleted"))
     }
 
     /// A `devices` row with the pairs read for it.
-    public static func device(_ row: some SQLRow, accounts: [DeviceAccount]) throws -> DeviceRecord {
+    public static func device(_ row: some SQLRow, accounts: [PairRecord]) throws -> DeviceRecord {
         DeviceRecord(
             id: try row.text("id"), secretHash: try row.hash("secret_hash"), createdAt: try row.time("created_at"),
             currentAccountID: try row.textOrNil("current_account_id"), retiredAt: try row.timeOrNil("retired_at"), accounts: accounts,
@@ -56,8 +56,8 @@ public enum Rows {
     }
 
     /// `account_id`, `user_name` and `flag` of a row.
-    public static func sessionAccount(_ row: some SQLRow) throws -> SessionAccount {
-        SessionAccount(accountID: try row.text("account_id"), userName: try row.text("user_name"), migrationFlag: try row.bool("flag"))
+    public static func accountSummary(_ row: some SQLRow) throws -> AccountSummary {
+        AccountSummary(accountID: try row.text("account_id"), userName: try row.text("user_name"), migrationFlag: try row.bool("flag"))
     }
 
     /// A row of `Queries.pushRoutes`, by position (1 000 rows a request); nil when the routing
