@@ -35,7 +35,7 @@ public enum ServerFlags {
 
     /// The argon2id parameters as the servers hash with them: the server and `transfer issue`
     /// read them here, so a support-issued password costs what a set-up one does.
-    public static func argon2(_ values: SettingValues) throws -> Argon2Parameters {
+    public static func argon2(_ values: SettingValues) throws(Invalid) -> Argon2Parameters {
         let parameters = Argon2Parameters(
             memoryKiB: UInt32(try values.value(argon2MemoryKiB)), iterations: UInt32(try values.value(argon2Iterations)),
             parallelism: UInt32(try values.value(argon2Parallelism)))
