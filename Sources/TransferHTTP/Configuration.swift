@@ -208,7 +208,7 @@ extension AttestationConfiguration {
         }
         let packages = try values.value(F.playIntegrityPackages)
         let decryption = try values.given(F.playIntegrityDecryptionKey), verification = try values.given(F.playIntegrityVerificationKey)
-        switch (packages, decryption?.value, verification?.value) {
+        switch (packages, decryption?.value ?? nil, verification?.value ?? nil) {
         case (nil, nil, nil): break
         case (let packages?, let decryptionKey?, let verificationKey?):
             do {

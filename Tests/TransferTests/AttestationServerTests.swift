@@ -51,7 +51,7 @@ struct AttestationServerTests {
 
     /// Runs `body` against a server in `mode` whose clock reads the fakes' time.
     func withServer(
-        _ kind: StoreKind = .sqlite, _ mode: AttestationMode, rig: Rig,
+        _ kind: StoreKind, _ mode: AttestationMode, rig: Rig,
         configure: @escaping @Sendable (inout ServerConfiguration) -> Void = { _ in },
         _ body: @Sendable (Client, Harness, TransferApp.Parts) async throws -> Void
     ) async throws {
@@ -93,7 +93,7 @@ struct AttestationServerTests {
     @Test("POST /v1/attestation/challenge: 201, 43 characters of base64url, expiresIn 300; each one new; counted by --nonce-limit")
     func challenge() async throws {
         let rig = try Rig()
-        try await withServer(.enforce, rig: rig, configure: { $0.limits.nonce = RateLimit(count: 2, period: .seconds(60)) }) { api, _, _ in
+        try await withServer(.sqlite, .enforce, rig: rig, configure: { $0.limits.nonce = RateLimit(count: 2, period: .seconds(60)) }) { api, _, _ in
             let first = try await api.call(.post, "/v1/attestation/challenge")
             #expect(first.status == .created, "\(first.text)")
             let challenge = try first.string("challenge")
@@ -168,7 +168,7 @@ struct AttestationServerTests {
     @Test("enforce: each failing App Attest check → 401 invalid_attestation naming it; nothing is created")
     func enforceAppleFailures() async throws {
         let rig = try Rig()
-        try await withServer(.enforce, rig: rig) { api, harness, parts in
+        try await withServer(.sqlite, .enforce, rig: rig) { api, harness, parts in
             for (check, change) in Self.appleFailures {
                 var knobs = FakeAppAttest.Knobs()
                 change(&knobs)
@@ -194,7 +194,7 @@ struct AttestationServerTests {
     @Test("enforce: each failing Play Integrity check → 401 invalid_attestation naming it; nothing is created")
     func enforceAndroidFailures() async throws {
         let rig = try Rig()
-        try await withServer(.enforce, rig: rig) { api, harness, parts in
+        try await withServer(.sqlite, .enforce, rig: rig) { api, harness, parts in
             var otherKey = FakePlayIntegrity.Knobs()
             otherKey.wrappingKey = SymmetricKey(size: .bits256)
             var otherSigner = FakePlayIntegrity.Knobs()
@@ -326,14 +326,47 @@ struct AttestationServerTests {
         }
     }
 
+    @Test("support: transfer account shows each device's attestation, transfer stats counts the last 24 h's creations by outcome",
+          arguments: StoreKind.available)
+    func cli(kind: StoreKind) async throws {
+        let rig = try Rig()
+        try await withServer(kind, .monitor, rig: rig) { api, harness, _ in
+            let apple = Device(), failing = Device()
+            let account = try await Self.login(api, apple, attestation: try rig.apple(try await Self.challenge(api)).body).accountID
+            var bad = FakePlayIntegrity.Knobs()
+            bad.signingKey = P256.Signing.PrivateKey()
+            let other = try await Self.login(api, failing, attestation: try rig.android(try await Self.challenge(api), knobs: bad)).accountID
+            _ = try await Self.login(api, apple, newAccount: true)
+            let db = harness.databaseArgument
+
+            let text = try CLITests.transfer(["account", account], database: db)
+            #expect(text.code == 0, "\(text)")
+            #expect(text.out.contains("ATTESTATION") && text.out.contains("verified (apple)"), "\(text.out)")
+            let json = try CLITests.transfer(["account", other, "--json"], database: db).json
+            let device = try #require((json["devices"] as? [[String: Any]])?.first)
+            let attestation = try #require(device["attestation"] as? [String: Any], "\(device)")
+            #expect(attestation["outcome"] as? String == "failed: signature" && attestation["platform"] as? String == "android", "\(attestation)")
+            #expect(attestation["keyId"] == nil, "Play Integrity certifies no key")
+            let appleJSON = try CLITests.transfer(["account", account, "--json"], database: db).json
+            let appleDevice = try #require((appleJSON["devices"] as? [[String: Any]])?.first?["attestation"] as? [String: Any])
+            #expect((appleDevice["keyId"] as? String)?.isEmpty == false && appleDevice["counter"] as? Int == 0, "\(appleDevice)")
+
+            let stats = try CLITests.transfer(["stats"], database: db)
+            #expect(stats.out.contains("accounts created, attestation verified") && stats.out.contains("accounts created, attestation failed"), "\(stats.out)")
+            let counts = try #require(try CLITests.transfer(["stats", "--json"], database: db).json["accountsCreatedLast24h"] as? [String: Int])
+            #expect(counts == ["verified": 2, "missing": 0, "failed": 1, "unchecked": 0], "the second account of the verified device counts as verified: \(counts)")
+        }
+    }
+
     @Test("off: an attestation is not consulted, and devices record none")
     func off() async throws {
         let rig = try Rig()
-        try await withServer(.off, rig: rig) { api, harness, parts in
+        try await withServer(.sqlite, .off, rig: rig) { api, harness, parts in
             let device = Device()
             var bad = FakeAppAttest.Knobs()
             bad.counter = 9
-            #expect(try await Self.login(api, device, attestation: try rig.apple("never-issued", bad).body).status == .created)
+            let created = try await Self.login(api, device, attestation: try rig.apple("never-issued", bad).body)
+            #expect(created.status == .created, "\(created.text)")
             #expect(try await Self.recorded(parts, device, harness) == nil)
             #expect(try await parts.store.stats(at: harness.clock.now()).accountsCreatedLast24h == CreationsByAttestation(unchecked: 1))
         }
@@ -361,7 +394,8 @@ struct AttestationServerTests {
             monitor.configuration.attestation = try rig.configuration(.monitor)
             let device = Device()
             try await monitor.run { api, _ in
-                #expect(try await api.login(device).status == .created, "monitor: created without one")
+                let created = try await api.login(device)
+                #expect(created.status == .created, "monitor: created without one: \(created.text)")
             }
             var enforce = harness
             enforce.configuration.attestation = try rig.configuration(.enforce)
@@ -381,10 +415,11 @@ struct AttestationServerTests {
         try await withHarness(kind) { harness in
             Self.setClock(harness)
             let old = Device(), newPhone = Device()
-            var account = ""
+            let made = LockedStrings()
             try await harness.run { api, _ in  // attestation off
-                account = try await api.login(old).accountID
+                made.add(try await api.login(old).accountID)
             }
+            let account = try #require(made.all.first)
             var enforce = harness
             enforce.configuration.attestation = try rig.configuration(.enforce)
             try await enforce.run { api, parts in
@@ -405,7 +440,7 @@ struct AttestationServerTests {
     @Test("a malformed attestation object is 400 invalid_request, whatever the mode")
     func malformedObject() async throws {
         let rig = try Rig()
-        try await withServer(.off, rig: rig) { api, _, _ in
+        try await withServer(.sqlite, .off, rig: rig) { api, _, _ in
             for (attestation, message) in [
                 ("apple" as Any, "attestation must be an object."),
                 (["platform": "windows", "challenge": "x"], "attestation.platform must be 'apple' or 'android'."),
@@ -441,8 +476,9 @@ struct AttestationServerTests {
                 ("UPDATE devices SET current_account_id = ? WHERE id = ?", [.text(account), .text(phone.id)]),
                 ("INSERT INTO rate_slots (kind, client, window_end, used) VALUES ('nonce', '192.0.2.1', ?, 1)", [.int(at)]),
             ])
-            var harness = Harness(location: location, file: file)
-            harness.configuration.attestation = try rig.configuration(.enforce)
+            var enforcing = Harness(location: location, file: file)
+            enforcing.configuration.attestation = try rig.configuration(.enforce)
+            let harness = enforcing
             Self.setClock(harness)
             try await harness.run { api, parts in
                 let login = try await api.login(phone)

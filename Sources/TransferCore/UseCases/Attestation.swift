@@ -236,14 +236,14 @@ extension TransferService {
     /// The gate of a login that may create an account, with its proof verified now (before
     /// any transaction); nil while attestation is off or when the login cannot create one.
     func attestationGate(_ proof: AttestationProof?, target: LoginTarget, now: Timestamp) async -> AttestationGate? {
-        let policy = policy.attestation
-        guard policy.mode != .off else { return nil }
+        let attestation = policy.attestation
+        guard attestation.mode != .off else { return nil }
         if case .account = target { return nil }  // a login to an account on the device creates none
-        guard let proof else { return AttestationGate(mode: policy.mode, proof: nil) }
-        let verdict = await policy.verifier?.verify(proof, now: now)
+        guard let proof else { return AttestationGate(mode: attestation.mode, proof: nil) }
+        let verdict = await attestation.verifier?.verify(proof, now: now)
             ?? .failed(check: "platform", message: "no attestation platform is configured on this service")
         return AttestationGate(
-            mode: policy.mode,
+            mode: attestation.mode,
             proof: .init(platform: proof.platform, challengeHash: SecretHash(of: proof.challenge), verdict: verdict))
     }
 }
