@@ -497,6 +497,30 @@ struct AttestationServerTests {
         }
     }
 
+    @Test("--app-attest-root-ca is logged as a warning at start, with its path; attestations chain to it")
+    func stagingRootWarning() async throws {
+        let rig = try Rig()
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("staging-root-\(UUID().uuidString).pem")
+        try FakeAppAttest.pem(rig.apple.root.certificate).write(to: root, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let loaded = try ServerConfiguration.load(
+            arguments: ["--attestation", "enforce", "--app-attest-app-ids", FakeAppAttest.appID, "--app-attest-root-ca", root.path],
+            environment: [:]).attestation
+        try await withHarness(.sqlite, configure: { $0.attestation = loaded }) { harness in
+            Self.setClock(harness)
+            try await harness.run { api, _ in
+                let created = try await Self.login(api, Device(), attestation: try rig.apple(try await Self.challenge(api)).body)
+                #expect(created.status == .created, "\(created.text)")
+            }
+            let warning = harness.logs.lines.withLock { $0 }.first { $0.contains("App Attest trusts the root CA of --app-attest-root-ca") }
+            #expect(warning?.hasPrefix("warning") == true && warning?.contains(root.path) == true, "\(harness.logs.all)")
+        }
+        try await withHarness(.sqlite, configure: { $0.attestation = (try? rig.configuration(.enforce)) ?? AttestationConfiguration() }) { harness in
+            try await harness.run { _, _ in }
+            #expect(!harness.logs.all.contains("App Attest trusts"), "no warning without --app-attest-root-ca")
+        }
+    }
+
     // MARK: Configuration
 
     @Test("flags: each problem is one line at start")

@@ -28,8 +28,8 @@ public struct Plan<Result: Sendable>: Sendable {
 
 /// What an operation reads before it decides. Stores read in a fixed order (transfer, pending
 /// transfers, refresh token, hand-off code, device, account devices, account, signing keys, service key,
-/// Apple nonce, Apple links, Apple notification, outbox), so concurrent operations lock rows in
-/// the same order.
+/// Apple nonce, Apple links, Apple notification, outbox, recovery code, attestation challenge), so
+/// concurrent operations lock rows in the same order.
 public struct Reads: Sendable, Equatable {
     /// A transfer by id, locked.
     public var transfer: String?
