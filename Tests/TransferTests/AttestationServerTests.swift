@@ -585,3 +585,63 @@ struct AttestationServerTests {
         #expect(!refusal(shortKey).contains("c2hvcnQ="), "the secret key is never repeated")
     }
 }
+
+/// The attestation gate of a creation as a pure plan: what it writes, and what it does not.
+@Suite("Device attestation: the creation's plan")
+struct AttestationPlanTests {
+    let t0 = Timestamp(milliseconds: 1_900_000_000_000)
+    let device = DeviceID("3f1c7a52-9a43-4e1b-8f0e-2a9c3d4b5e6f")!
+    let challenge = SecretHash(of: "challenge")
+
+    func command(_ mode: AttestationMode, _ verdict: AttestationVerdict?) -> LoginCommand {
+        LoginCommand(
+            deviceID: device, deviceSecret: "secret", now: t0, newAccountID: "acct",
+            creationSlot: RateSlot(kind: .accountCreation, key: "192.0.2.1", limit: RateLimit(count: 1, period: .seconds(60)), at: t0),
+            fresh: FreshSession(sessionID: "s1", key: SessionKey(bytes: Array(repeating: 7, count: 32)), expiresAt: t0 + .seconds(60)),
+            clientAddress: "192.0.2.1",
+            attestation: AttestationGate(mode: mode, proof: verdict.map { .init(platform: .apple, challengeHash: challenge, verdict: $0) }))
+    }
+
+    func facts(challengeExpiresAt: Timestamp?) -> Facts {
+        var facts = Facts()
+        facts.attestationChallengeExpiresAt = challengeExpiresAt
+        return facts
+    }
+
+    @Test("enforce refusals write nothing but the used challenge: no device, no account, no rate-limit slot")
+    func refusals() {
+        let missing = command(.enforce, nil).plan(facts(challengeExpiresAt: nil))
+        #expect(missing.result == .rejected(.attestationRequired))
+        #expect(missing.effects.isEmpty, "\(missing.effects)")
+        let failed = command(.enforce, .failed(check: "nonce", message: "m")).plan(facts(challengeExpiresAt: t0 + .seconds(1)))
+        #expect(failed.result == .rejected(.invalidAttestation(check: "nonce", message: "m")))
+        #expect(failed.effects == [.consumeAttestationChallenge(hash: challenge)], "\(failed.effects)")
+    }
+
+    @Test("the challenge is checked first: unknown, used or expired fails whatever the verdict")
+    func challengeFirst() {
+        for expiresAt in [nil, t0, t0 - .seconds(1)] as [Timestamp?] {
+            let plan = command(.enforce, .verified(nil)).plan(facts(challengeExpiresAt: expiresAt))
+            guard case .rejected(.invalidAttestation(let check, _)) = plan.result else {
+                Issue.record("\(String(describing: expiresAt)): \(plan.result)")
+                continue
+            }
+            #expect(check == "challenge")
+        }
+    }
+
+    @Test("a creation records the result on the new device after creating it, and the audit event says it")
+    func creation() throws {
+        let key = AttestedKey(keyID: Array(repeating: 1, count: 32), publicKey: [4] + Array(repeating: 2, count: 64), counter: 0)
+        let plan = command(.monitor, .verified(key)).plan(facts(challengeExpiresAt: t0 + .seconds(300)))
+        guard case .loggedIn(let grant) = plan.result else { throw TestFailure("\(plan.result)") }
+        #expect(grant.attestation == AttestationResult(platform: .apple, outcome: .verified))
+        let record = Effect.recordDeviceAttestation(
+            deviceID: device.value, DeviceAttestation(platform: .apple, outcome: .verified, key: key, at: t0))
+        let created = try #require(plan.effects.firstIndex { if case .createDevice = $0 { true } else { false } })
+        let recorded = try #require(plan.effects.firstIndex(of: record), "\(plan.effects)")
+        #expect(created < recorded, "the device exists before it records")
+        #expect(plan.effects.contains(.consumeAttestationChallenge(hash: challenge)))
+        #expect(plan.effects.contains { if case .audit(let e) = $0 { e.reason == "attestation: verified" } else { false } })
+    }
+}
