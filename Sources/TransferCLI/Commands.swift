@@ -55,10 +55,11 @@ struct Account: AsyncParsableCommand {
             ] + (report.deletedAt.map { [("deleted", Text.time($0, now: now))] } ?? [])))
             print("\nDevices")
             let devices = report.devices.compactMap { device in device.account(report.accountID).map { (device, $0) } }
-            print(Text.table(["DEVICE", "STATE", "BOUND", "LAST LOGIN", "ENDED", "WHY"], devices.map { device, pair in
+            print(Text.table(["DEVICE", "STATE", "BOUND", "LAST LOGIN", "ENDED", "WHY", "ATTESTATION"], devices.map { device, pair in
                 [device.id + (device.currentAccountID == report.accountID ? " (current)" : ""), Text.state(pair.state),
                  Text.time(pair.addedAt, now: now), pair.lastLoginAt.map { Text.relative($0, now: now) } ?? "-",
-                 pair.endedAt.map { Text.relative($0, now: now) } ?? "-", pair.endedReason ?? ""]
+                 pair.endedAt.map { Text.relative($0, now: now) } ?? "-", pair.endedReason ?? "",
+                 AttestationJSON.words(device.attestation)]
             }))
             for (device, _) in devices {
                 let others = device.summaries.filter { $0.accountID != report.accountID }
@@ -309,7 +310,8 @@ struct RevokeDevice: AsyncParsableCommand {
 }
 
 struct Stats: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Count accounts, devices, transfers by state, locks, and claims of the last 24 h.")
+    static let configuration = CommandConfiguration(
+        abstract: "Count accounts, devices, transfers by state, locks, and the last 24 h's claims and account creations (by attestation).")
 
     @OptionGroup var common: CommonOptions
 
@@ -322,7 +324,14 @@ struct Stats: AsyncParsableCommand {
                 ("pending", "\(s.transfersPending)"), ("claimed", "\(s.transfersClaimed)"), ("expired", "\(s.transfersExpired)"),
                 ("cancelled", "\(s.transfersCancelled)"), ("voided", "\(s.transfersVoided)"), ("locked now", "\(s.lockedNow)"),
             ]))
-            print(Text.section("Last 24 h", [("claims won", "\(s.claimsWonLast24h)"), ("claims failed", "\(s.claimsFailedLast24h)")]))
+            let created = s.accountsCreatedLast24h
+            print(Text.section("Last 24 h", [
+                ("claims won", "\(s.claimsWonLast24h)"), ("claims failed", "\(s.claimsFailedLast24h)"),
+                ("accounts created, attestation verified", "\(created.verified)"),
+                ("accounts created, attestation missing", "\(created.missing)"),
+                ("accounts created, attestation failed", "\(created.failed)"),
+                ("accounts created, attestation off", "\(created.unchecked)"),
+            ]))
         }
     }
 }

@@ -52,6 +52,12 @@ public enum TransferError: Error, Equatable, Sendable {
     /// A client id that is not one of `--handoff-clients`.
     case unknownClient
 
+    // Device attestation.
+    /// `--attestation enforce`: a login that would create an account carries no attestation.
+    case attestationRequired
+    /// `--attestation enforce`: the attestation failed `check`; `message` says how.
+    case invalidAttestation(check: String, message: String)
+
     /// A feature that is off in this deployment (`501 not_configured`).
     case notConfigured(String)
 
@@ -96,6 +102,8 @@ extension TransferError {
         case .appleIDInUse: "apple_id_in_use"
         case .appleIDNotLinked: "apple_id_not_linked"
         case .invalidAuthorizationCode: "invalid_request"
+        case .attestationRequired: "attestation_required"
+        case .invalidAttestation: "invalid_attestation"
         case .notConfigured: "not_configured"
         case .unavailable: "unavailable"
         case .overloaded: "overloaded"

@@ -99,6 +99,14 @@ extension PostgresStore {
                 RETURNING 1
             ) SELECT count(*) AS n FROM d
             """)
+        // Attestation challenges that expired unused (v13).
+        counts.attestationChallenges = try await batches(conn, limit, """
+            WITH d AS (
+                DELETE FROM attestation_challenges WHERE challenge_hash IN (
+                    SELECT challenge_hash FROM attestation_challenges WHERE expires_at <= \(now) LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+                RETURNING 1
+            ) SELECT count(*) AS n FROM d
+            """)
         counts.expiredTransfers = try await batches(conn, limit, """
             WITH d AS (
                 UPDATE transfers SET state = 'expired', ended_at = expires_at

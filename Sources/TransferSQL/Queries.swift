@@ -97,6 +97,9 @@ public enum Queries {
 
     public static func serviceKey(name: String) -> SQL { "SELECT * FROM service_keys WHERE name = \(name)\(SQL.forUpdate)" }
     public static func serviceKey(hash: SecretHash) -> SQL { "SELECT * FROM service_keys WHERE key_hash = \(hash)" }
+    public static func attestationChallenge(_ hash: SecretHash) -> SQL {
+        "SELECT expires_at FROM attestation_challenges WHERE challenge_hash = \(hash)\(SQL.forUpdate)"
+    }
     public static func appleNonce(_ hash: SecretHash) -> SQL { "SELECT expires_at FROM apple_nonces WHERE nonce_hash = \(hash)\(SQL.forUpdate)" }
     public static func appleLink(sub: String, lock: Bool) -> SQL { "SELECT * FROM apple_links WHERE sub = \(sub)\(lock ? SQL.forUpdate : "")" }
     public static func appleLink(account: String, lock: Bool) -> SQL {
@@ -239,7 +242,14 @@ public enum Queries {
               (SELECT COUNT(*) FROM transfers WHERE state = 'voided') AS voided,
               (SELECT COUNT(*) FROM transfers WHERE state = 'pending' AND expires_at > \(now) AND locked_until > \(now)) AS locked,
               (SELECT COUNT(*) FROM audit_events WHERE kind = 'transfer.claimed' AND at > \(dayAgo)) AS won,
-              (SELECT COUNT(*) FROM audit_events WHERE kind = 'transfer.claim_failed' AND at > \(dayAgo)) AS failed
+              (SELECT COUNT(*) FROM audit_events WHERE kind = 'transfer.claim_failed' AND at > \(dayAgo)) AS failed,
+              (SELECT COUNT(*) FROM audit_events WHERE kind = 'account.created' AND at > \(dayAgo)
+                 AND reason LIKE 'attestation: verified%') AS created_verified,
+              (SELECT COUNT(*) FROM audit_events WHERE kind = 'account.created' AND at > \(dayAgo)
+                 AND reason = 'attestation: missing') AS created_missing,
+              (SELECT COUNT(*) FROM audit_events WHERE kind = 'account.created' AND at > \(dayAgo)
+                 AND reason LIKE 'attestation: failed%') AS created_failed,
+              (SELECT COUNT(*) FROM audit_events WHERE kind = 'account.created' AND at > \(dayAgo) AND reason IS NULL) AS created_unchecked
             """
     }
 

@@ -104,7 +104,7 @@ public struct DevicePlan: ReadPlan {
 /// makes concurrent operations lock rows in the same order: transfer, pending transfers,
 /// refresh token (its device, its sibling session), hand-off code (its device, then the
 /// code), device, account devices, account, signing keys, service key, Apple nonce, Apple
-/// links, Apple notification, outbox.
+/// links, Apple notification, outbox, recovery code, attestation challenge.
 public struct FactsPlan: ReadPlan {
     enum Step: Sendable {
         case transfer(String)
@@ -129,6 +129,7 @@ public struct FactsPlan: ReadPlan {
         case outboxMessage(String)
         case failedOutbox
         case recoveryCode(String)
+        case attestationChallenge(SecretHash)
     }
 
     enum DeviceTarget: Sendable { case device, accountDevices }
@@ -165,6 +166,7 @@ public struct FactsPlan: ReadPlan {
         if let id = reads.outboxMessage { steps.append(.outboxMessage(id)) }
         if reads.failedOutbox { steps.append(.failedOutbox) }
         if let account = reads.recoveryCode { steps.append(.recoveryCode(account)) }
+        if let hash = reads.attestationChallenge { steps.append(.attestationChallenge(hash)) }
     }
 
     public mutating func next() -> SQL? {
@@ -203,6 +205,7 @@ public struct FactsPlan: ReadPlan {
             case .outboxMessage(let id): return Queries.outboxMessage(id: id)
             case .failedOutbox: return Queries.failedOutbox
             case .recoveryCode(let account): return Queries.recoveryCode(ofAccount: account, lock: true)
+            case .attestationChallenge(let hash): return Queries.attestationChallenge(hash)
             }
         }
         return nil
@@ -254,6 +257,7 @@ public struct FactsPlan: ReadPlan {
         case .outboxMessage: facts.outboxMessage = try rows.first.map(Rows.outboxMessage)
         case .failedOutbox: facts.failedOutbox = try rows.map(Rows.outboxMessage)
         case .recoveryCode: facts.recoveryCode = try rows.first.map(Rows.recoveryCode)
+        case .attestationChallenge: facts.attestationChallengeExpiresAt = try rows.first.map { try $0.time("expires_at") }
         }
     }
 

@@ -94,7 +94,10 @@ extension SQLStore {
                     accounts: try $0.int("accounts"), activeDevices: try $0.int("active_devices"), transfersPending: try $0.int("pending"),
                     transfersClaimed: try $0.int("claimed"), transfersExpired: try $0.int("expired"),
                     transfersCancelled: try $0.int("cancelled"), transfersVoided: try $0.int("voided"), lockedNow: try $0.int("locked"),
-                    claimsWonLast24h: try $0.int("won"), claimsFailedLast24h: try $0.int("failed"))
+                    claimsWonLast24h: try $0.int("won"), claimsFailedLast24h: try $0.int("failed"),
+                    accountsCreatedLast24h: CreationsByAttestation(
+                        verified: try $0.int("created_verified"), missing: try $0.int("created_missing"),
+                        failed: try $0.int("created_failed"), unchecked: try $0.int("created_unchecked")))
             })
         guard let stats else { throw MissingRow(query: "stats") }
         return stats

@@ -48,6 +48,14 @@ extension SQLiteStore {
                     SELECT kind, client FROM rate_slots WHERE window_end <= \(now) LIMIT \(batchSize))
                 """)
         }
+        // Attestation challenges that expired unused (v13).
+        counts.attestationChallenges = try await batches(batchSize) { db in
+            try db.run(
+                """
+                DELETE FROM attestation_challenges WHERE challenge_hash IN (
+                    SELECT challenge_hash FROM attestation_challenges WHERE expires_at <= \(now) LIMIT \(batchSize))
+                """)
+        }
         counts.expiredTransfers = try await batches(batchSize) { db in
             try db.run(
                 """

@@ -62,7 +62,8 @@ public struct OutboxStats: Sendable, Equatable {
 /// expired at `now` or of sessions that ended, pending transfers expired at `now` (marked
 /// expired), ended transfers and audit events from before `retainedSince`, webhook events no
 /// worker attempted within their three days (no `--webhook-url`), failed outbox messages
-/// from before `retainedSince`, and Apple notification ids older than `AppleEvent.replayWindow`.
+/// from before `retainedSince`, Apple notification ids older than `AppleEvent.replayWindow`, and
+/// attestation challenges expired at `now`.
 public struct PruneCutoffs: Sendable, Equatable {
     public var now: Timestamp
     public var retainedSince: Timestamp
@@ -91,13 +92,15 @@ public struct PruneCounts: Sendable, Equatable, CustomStringConvertible {
     public var handoffCodes = 0
     /// Rate-limit windows that ended.
     public var rateSlots = 0
+    /// Attestation challenges that expired unused.
+    public var attestationChallenges = 0
     public init() {}
     public var total: Int {
         expiredSessions + rotatedTokens + expiredTransfers + endedTransfers + auditEvents + outbox + appleNotifications + signingKeys
-            + handoffCodes + rateSlots
+            + handoffCodes + rateSlots + attestationChallenges
     }
     public var description: String {
-        "sessions=\(expiredSessions) rotatedTokens=\(rotatedTokens) expiredTransfers=\(expiredTransfers) endedTransfers=\(endedTransfers) auditEvents=\(auditEvents) outbox=\(outbox) appleNotifications=\(appleNotifications) signingKeys=\(signingKeys) handoffCodes=\(handoffCodes) rateSlots=\(rateSlots)"
+        "sessions=\(expiredSessions) rotatedTokens=\(rotatedTokens) expiredTransfers=\(expiredTransfers) endedTransfers=\(endedTransfers) auditEvents=\(auditEvents) outbox=\(outbox) appleNotifications=\(appleNotifications) signingKeys=\(signingKeys) handoffCodes=\(handoffCodes) rateSlots=\(rateSlots) attestationChallenges=\(attestationChallenges)"
     }
 }
 
