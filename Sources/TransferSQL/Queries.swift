@@ -77,8 +77,42 @@ public enum Queries {
 
     public static func account(_ id: String, at now: Timestamp) -> SQL {
         """
-        SELECT a.id AS account_id, a.user_name, a.deleted_at, \(SQL.migrationFlag(at: now)) AS flag FROM accounts a
+        SELECT a.id AS account_id, a.user_name, a.deleted_at, a.protected_at, \(SQL.migrationFlag(at: now)) AS flag FROM accounts a
         WHERE a.id = \(id)\(SQL.forUpdate)
+        """
+    }
+
+    /// Account `a` is inactive at `now`, protection aside: not deleted, no pair of it bound or
+    /// logged in since `before`, no open transfer, no Apple link. The same rule as
+    /// `EraseInactiveAccountCommand.keeps`, which checks it again under lock. Each condition
+    /// is a lookup by account (the pairs', transfers' and Apple links' account indexes).
+    static func inactive(before: Timestamp, at now: Timestamp) -> SQL {
+        """
+        a.deleted_at IS NULL AND a.created_at < \(before)
+          AND NOT EXISTS (
+            SELECT 1 FROM device_accounts p WHERE p.account_id = a.id AND COALESCE(p.last_login_at, p.added_at) >= \(before))
+          AND NOT EXISTS (SELECT 1 FROM transfers t WHERE t.account_id = a.id AND t.state = 'pending' AND t.expires_at > \(now))
+          AND NOT EXISTS (SELECT 1 FROM apple_links l WHERE l.account_id = a.id)
+        """
+    }
+
+    /// The next `limit` inactive, unprotected accounts after `after`, in id order: the
+    /// pruner's candidates, read without locking.
+    public static func inactiveAccounts(before: Timestamp, at now: Timestamp, after: String, limit: Int) -> SQL {
+        """
+        SELECT a.id FROM accounts a
+        WHERE a.id > \(after) AND a.protected_at IS NULL AND \(inactive(before: before, at: now))
+        ORDER BY a.id LIMIT \(limit)
+        """
+    }
+
+    /// `transfer inactive`: the inactive accounts, erasable and protected, and every protected account.
+    public static func inactiveCounts(before: Timestamp, at now: Timestamp) -> SQL {
+        """
+        SELECT COALESCE(SUM(CASE WHEN a.protected_at IS NULL THEN 1 ELSE 0 END), 0) AS erasable,
+               COALESCE(SUM(CASE WHEN a.protected_at IS NULL THEN 0 ELSE 1 END), 0) AS protected_inactive,
+               (SELECT COUNT(*) FROM accounts WHERE protected_at IS NOT NULL AND deleted_at IS NULL) AS protected
+        FROM accounts a WHERE \(inactive(before: before, at: now))
         """
     }
 

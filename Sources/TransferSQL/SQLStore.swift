@@ -107,6 +107,43 @@ extension SQLStore {
     public func outbox(limit: Int) async throws -> [OutboxMessage] {
         try await read(AllRows(Queries.outbox(limit: limit)) { try Rows.outboxMessage($0) })
     }
+
+    public func inactiveCounts(before inactiveBefore: Timestamp, at now: Timestamp) async throws -> InactiveCounts {
+        let counts = try await read(
+            FirstRow(Queries.inactiveCounts(before: inactiveBefore, at: now)) {
+                InactiveCounts(erasable: try $0.int("erasable"), protectedInactive: try $0.int("protected_inactive"), protected: try $0.int("protected"))
+            })
+        guard let counts else { throw MissingRow(query: "inactive counts") }
+        return counts
+    }
+
+    // The pruner's share that is the same on every store.
+
+    /// Erases the inactive accounts of `cutoffs.inactiveBefore` (none when nil): candidates are
+    /// read in id order, `batchSize` at a time, without locking; each is then erased by `erase`
+    /// in a transaction of its own that checks the rule again under lock (a login racing with
+    /// the round wins; an account another node erased first is left alone). `batchDone` runs
+    /// after each batch that erased something. Returns how many were erased.
+    public func eraseInactiveAccounts(
+        _ cutoffs: PruneCutoffs, batchSize: Int,
+        erase: (EraseInactiveAccountCommand) async throws -> EraseInactiveResult, batchDone: () async -> Void = {}
+    ) async throws -> Int {
+        guard let before = cutoffs.inactiveBefore else { return 0 }
+        var after = "", erased = 0
+        while true {
+            let ids = try await read(
+                AllRows(Queries.inactiveAccounts(before: before, at: cutoffs.now, after: after, limit: batchSize)) { try $0.text("id") })
+            var erasedNow = 0
+            for id in ids {
+                let result = try await erase(EraseInactiveAccountCommand(accountID: id, now: cutoffs.now, inactiveBefore: before))
+                if result == .erased { erasedNow += 1 }
+            }
+            if erasedNow > 0 { await batchDone() }
+            erased += erasedNow
+            guard ids.count == batchSize, let last = ids.last else { return erased }
+            after = last
+        }
+    }
 }
 
 /// A query that always answers a row answered none: the schema is not what this version expects.
