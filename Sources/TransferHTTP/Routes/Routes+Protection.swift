@@ -5,7 +5,7 @@ import TransferCore
 // of value (a purchase), and the pruner never erases it as inactive.
 extension API {
     static var protectionRoutes: [Route] {
-        [Route(.put, "/v1/service/accounts/{accountId}/protection", .serviceKey) { $0.setProtection }]
+        [Route(.put, "/v1/service/accounts/:accountId/protection", .serviceKey) { $0.setProtection }]
     }
 
     /// `{"protected": true | false}` → `204`; `404 account_not_found` for an account that does not exist or was deleted.
