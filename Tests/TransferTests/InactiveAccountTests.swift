@@ -297,7 +297,7 @@ struct InactiveAccountTests {
                 let login = try await api.login(idle)
                 #expect(login.status == .gone && login.error == "account_deleted", "\(login.text)")
                 let kept = try await api.login(busy)
-                #expect(kept.status == .ok && (try kept.accountID) == busyID, "the phone used yesterday keeps its account: \(kept.text)")
+                #expect(try kept.status == .ok && kept.accountID == busyID, "the phone used yesterday keeps its account: \(kept.text)")
                 #expect(try await Self.deletions(parts.store).map(\.reason) == ["inactive"])
                 #expect(try await raw.strings("SELECT COALESCE(last_address, 'none') FROM device_accounts WHERE account_id = '\(idleID)'") == ["none"])
             }
