@@ -80,14 +80,10 @@ public enum ServerFlags {
         }
         return ttl
     }
-    public static let pruneInterval = Setting<Duration>(
-        "prune-interval", "How often the pruner runs (expired sessions, old events, inactive accounts), at least 1s; the first round one interval after start.",
-        value: "duration", default: .seconds(3600), shown: "1h"
-    ) { text throws(SettingProblem) in
-        let interval = try Kinds.duration(text)
-        guard interval >= .seconds(1) else { throw SettingProblem("'\(text)' is too short; the pruner runs at most once a second") }
-        return interval
-    }
+    /// At least 1s: a duration is a whole number of seconds or more.
+    public static let pruneInterval: Setting<Duration> = .duration(
+        "prune-interval", "How often the pruner runs (expired sessions, old events, inactive accounts); the first round one interval after start.",
+        default: .seconds(3600))
     public static let signingKeyMaxAge = Setting<Duration?>(
         "signing-key-max-age", "Rotate the token signing key by itself after this long, like 90d (at least 1h), or off.",
         value: "duration|off", default: nil, shown: "off"
