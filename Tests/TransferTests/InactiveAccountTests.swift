@@ -332,6 +332,16 @@ struct InactiveAccountTests {
     }
 }
 
+extension InactiveAccountTests {
+    @Test("transfer-server with --inactive-account-ttl under 30d stops at once, exit 2, with one line naming the flag")
+    func refusedAtStart() throws {
+        let run = try Executable.run("transfer-server", ["--inactive-account-ttl", "14d", "--database", "sqlite:/nonexistent/never-opened.sqlite"])
+        #expect(run.code == 2, "\(run)")
+        #expect(run.err.split(separator: "\n").filter { !$0.isEmpty }.count == 1, "\(run)")
+        #expect(run.err.contains("--inactive-account-ttl") && run.err.contains("30d"), "\(run)")
+    }
+}
+
 /// Links an Apple ID as the link use case's plan does, without Apple.
 struct LinkApple: StoreOperation {
     var link: AppleLink
