@@ -96,13 +96,17 @@ public enum Queries {
         """
     }
 
-    /// The next `limit` inactive, unprotected accounts after `after`, in id order: the
-    /// pruner's candidates, read without locking.
-    public static func inactiveAccounts(before: Timestamp, at now: Timestamp, after: String, limit: Int) -> SQL {
+    /// The pruner's candidates, read without locking: the next `limit` accounts after `after`
+    /// in id order (a window of the primary key), each with whether it is inactive and not
+    /// protected. The window is a subquery, so that PostgreSQL plans the rule for its `limit`
+    /// rows (an index lookup by account each) and every window costs the same however many
+    /// accounts come before it; as a filter on the whole table, or evaluated on a plain
+    /// `LIMIT`ed scan, it merged or hashed the whole pairs table in each batch.
+    public static func inactiveWindow(before: Timestamp, at now: Timestamp, after: String, limit: Int) -> SQL {
         """
-        SELECT a.id FROM accounts a
-        WHERE a.id > \(after) AND a.protected_at IS NULL AND \(inactive(before: before, at: now))
-        ORDER BY a.id LIMIT \(limit)
+        SELECT a.id, (a.protected_at IS NULL AND \(inactive(before: before, at: now))) AS inactive
+        FROM (SELECT id FROM accounts WHERE id > \(after) ORDER BY id LIMIT \(limit)) w JOIN accounts a ON a.id = w.id
+        ORDER BY a.id
         """
     }
 

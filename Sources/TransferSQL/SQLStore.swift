@@ -119,8 +119,8 @@ extension SQLStore {
 
     // The pruner's share that is the same on every store.
 
-    /// Erases the inactive accounts of `cutoffs.inactiveBefore` (none when nil): candidates are
-    /// read in id order, `batchSize` at a time, without locking; each is then erased by `erase`
+    /// Erases the inactive accounts of `cutoffs.inactiveBefore` (none when nil): accounts are
+    /// read in windows of `batchSize` ids, without locking; each inactive one is then erased by `erase`
     /// in a transaction of its own that checks the rule again under lock (a login racing with
     /// the round wins; an account another node erased first is left alone). `batchDone` runs
     /// after each batch that erased something. Returns how many were erased.
@@ -131,17 +131,19 @@ extension SQLStore {
         guard let before = cutoffs.inactiveBefore else { return 0 }
         var after = "", erased = 0
         while true {
-            let ids = try await read(
-                AllRows(Queries.inactiveAccounts(before: before, at: cutoffs.now, after: after, limit: batchSize)) { try $0.text("id") })
+            let window = try await read(
+                AllRows(Queries.inactiveWindow(before: before, at: cutoffs.now, after: after, limit: batchSize)) {
+                    (id: try $0.text("id"), inactive: try $0.bool("inactive"))
+                })
             var erasedNow = 0
-            for id in ids {
-                let result = try await erase(EraseInactiveAccountCommand(accountID: id, now: cutoffs.now, inactiveBefore: before))
+            for account in window where account.inactive {
+                let result = try await erase(EraseInactiveAccountCommand(accountID: account.id, now: cutoffs.now, inactiveBefore: before))
                 if result == .erased { erasedNow += 1 }
             }
             if erasedNow > 0 { await batchDone() }
             erased += erasedNow
-            guard ids.count == batchSize, let last = ids.last else { return erased }
-            after = last
+            guard window.count == batchSize, let last = window.last else { return erased }
+            after = last.id
         }
     }
 }
