@@ -11,7 +11,7 @@ extension API {
     /// `{"protected": true | false}` → `204`; `404 account_not_found` for an account that does not exist or was deleted.
     func setProtection(_ request: Request, _ context: Context) async throws -> Response {
         let account = try Self.accountID(context.parameters.get("accountId") ?? "", field: "accountId")
-        let body = try await JSONBody.read(request, context: context)
+        let body = try await JSONBody.read(request, context: context, limit: JSONBody.serviceMaxBytes)
         try await service.setProtection(accountID: account, protected: try body.bool("protected"))
         return Response(status: .noContent)
     }
