@@ -343,7 +343,7 @@ extension InactiveAccountTests {
 }
 
 /// Links an Apple ID as the link use case's plan does, without Apple.
-struct LinkApple: StoreOperation {
+private struct LinkApple: StoreOperation {
     var link: AppleLink
     var now: Timestamp
     var reads: Reads { Reads() }
