@@ -82,9 +82,16 @@ extension SupportStore {
     }
 
     /// The service over this store, for the commands that change something; `policy` as the
-    /// servers are configured where a command depends on it (`transfer issue`: the transfer's lifetime).
+    /// servers are configured where a command depends on it (`transfer issue`: the transfer's
+    /// lifetime), and argon2id with the servers' parameters (`TRANSFER_ARGON2_*`).
     func service(policy: ServicePolicy = .standard) async throws -> TransferService {
-        let hasher = Argon2Hasher(workers: 1, queueDepth: 1)
+        let parameters: Argon2Parameters
+        do {
+            parameters = try ServerFlags.argon2(SettingValues(environment: ProcessInfo.processInfo.environment))
+        } catch {
+            throw Failure.usage("\(error)")
+        }
+        let hasher = Argon2Hasher(parameters: parameters, workers: 1, queueDepth: 1)
         return try await TransferService(store: self, hasher: hasher, policy: policy)
     }
 }

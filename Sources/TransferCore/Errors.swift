@@ -10,7 +10,7 @@ public enum TransferError: Error, Equatable, Sendable {
     // Auto-login and tokens.
     case invalidDeviceCredentials
     /// `accounts`: the accounts left on the device, for the app to pick from.
-    case deviceTransferred(at: Timestamp, accounts: [DeviceAccountSummary] = [])
+    case deviceTransferred(at: Timestamp, accounts: [ListedAccount] = [])
     case deviceRevoked
     case invalidRefreshToken
     case invalidToken

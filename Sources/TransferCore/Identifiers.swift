@@ -1,23 +1,34 @@
 import Foundation
 
-/// A device UUID: accepted in any case, always kept and returned lower-case canonical.
-public struct DeviceID: Hashable, Sendable, CustomStringConvertible {
-    public let value: String
-
-    /// Parses the 8-4-4-4-12 hexadecimal form of RFC 4122; `nil` for anything else.
-    public init?(_ text: String) {
-        let utf8 = Array(text.utf8)
+/// A UUID as the service keeps every id it is sent (devices, accounts): the 8-4-4-4-12
+/// hexadecimal form of RFC 4122, accepted in any case, kept lower-case.
+public enum CanonicalUUID {
+    /// The lower-case form of `text`; `nil` for anything that is not a UUID.
+    public static func parse(_ text: String) -> String? {
+        let utf8 = text.utf8
         guard utf8.count == 36 else { return nil }
+        var upper = false
         for (i, c) in utf8.enumerated() {
             switch i {
             case 8, 13, 18, 23: guard c == UInt8(ascii: "-") else { return nil }
             default:
-                let isHex = (c >= 48 && c <= 57) || (c >= 65 && c <= 70) || (c >= 97 && c <= 102)
-                guard isHex else { return nil }
+                let isDigit = c >= 48 && c <= 57, isUpper = c >= 65 && c <= 70, isLower = c >= 97 && c <= 102
+                guard isDigit || isUpper || isLower else { return nil }
+                upper = upper || isUpper
             }
         }
         // Apps send lower case almost always: only text with an upper-case letter is copied.
-        value = utf8.contains(where: { $0 >= 65 && $0 <= 70 }) ? text.lowercased() : text
+        return upper ? text.lowercased() : text
+    }
+}
+
+/// A device's UUID, canonical (`CanonicalUUID`).
+public struct DeviceID: Hashable, Sendable, CustomStringConvertible {
+    public let value: String
+
+    public init?(_ text: String) {
+        guard let value = CanonicalUUID.parse(text) else { return nil }
+        self.value = value
     }
 
     public var description: String { value }

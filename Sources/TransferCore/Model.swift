@@ -24,13 +24,13 @@ public struct DeviceRecord: Sendable, Equatable {
     /// Set when the last account left: the deviceId is never bound again.
     public var retiredAt: Timestamp?
     /// Oldest first, whatever their state.
-    public var accounts: [DeviceAccount]
+    public var accounts: [PairRecord]
     /// Which of its accounts the device's push tokens reach.
     public var pushMode: PushMode
 
     public init(
         id: String, secretHash: SecretHash, createdAt: Timestamp, currentAccountID: String?, retiredAt: Timestamp? = nil,
-        accounts: [DeviceAccount], pushMode: PushMode = .all
+        accounts: [PairRecord], pushMode: PushMode = .all
     ) {
         self.id = id
         self.secretHash = secretHash
@@ -45,14 +45,14 @@ public struct DeviceRecord: Sendable, Equatable {
     public func holds(_ accountID: String) -> Bool { account(accountID)?.state == .active }
 
     /// The accounts on the device now, oldest first.
-    public var active: [DeviceAccount] { accounts.filter { $0.state == .active } }
+    public var active: [PairRecord] { accounts.filter { $0.state == .active } }
 
-    public func account(_ id: String) -> DeviceAccount? { accounts.first { $0.account.accountID == id } }
+    public func account(_ id: String) -> PairRecord? { accounts.first { $0.account.accountID == id } }
 
     /// What the session body lists: every account on the device, and which is current.
-    public var summaries: [DeviceAccountSummary] {
+    public var summaries: [ListedAccount] {
         active.map {
-            DeviceAccountSummary(accountID: $0.account.accountID, userName: $0.account.userName, current: $0.account.accountID == currentAccountID)
+            ListedAccount(accountID: $0.account.accountID, userName: $0.account.userName, current: $0.account.accountID == currentAccountID)
         }
     }
 
@@ -77,9 +77,9 @@ public struct DeviceRecord: Sendable, Equatable {
     }
 }
 
-/// One account on one device: the pair, and its app session.
-public struct DeviceAccount: Sendable, Equatable {
-    public var account: SessionAccount
+/// A pair: one account on one device (a `device_accounts` row), with its app session.
+public struct PairRecord: Sendable, Equatable {
+    public var account: AccountSummary
     public var state: PairState
     public var addedAt: Timestamp
     public var lastLoginAt: Timestamp?
@@ -93,7 +93,7 @@ public struct DeviceAccount: Sendable, Equatable {
     public var accountDeleted: Bool
 
     public init(
-        account: SessionAccount, state: PairState, addedAt: Timestamp, lastLoginAt: Timestamp? = nil, endedAt: Timestamp? = nil,
+        account: AccountSummary, state: PairState, addedAt: Timestamp, lastLoginAt: Timestamp? = nil, endedAt: Timestamp? = nil,
         endedReason: String? = nil, session: PairSession? = nil, pushEnabled: Bool = true, accountDeleted: Bool = false
     ) {
         self.pushEnabled = pushEnabled
@@ -108,8 +108,8 @@ public struct DeviceAccount: Sendable, Equatable {
     }
 }
 
-/// An account as the session body lists it.
-public struct DeviceAccountSummary: Sendable, Equatable, Codable {
+/// One of a device's accounts as the session body lists it (`accounts[]`).
+public struct ListedAccount: Sendable, Equatable, Codable {
     public var accountID: String
     public var userName: String
     public var current: Bool

@@ -32,7 +32,7 @@ public struct OutboxEntry: Sendable, Equatable {
     }
 
     /// Retried until then; failed after.
-    public var giveUpAt: Timestamp { at + OutboxPolicy.standard.retryFor }
+    public var giveUpAt: Timestamp { at + OutboxPolicy.retryFor }
 }
 
 /// An event for the app backend: ids and times only, never a secret, token, hash or email.
@@ -155,17 +155,17 @@ public struct OutboxMessage: Sendable, Equatable {
 public struct OutboxPolicy: Sendable, Equatable {
     public var firstRetry: Duration
     public var maxWait: Duration
-    public var retryFor: Duration
+    /// The contract's three days. Not a setting: a row's give-up time is fixed when the row is
+    /// written (by a plan, which knows no configuration), so every node and the CLI agree on it.
+    public static let retryFor: Duration = .seconds(3 * 24 * 3600)
     /// How long a worker holds a message it is delivering (longer than a delivery may take).
     public var lease: Duration
 
     public init(
-        firstRetry: Duration = .seconds(5), maxWait: Duration = .seconds(3600), retryFor: Duration = .seconds(3 * 24 * 3600),
-        lease: Duration = .seconds(60)
+        firstRetry: Duration = .seconds(5), maxWait: Duration = .seconds(3600), lease: Duration = .seconds(60)
     ) {
         self.firstRetry = firstRetry
         self.maxWait = maxWait
-        self.retryFor = retryFor
         self.lease = lease
     }
 
@@ -268,13 +268,11 @@ public struct RetryOutboxCommand: StoreOperation {
     public var now: Timestamp
     public var by: Initiator
     public var reason: String
-    public var policy: OutboxPolicy
-    public init(id: String?, now: Timestamp, by: Initiator, reason: String, policy: OutboxPolicy = .standard) {
+    public init(id: String?, now: Timestamp, by: Initiator, reason: String) {
         self.id = id
         self.now = now
         self.by = by
         self.reason = reason
-        self.policy = policy
     }
 
     public var reads: Reads { id.map { Reads(outboxMessage: $0) } ?? Reads(failedOutbox: true) }
@@ -283,7 +281,7 @@ public struct RetryOutboxCommand: StoreOperation {
     public func plan(_ facts: Facts) -> Plan<[OutboxMessage]> {
         let failed = (id == nil ? facts.failedOutbox : [facts.outboxMessage].compactMap { $0 }).filter { $0.state == .failed }
         guard !failed.isEmpty else { return Plan([]) }
-        return Plan(failed, failed.map { .retryOutbox(id: $0.id, at: now, giveUpAt: now + policy.retryFor) } + [
+        return Plan(failed, failed.map { .retryOutbox(id: $0.id, at: now, giveUpAt: now + OutboxPolicy.retryFor) } + [
             .audit(AuditEvent(
                 at: now, kind: .outboxRetried, accountID: failed.count == 1 ? failed[0].accountID : nil, actor: by,
                 reason: "\(failed.count == 1 ? failed[0].id : "\(failed.count) messages"): \(reason)"))

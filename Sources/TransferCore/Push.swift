@@ -100,13 +100,18 @@ public struct PushTarget: Sendable, Equatable {
 }
 
 extension DeviceRecord {
-    /// The routing rule, which the stores' push-target queries state in SQL: the device's
-    /// tokens reach the account while it is active here, has its pushes on here, and the
-    /// device routes all its accounts or this one is current. (A retired device holds no
-    /// active account, which the schema's triggers enforce, so the queries need not ask.)
+    /// The routing rule: the device's tokens reach the account while it is active here, has
+    /// its pushes on here, and the device routes all its accounts or this one is current.
+    /// (A retired device holds no active account, which the schema's triggers enforce.)
     public func routesPushes(to accountID: String) -> Bool {
-        guard retiredAt == nil, let pair = account(accountID), pair.state == .active, pair.pushEnabled else { return false }
-        return pushMode == .all || currentAccountID == accountID
+        guard retiredAt == nil, let pair = account(accountID), pair.state == .active else { return false }
+        return Self.routesPushes(pushEnabled: pair.pushEnabled, mode: pushMode, isCurrent: currentAccountID == accountID)
+    }
+
+    /// The rule for one active pair: the support CLI asks it of a device record, the stores of
+    /// each row their push-target query reads (which selects active pairs and leaves the rest to this).
+    public static func routesPushes(pushEnabled: Bool, mode: PushMode, isCurrent: Bool) -> Bool {
+        pushEnabled && (mode == .all || isCurrent)
     }
 }
 

@@ -36,19 +36,19 @@ public struct ServicePolicy: Sendable {
 /// A session opened or renewed: the HTTP layer signs an access token for it and hands the
 /// refresh token to the device. The refresh token exists in clear only here.
 public struct SessionGrant: Sendable, Equatable {
-    public var account: SessionAccount
+    public var account: AccountSummary
     public var deviceID: String
     public var sessionID: String
     public var refreshToken: String
     public var created: Bool
     /// Every account on the device, and which is current (a sibling's: its one account).
-    public var accounts: [DeviceAccountSummary]
+    public var accounts: [ListedAccount]
     /// A sibling app's session: its client id, the access token's `azp`.
     public var clientID: String?
 
     public init(
-        account: SessionAccount, deviceID: String, sessionID: String, refreshToken: String, created: Bool,
-        accounts: [DeviceAccountSummary], clientID: String? = nil
+        account: AccountSummary, deviceID: String, sessionID: String, refreshToken: String, created: Bool,
+        accounts: [ListedAccount], clientID: String? = nil
     ) {
         self.clientID = clientID
         self.account = account

@@ -48,7 +48,7 @@ public struct APIError: HTTPResponseError {
 
     /// Fields `device_transferred` adds to the body.
     var transferredAt: String?
-    var accounts: [DeviceAccountSummary]?
+    var accounts: [ListedAccount]?
 }
 
 extension APIError {

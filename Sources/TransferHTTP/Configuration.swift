@@ -85,12 +85,7 @@ public struct ServerConfiguration: Sendable {
         config.transferTTL = try values.value(F.transferTTL)
         config.accessTokenTTL = try values.value(F.accessTokenTTL)
         config.refreshTokenTTL = try values.value(F.refreshTokenTTL)
-        config.argon2 = Argon2Parameters(
-            memoryKiB: UInt32(try values.value(F.argon2MemoryKiB)), iterations: UInt32(try values.value(F.argon2Iterations)),
-            parallelism: UInt32(try values.value(F.argon2Parallelism)))
-        guard config.argon2.memoryKiB >= 8 * config.argon2.parallelism else {
-            throw Invalid(description: "argon2 memory must be at least 8 KiB per lane of parallelism")
-        }
+        config.argon2 = try F.argon2(values)
         config.hashWorkers = try values.value(F.hashWorkers)
         config.hashQueue = try values.value(F.hashQueue)
         config.limits = RateLimits(

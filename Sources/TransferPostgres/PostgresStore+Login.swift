@@ -1,6 +1,7 @@
 import Foundation
 import PostgresNIO
 import TransferCore
+import TransferSQL
 
 /// The PostgreSQL fast path of auto-login: the one request every launch makes.
 extension PostgresStore {
@@ -46,7 +47,7 @@ extension PostgresStore {
                           d.current_account_id
             )
             SELECT p.account_id, a.user_name,
-                   EXISTS (SELECT 1 FROM transfers t WHERE t.account_id = a.id AND t.state = 'pending' AND t.expires_at > $2) AS flag,
+                   \(SQL.migrationFlag(now: "$2").render(.postgres).text) AS flag,
                    p.session_id, p.session_started_at, p.refresh_generation, p.refresh_hash, p.key_by_device, p.current_account_id,
                    ARRAY(SELECT o.account_id FROM device_accounts o
                          WHERE o.device_id = $4 AND o.state = 'active' ORDER BY o.added_at, o.account_id) AS ids,
@@ -55,9 +56,9 @@ extension PostgresStore {
             FROM p JOIN accounts a ON a.id = p.account_id
             """
         struct Row {
-            var account: SessionAccount
+            var account: AccountSummary
             var session: PairSession
-            var accounts: [DeviceAccountSummary]
+            var accounts: [ListedAccount]
         }
         let command: LoginCommand
         let account: String?
@@ -87,8 +88,8 @@ extension PostgresStore {
                 refreshHash: SecretHash(bytes: [UInt8](hash)), expiresAt: command.fresh.expiresAt, keyByDevice: [UInt8](key),
                 keyByToken: nil)
             return Row(
-                account: SessionAccount(accountID: id, userName: userName, migrationFlag: flag), session: session,
-                accounts: zip(ids, names).map { DeviceAccountSummary(accountID: $0, userName: $1, current: $0 == current) })
+                account: AccountSummary(accountID: id, userName: userName, migrationFlag: flag), session: session,
+                accounts: zip(ids, names).map { ListedAccount(accountID: $0, userName: $1, current: $0 == current) })
         }
     }
 }

@@ -20,7 +20,11 @@ extension SQL {
 
     /// Account `a`'s migration flag at `now`: a pending transfer that has not expired
     /// (`TransferRecord.isOpen(at:)` in SQL).
-    public static func migrationFlag(at now: Timestamp) -> SQL {
+    public static func migrationFlag(at now: Timestamp) -> SQL { migrationFlag(now: "\(now)") }
+
+    /// The same with `now` given as SQL: PostgreSQL's prepared login statement passes its own
+    /// parameter (`"$2"`), so the flag is written here once for every statement that answers it.
+    public static func migrationFlag(now: SQL) -> SQL {
         "EXISTS (SELECT 1 FROM transfers t WHERE t.account_id = a.id AND t.state = 'pending' AND t.expires_at > \(now))"
     }
 }
@@ -179,15 +183,16 @@ public enum Queries {
         "SELECT device_id, added_at, last_login_at FROM device_accounts WHERE account_id = \(id) AND state = 'active' ORDER BY added_at"
     }
 
-    /// `DeviceRecord.routesPushes(to:)` in SQL: active pair, pushes on, mode `all` or the current account.
+    /// The push tokens of the devices these accounts are active on, with what
+    /// `DeviceRecord.routesPushes(pushEnabled:mode:isCurrent:)` decides by (`Rows.pushRoute` applies it).
     public static func pushRoutes(accountIDs: [String]) -> SQL {
         """
-        SELECT t.provider, t.token, t.environment, t.device_id, p.account_id
+        SELECT t.provider, t.token, t.environment, t.device_id, p.account_id,
+               p.push_enabled, d.push_mode, CASE WHEN d.current_account_id = p.account_id THEN 1 ELSE 0 END AS is_current
         FROM \(idTable: accountIDs)
-        JOIN device_accounts p ON p.account_id = j.value AND p.state = 'active' AND p.push_enabled = 1
+        JOIN device_accounts p ON p.account_id = j.value AND p.state = 'active'
         JOIN devices d ON d.id = p.device_id
         JOIN push_tokens t ON t.device_id = p.device_id
-        WHERE d.push_mode = 'all' OR d.current_account_id = p.account_id
         ORDER BY t.device_id, t.provider, p.account_id
         """
     }

@@ -240,7 +240,7 @@ public struct FactsPlan: ReadPlan {
             steps.insert(.devices(try rows.map { try $0.text("device_id") }, into: .accountDevices), at: 0)
         case .account:
             if let row = rows.first {
-                facts.account = try Rows.sessionAccount(row)
+                facts.account = try Rows.accountSummary(row)
                 facts.accountDeletedAt = try row.timeOrNil("deleted_at")
                 facts.accountProtectedAt = try row.timeOrNil("protected_at")
             }

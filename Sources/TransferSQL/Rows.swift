@@ -32,7 +32,7 @@ extension SQLRow {
 /// How each table's rows become the domain's records: once, for both stores.
 public enum Rows {
     /// A `device_accounts` row joined with its account (`user_name`, `deleted`, `flag`), as `Queries.pairs` reads it.
-    public static func pair(_ row: some SQLRow) throws -> DeviceAccount {
+    public static func pair(_ row: some SQLRow) throws -> PairRecord {
         var session: PairSession?
         if let id = try row.textOrNil("session_id") {
             session = PairSession(
@@ -40,15 +40,15 @@ public enum Rows {
                 refreshHash: try row.hash("refresh_hash"), expiresAt: try row.time("refresh_expires_at"),
                 keyByDevice: try row.blobOrNil("key_by_device"), keyByToken: try row.blobOrNil("key_by_token"))
         }
-        return DeviceAccount(
-            account: try sessionAccount(row), state: try row.value("state", table: "device_accounts"),
+        return PairRecord(
+            account: try accountSummary(row), state: try row.value("state", table: "device_accounts"),
             addedAt: try row.time("added_at"), lastLoginAt: try row.timeOrNil("last_login_at"), endedAt: try row.timeOrNil("ended_at"),
             endedReason: try row.textOrNil("ended_reason"), session: session, pushEnabled: try row.flag("push_enabled"),
             accountDeleted: try row.bool("deleted"))
     }
 
     /// A `devices` row with the pairs read for it.
-    public static func device(_ row: some SQLRow, accounts: [DeviceAccount]) throws -> DeviceRecord {
+    public static func device(_ row: some SQLRow, accounts: [PairRecord]) throws -> DeviceRecord {
         DeviceRecord(
             id: try row.text("id"), secretHash: try row.hash("secret_hash"), createdAt: try row.time("created_at"),
             currentAccountID: try row.textOrNil("current_account_id"), retiredAt: try row.timeOrNil("retired_at"), accounts: accounts,
@@ -56,13 +56,17 @@ public enum Rows {
     }
 
     /// `account_id`, `user_name` and `flag` of a row.
-    public static func sessionAccount(_ row: some SQLRow) throws -> SessionAccount {
-        SessionAccount(accountID: try row.text("account_id"), userName: try row.text("user_name"), migrationFlag: try row.bool("flag"))
+    public static func accountSummary(_ row: some SQLRow) throws -> AccountSummary {
+        AccountSummary(accountID: try row.text("account_id"), userName: try row.text("user_name"), migrationFlag: try row.bool("flag"))
     }
 
-    /// A row of `Queries.pushRoutes`, by position (1 000 rows a request).
-    public static func pushRoute(_ row: some SQLRow) throws -> PushRoute {
-        PushRoute(
+    /// A row of `Queries.pushRoutes`, by position (1 000 rows a request); nil when the routing
+    /// rule sends this account's pushes elsewhere.
+    public static func pushRoute(_ row: some SQLRow) throws -> PushRoute? {
+        guard DeviceRecord.routesPushes(
+            pushEnabled: try row.flag("push_enabled"), mode: try row.value("push_mode", table: "devices"), isCurrent: try row.flag("is_current"))
+        else { return nil }
+        return PushRoute(
             provider: try UnknownStoredValue.decode(try row.text(at: 0), column: "push_tokens.provider"), token: try row.text(at: 1),
             environment: try row.textOrNil(at: 2).map { try UnknownStoredValue.decode($0, column: "push_tokens.environment") },
             deviceID: try row.text(at: 3), accountID: try row.text(at: 4))

@@ -25,7 +25,7 @@ extension SQLStore {
     }
 
     public func pushRoutes(accountIDs: [String]) async throws -> [PushRoute] {
-        try await read(AllRows(Queries.pushRoutes(accountIDs: accountIDs)) { try Rows.pushRoute($0) })
+        try await read(AllRows(Queries.pushRoutes(accountIDs: accountIDs)) { try Rows.pushRoute($0) }).compactMap { $0 }
     }
 
     public func outboxStats(kind: OutboxKind) async throws -> OutboxStats {

@@ -33,6 +33,18 @@ public enum ServerFlags {
         "refresh-token-ttl", "Lifetime of a session without use, like 30d (each login and refresh extends it).",
         default: ServicePolicy.standard.refreshTokenTTL)
 
+    /// The argon2id parameters as the servers hash with them: the server and `transfer issue`
+    /// read them here, so a support-issued password costs what a set-up one does.
+    public static func argon2(_ values: SettingValues) throws(Invalid) -> Argon2Parameters {
+        let parameters = Argon2Parameters(
+            memoryKiB: UInt32(try values.value(argon2MemoryKiB)), iterations: UInt32(try values.value(argon2Iterations)),
+            parallelism: UInt32(try values.value(argon2Parallelism)))
+        guard parameters.memoryKiB >= 8 * parameters.parallelism else {
+            throw Invalid(description: "argon2 memory must be at least 8 KiB per lane of parallelism")
+        }
+        return parameters
+    }
+
     public static let argon2MemoryKiB: Setting<Int> = .integer(
         "argon2-memory-kib", "argon2id memory cost in KiB.", in: 8...4_194_304, default: Int(Argon2Parameters().memoryKiB))
     public static let argon2Iterations: Setting<Int> = .integer(

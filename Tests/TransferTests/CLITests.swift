@@ -146,6 +146,30 @@ struct CLITests {
         }
     }
 
+    @Test("issue hashes with the servers' argon2 parameters (TRANSFER_ARGON2_*), not the built-in defaults")
+    func issueUsesServerArgon2() async throws {
+        let harness = Harness()
+        defer { harness.database.remove() }
+        try await harness.run { api, _ in
+            let lost = Device()
+            _ = try await api.login(lost)
+            let environment = ["USER": "kim", "TRANSFER_ARGON2_MEMORY_KIB": "8192", "TRANSFER_ARGON2_ITERATIONS": "3"]
+            let bad = try Executable.run(
+                "transfer", ["issue", lost.id, "--email", "lost@example.com", "--reason", "ticket 10", "--database", harness.databaseArgument],
+                environment: environment.merging(["TRANSFER_ARGON2_MEMORY_KIB": "lots"]) { $1 })
+            #expect(bad.code == 2, "an unreadable server setting is a usage error, not a password hashed some other way: \(bad)")
+            let run = try Executable.run(
+                "transfer", ["issue", lost.id, "--email", "lost@example.com", "--reason", "ticket 10", "--database", harness.databaseArgument],
+                environment: environment)
+            #expect(run.code == 0, "\(run)")
+        }
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: harness.database.path))
+        let wal = harness.database.path + "-wal"
+        if FileManager.default.fileExists(atPath: wal) { bytes.append(try Data(contentsOf: URL(fileURLWithPath: wal))) }
+        let text = String(decoding: bytes, as: UTF8.self)
+        #expect(text.contains("$argon2id$v=19$m=8192,t=3,p=1$"), "the stored hash carries the servers' parameters")
+    }
+
     @Test("revoke-device: the stolen phone gets 403 and its tokens die at once", arguments: StoreKind.available)
     func revoke(store: StoreKind) async throws {
         try await withHarness(store) { harness in

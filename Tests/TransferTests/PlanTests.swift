@@ -17,8 +17,8 @@ struct PlanTests {
             id: id ?? device.value, secretHash: secret, createdAt: t0, currentAccountID: current ?? accounts.first?.0,
             retiredAt: retired ? t0 : nil,
             accounts: accounts.map {
-                DeviceAccount(
-                    account: SessionAccount(accountID: $0.0, userName: "u-\($0.0)", migrationFlag: false), state: $0.1, addedAt: t0,
+                PairRecord(
+                    account: AccountSummary(accountID: $0.0, userName: "u-\($0.0)", migrationFlag: false), state: $0.1, addedAt: t0,
                     endedAt: $0.1 == .active ? nil : t0)
             })
     }
@@ -74,7 +74,7 @@ struct PlanTests {
     @Test("an Apple ID is never linked to an account deleted while its token was being checked; the nonce is used up")
     func noLinkToDeleted() {
         var facts = Facts()
-        facts.account = SessionAccount(accountID: "acct", userName: "u", migrationFlag: false)
+        facts.account = AccountSummary(accountID: "acct", userName: "u", migrationFlag: false)
         facts.accountDeletedAt = t0
         facts.appleNonceExpiresAt = t0 + .seconds(60)
         let plan = LinkAppleCommand(accountID: "acct", identity: AppleIdentity(sub: "s"), nonceHash: SecretHash(of: "n"), now: t0)
@@ -99,7 +99,7 @@ struct PlanTests {
         old: DeviceRecord? = nil, at now: Timestamp? = nil
     ) -> Plan<ClaimResult> {
         var f = facts(t)
-        f.account = SessionAccount(accountID: "acct", userName: "first-device", migrationFlag: true)
+        f.account = AccountSummary(accountID: "acct", userName: "first-device", migrationFlag: true)
         f.accountDevices = [old ?? record([("acct", .active)], id: "old-device")]
         f.device = d
         return ClaimCommand(
@@ -130,8 +130,8 @@ struct PlanTests {
     func replaceVersusFail() {
         let plain = claim(transfer())
         let replaced = claim(transfer(), device: record([("other", .active)]), replace: true)
-        #expect(plain.result.grant?.account == SessionAccount(accountID: "acct", userName: "first-device", migrationFlag: false))
-        #expect(plain.result.grant?.accounts == [DeviceAccountSummary(accountID: "acct", userName: "first-device", current: true)])
+        #expect(plain.result.grant?.account == AccountSummary(accountID: "acct", userName: "first-device", migrationFlag: false))
+        #expect(plain.result.grant?.accounts == [ListedAccount(accountID: "acct", userName: "first-device", current: true)])
         #expect(replaced.result == plain.result)
         let endOther = Effect.endPair(
             deviceID: device.value, accountID: "other", state: .replaced, reason: "taken over by account acct (replaceExistingAccount)", at: t0)
@@ -161,8 +161,8 @@ struct PlanTests {
         #expect(plan.effects.contains(.endPair(deviceID: "old-device", accountID: "acct", state: .moved, reason: "moved to device \(device.value)", at: t0)))
         #expect(!plan.effects.contains { if case .endPair(_, "kid", _, _, _) = $0 { true } else { false } })
         #expect(plan.result.grant?.accounts == [
-            DeviceAccountSummary(accountID: "kid", userName: "u-kid", current: false),
-            DeviceAccountSummary(accountID: "acct", userName: "first-device", current: true),
+            ListedAccount(accountID: "kid", userName: "u-kid", current: false),
+            ListedAccount(accountID: "acct", userName: "first-device", current: true),
         ])
     }
 
@@ -246,7 +246,7 @@ struct PlanTests {
         #expect(!login(two, slot: slot).effects.contains(.takeSlot(slot)), "a login of an existing account is not limited")
         // The current account moved away: the plain login says so and lists the accounts left.
         let moved = record([("home", .moved), ("work", .active)], current: "home")
-        #expect(login(moved).result == .rejected(.deviceTransferred(at: t0, accounts: [DeviceAccountSummary(accountID: "work", userName: "u-work", current: false)])))
+        #expect(login(moved).result == .rejected(.deviceTransferred(at: t0, accounts: [ListedAccount(accountID: "work", userName: "u-work", current: false)])))
         #expect(login(moved, .account("work")).result.grant != nil)
     }
 

@@ -33,10 +33,10 @@ struct StoreConformanceTests {
             let first = try await login(store, d, at: t0)
             guard let a = first.grant, a.created else { Issue.record("not created: \(first)"); return }
             #expect(a.account.userName == d.value)
-            #expect(a.accounts == [DeviceAccountSummary(accountID: a.account.accountID, userName: d.value, current: true)])
+            #expect(a.accounts == [ListedAccount(accountID: a.account.accountID, userName: d.value, current: true)])
             // The next launch renews the open session: the same session and the same refresh token.
             let second = try #require(try await calls.login(d, secret: "s", at: t0 + .seconds(1), address: "203.0.113.7").grant)
-            #expect(second.account == SessionAccount(accountID: a.account.accountID, userName: d.value, migrationFlag: false))
+            #expect(second.account == AccountSummary(accountID: a.account.accountID, userName: d.value, migrationFlag: false))
             #expect(!second.created)
             #expect(second.sessionID == a.sessionID)
             #expect(second.refreshToken == a.refreshToken, "a login must not rotate the refresh token an extension may hold")

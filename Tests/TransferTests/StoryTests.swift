@@ -64,8 +64,8 @@ struct StoryTests {
             _ = try await login(store, a, at: at(1), id: "2")
             try await setUp(store, account: acct, id: "t1", at: at(2))
             let claimed = try await claim(store, transfer: "t1", account: acct, device: b, at: at(3)).grant
-            #expect(claimed?.account == SessionAccount(accountID: acct, userName: a.value, migrationFlag: false))
-            #expect(claimed?.accounts == [DeviceAccountSummary(accountID: acct, userName: a.value, current: true)])
+            #expect(claimed?.account == AccountSummary(accountID: acct, userName: a.value, migrationFlag: false))
+            #expect(claimed?.accounts == [ListedAccount(accountID: acct, userName: a.value, current: true)])
             try await setUp(store, account: acct, id: "t2", at: at(4))
             _ = try await claim(store, transfer: "t2", account: acct, device: c, at: at(5))
             #expect(try await login(store, a, at: at(6), id: "3") == .rejected(.deviceTransferred(at: at(3))))

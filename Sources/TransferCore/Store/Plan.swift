@@ -117,7 +117,7 @@ public struct Facts: Sendable {
     public var device: DeviceRecord?
     /// At most one: an account is active on one device.
     public var accountDevices: [DeviceRecord] = []
-    public var account: SessionAccount?
+    public var account: AccountSummary?
     /// When the account read as `account` was deleted.
     public var accountDeletedAt: Timestamp?
     /// Since when the app backend protects the account read as `account` (nil: not protected).

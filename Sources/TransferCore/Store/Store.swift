@@ -112,8 +112,8 @@ extension TransferStore {
     public func login(_ command: LoginCommand) async throws -> LoginResult { try await execute(command) }
 }
 
-/// What a session answer needs to say about the account.
-public struct SessionAccount: Sendable, Equatable {
+/// An account as a session answer names it: id, user name and migration flag.
+public struct AccountSummary: Sendable, Equatable {
     public var accountID: String
     public var userName: String
     public var migrationFlag: Bool

@@ -102,15 +102,15 @@ public struct LoginCommand: StoreOperation {
     /// creation slot is taken first: spent, it rolls the whole transaction back.
     func create(on device: DeviceRecord?) -> Plan<LoginResult> {
         let id = deviceID.value
-        let account = SessionAccount(accountID: newAccountID, userName: device == nil ? id : newAccountID, migrationFlag: false)
+        let account = AccountSummary(accountID: newAccountID, userName: device == nil ? id : newAccountID, migrationFlag: false)
         let (session, token) = PairSession.open(
             sessionID: fresh.sessionID, key: fresh.key, deviceSecret: deviceSecret, at: now, expiresAt: fresh.expiresAt)
         let others = (device?.active ?? []).map {
-            DeviceAccountSummary(accountID: $0.account.accountID, userName: $0.account.userName, current: false)
+            ListedAccount(accountID: $0.account.accountID, userName: $0.account.userName, current: false)
         }
         let grant = SessionGrant(
             account: account, deviceID: id, sessionID: session.sessionID, refreshToken: token, created: true,
-            accounts: others + [DeviceAccountSummary(accountID: account.accountID, userName: account.userName, current: true)])
+            accounts: others + [ListedAccount(accountID: account.accountID, userName: account.userName, current: true)])
         return Plan(.loggedIn(grant), (creationSlot.map { [.takeSlot($0)] } ?? [])
             + (device == nil ? [.createDevice(id: id, secretHash: secretHash, at: now)] : []) + [
             .createAccount(id: account.accountID, userName: account.userName, at: now),
@@ -123,7 +123,7 @@ public struct LoginCommand: StoreOperation {
     }
 
     /// A session for an account on the device: the open one renewed, or a new one.
-    func logIn(_ device: DeviceRecord, _ pair: DeviceAccount?) -> Plan<LoginResult> {
+    func logIn(_ device: DeviceRecord, _ pair: PairRecord?) -> Plan<LoginResult> {
         guard let pair else { return Plan(.rejected(.accountNotOnDevice)) }
         if pair.accountDeleted { return Plan(.rejected(.accountDeleted)) }
         switch pair.state {

@@ -383,17 +383,17 @@ public struct MoveToDevice: Sendable {
 
     /// The effects and the session, or the device error a claim answers. `facts` holds the
     /// new device (`device`), the account's device (`accountDevices`).
-    public func plan(_ facts: Facts, account: SessionAccount) -> Result<([Effect], SessionGrant), TransferError> {
+    public func plan(_ facts: Facts, account: AccountSummary) -> Result<([Effect], SessionGrant), TransferError> {
         let newDevice = deviceID.value
         var effects: [Effect] = []
-        var staying: [DeviceAccountSummary] = []
+        var staying: [ListedAccount] = []
         if let device = facts.device {
             guard device.retiredAt == nil else { return .failure(.deviceRetired) }
             guard device.secretHash.matches(SecretHash(of: deviceSecret)) else { return .failure(.invalidDeviceCredentials) }
             if device.account(accountID)?.state == .active { return .failure(.deviceAlreadyBound) }
             if addAccount {
                 guard device.active.count < maxAccounts else { return .failure(.deviceAccountLimit(maxAccounts)) }
-                staying = device.summaries.map { DeviceAccountSummary(accountID: $0.accountID, userName: $0.userName, current: false) }
+                staying = device.summaries.map { ListedAccount(accountID: $0.accountID, userName: $0.userName, current: false) }
             } else if !device.active.isEmpty {
                 guard replaceExistingAccount else { return .failure(.deviceHasAccount) }
                 // The device's accounts lose it (kept, reachable by support).
@@ -433,10 +433,10 @@ public struct MoveToDevice: Sendable {
             .setMovedTo(accountID: accountID, deviceID: newDevice),
             .openSession(deviceID: newDevice, accountID: accountID, session, at: now, clientAddress: clientAddress),
         ]
-        let claimed = SessionAccount(accountID: accountID, userName: account.userName, migrationFlag: false)
+        let claimed = AccountSummary(accountID: accountID, userName: account.userName, migrationFlag: false)
         let grant = SessionGrant(
             account: claimed, deviceID: newDevice, sessionID: session.sessionID, refreshToken: token, created: false,
-            accounts: staying + [DeviceAccountSummary(accountID: accountID, userName: account.userName, current: true)])
+            accounts: staying + [ListedAccount(accountID: accountID, userName: account.userName, current: true)])
         return .success((effects, grant))
     }
 }

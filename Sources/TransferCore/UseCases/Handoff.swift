@@ -245,9 +245,9 @@ public struct RedeemHandoffCommand: StoreOperation {
 
 extension SessionGrant {
     /// A sibling app's session: it holds the one account it was handed, shown as its current one.
-    static func sibling(_ account: SessionAccount, deviceID: String, sessionID: String, refreshToken: String, clientID: String) -> SessionGrant {
+    static func sibling(_ account: AccountSummary, deviceID: String, sessionID: String, refreshToken: String, clientID: String) -> SessionGrant {
         SessionGrant(
             account: account, deviceID: deviceID, sessionID: sessionID, refreshToken: refreshToken, created: false,
-            accounts: [DeviceAccountSummary(accountID: account.accountID, userName: account.userName, current: true)], clientID: clientID)
+            accounts: [ListedAccount(accountID: account.accountID, userName: account.userName, current: true)], clientID: clientID)
     }
 }

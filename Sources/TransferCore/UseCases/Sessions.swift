@@ -100,7 +100,7 @@ public struct RefreshCommand: StoreOperation {
 
 extension RefreshCommand {
     /// A sibling app's session: its token is random each generation, kept only as a hash.
-    func planSibling(_ session: SiblingSession?, lookup: RefreshTokenLookup, pair: DeviceAccount) -> Plan<RefreshResult> {
+    func planSibling(_ session: SiblingSession?, lookup: RefreshTokenLookup, pair: PairRecord) -> Plan<RefreshResult> {
         guard let session, session.sessionID == lookup.sessionID else { return Plan(.rejected) }
         guard session.refreshHash.matches(tokenHash) else {
             // A rotated token came back: end this sibling session (the host's stays).

@@ -8,8 +8,8 @@ import TransferCore
 extension API {
     /// An account id (a UUID, any case), lower-case.
     static func accountID(_ text: String, field: String) throws -> String {
-        guard let id = DeviceID(text) else { throw APIError.invalidRequest("\(field) must be a UUID.") }
-        return id.value
+        guard let id = CanonicalUUID.parse(text) else { throw APIError.invalidRequest("\(field) must be a UUID.") }
+        return id
     }
 
     /// The client's address in canonical form (`ClientAddress`): the socket peer, or with

@@ -71,7 +71,7 @@ struct AccountJSON: Encodable {
     var accountId: String
     var userName: String
     var current: Bool
-    init(_ a: DeviceAccountSummary) {
+    init(_ a: ListedAccount) {
         accountId = a.accountID
         userName = a.userName
         current = a.current
