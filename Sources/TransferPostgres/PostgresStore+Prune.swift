@@ -144,9 +144,10 @@ extension PostgresStore {
                 """)?["n"].decode(Int64.self) ?? 0)
         }
         // Inactive accounts, each erased in a transaction of its own on another pooled
-        // connection (this one holds the pruner's lock), rechecked under the rows' locks.
+        // connection (this one holds the pruner's lock), rechecked under the rows' locks; four
+        // at a time, so the round hides round trips but leaves the pool to the logins.
         counts.inactiveAccounts = try await eraseInactiveAccounts(
-            cutoffs, batchSize: min(batchSize, InactivityPolicy.batchSize), erase: { try await execute($0) })
+            cutoffs, batchSize: min(batchSize, InactivityPolicy.batchSize), parallel: 4, erase: { [self] in try await execute($0) })
         return counts
     }
 

@@ -150,8 +150,8 @@ struct InactiveAccountTests {
                     #expect(rounds.reduce(0, +) == 12, "each account erased once: \(rounds)")
                     for _ in 0..<3 { _ = try await calls.login(Self.device(), at: t0) }
                     let (x, y) = (try #require(first as? any SQLStore), try #require(second as? any SQLStore))
-                    async let c = x.eraseInactiveAccounts(cutoffs, batchSize: 2, erase: { try await first.execute($0) })
-                    async let d = y.eraseInactiveAccounts(cutoffs, batchSize: 2, erase: { try await second.execute($0) })
+                    async let c = x.eraseInactiveAccounts(cutoffs, batchSize: 2, parallel: 2, erase: { try await first.execute($0) })
+                    async let d = y.eraseInactiveAccounts(cutoffs, batchSize: 2, parallel: 2, erase: { try await second.execute($0) })
                     let loops = try await [c, d]
                     #expect(loops.reduce(0, +) == 3, "each of the 3 later accounts erased once: \(loops)")
                     let deletions = try await Self.deletions(first)
