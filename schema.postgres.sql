@@ -9,7 +9,8 @@ CREATE TABLE accounts (
     user_name   TEXT NOT NULL UNIQUE,
     created_at  BIGINT NOT NULL,
     moved_to_device_id TEXT,
-    deleted_at  BIGINT
+    deleted_at  BIGINT,
+    protected_at BIGINT
 );
 
 CREATE TABLE devices (

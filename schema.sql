@@ -9,7 +9,8 @@ CREATE TABLE accounts (
     user_name   TEXT NOT NULL UNIQUE,          -- the first device's UUID
     created_at  INTEGER NOT NULL,
     moved_to_device_id TEXT,                   -- the device UUID the account was last moved to (API: transferId)
-    deleted_at  INTEGER                        -- deleted: the row stays as a tombstone, everything else about it is erased
+    deleted_at  INTEGER,                       -- deleted: the row stays as a tombstone, everything else about it is erased
+    protected_at INTEGER                       -- since when the app backend protects it: never erased as inactive
 );
 
 -- One app install: its deviceId, the SHA-256 of its secret, and the account the app shows.

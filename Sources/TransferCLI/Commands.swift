@@ -33,6 +33,9 @@ struct Account: AsyncParsableCommand {
                     var recoveryCode: RecoveryCodeJSON?
                     var siblingSessions: [SiblingSessionJSON]
                     var deletedAt: String?
+                    /// Whether the app backend protects it from erasure as inactive, and since when.
+                    var protected: Bool
+                    var protectedAt: String?
                     var transfer: TransferJSON?
                     var recentEvents: [EventJSON]
                 }
@@ -43,6 +46,7 @@ struct Account: AsyncParsableCommand {
                     pushTokens: report.pushTokens.compactMap { PushTokenJSON($0, report: report) },
                     apple: report.apple.map(AppleJSON.init), recoveryCode: report.recoveryCode.map(RecoveryCodeJSON.init), siblingSessions: report.siblingSessions.map(SiblingSessionJSON.init),
                     deletedAt: report.deletedAt?.rfc3339,
+                    protected: report.protectedAt != nil, protectedAt: report.protectedAt?.rfc3339,
                     transfer: report.transfer.map { TransferJSON($0, now: now) },
                     recentEvents: report.recentEvents.map(EventJSON.init)))
                 return
@@ -52,6 +56,7 @@ struct Account: AsyncParsableCommand {
                 ("created", Text.time(report.createdAt, now: now)),
                 ("migration flag", report.migrationFlag(at: now) ? "raised (a transfer is waiting)" : "lowered"),
                 ("moved to device", report.movedToDeviceID ?? "never moved"),
+                ("protected", report.protectedAt.map { "yes, since \(Text.time($0, now: now)) (never erased as inactive)" } ?? "no"),
             ] + (report.deletedAt.map { [("deleted", Text.time($0, now: now))] } ?? [])))
             print("\nDevices")
             let devices = report.devices.compactMap { device in device.account(report.accountID).map { (device, $0) } }

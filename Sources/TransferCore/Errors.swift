@@ -33,6 +33,8 @@ public enum TransferError: Error, Equatable, Sendable {
     // Deletion.
     /// The account was deleted (`410 account_deleted`).
     case accountDeleted
+    /// No account has this id, or it was deleted (`404 account_not_found`, the service API).
+    case accountNotFound
 
     // Push routing and the service API.
     case invalidPushToken(String)
@@ -101,6 +103,7 @@ extension TransferError {
         case .invalidIdentityToken: "invalid_identity_token"
         case .appleIDInUse: "apple_id_in_use"
         case .appleIDNotLinked: "apple_id_not_linked"
+        case .accountNotFound: "account_not_found"
         case .invalidAuthorizationCode: "invalid_request"
         case .attestationRequired: "attestation_required"
         case .invalidAttestation: "invalid_attestation"

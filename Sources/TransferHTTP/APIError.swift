@@ -119,6 +119,8 @@ extension APIError {
             self.init(.unauthorized, error.code, why.prefix(1).uppercased() + why.dropFirst() + ".")
         case .appleIDInUse:
             self.init(.conflict, error.code, "This Apple ID is linked to another account.")
+        case .accountNotFound:
+            self.init(.notFound, error.code, "No account has this accountId.")
         case .appleIDNotLinked:
             self.init(.notFound, error.code, "No account is linked to this Apple ID.")
         case .invalidAuthorizationCode(let why):

@@ -37,8 +37,10 @@ public struct ServerConfiguration: Sendable {
     public var maxAccountsPerDevice = ServerFlags.maxAccountsPerDevice.defaultValue
     /// How long ended transfers and audit events are kept before the pruner removes them.
     public var auditRetention = ServerFlags.auditRetention.defaultValue
-    /// How often the pruner runs (not a flag: an hour keeps each round small).
-    public var pruneInterval = Duration.seconds(3600)
+    /// How often the pruner runs; its first round is one interval after start.
+    public var pruneInterval = ServerFlags.pruneInterval.defaultValue
+    /// Accounts whose devices have all not logged in for this long are erased as inactive; nil (the default): never.
+    public var inactiveAccountTTL = ServerFlags.inactiveAccountTTL.defaultValue
     /// `iss` of access tokens.
     public var issuer = "transfer-server"
     /// `aud` of access tokens.
@@ -96,6 +98,8 @@ public struct ServerConfiguration: Sendable {
         config.trustedProxy = try values.value(F.trustedProxy)
         config.maxAccountsPerDevice = try values.value(F.maxAccountsPerDevice)
         config.auditRetention = try values.value(F.auditRetention)
+        config.inactiveAccountTTL = try values.value(F.inactiveAccountTTL)
+        config.pruneInterval = try values.value(F.pruneInterval)
         if let age = try values.given(F.signingKeyMaxAge), let maxAge = age.value {
             // Each rotation keeps the old key published for an access token's lifetime: rotating
             // faster would only pile up keys in the JWKS.

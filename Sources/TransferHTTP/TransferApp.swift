@@ -121,7 +121,8 @@ public enum TransferApp {
         })
         app.addServices(Pruner(
             store: store, clock: clock, retention: configuration.auditRetention, accessTTL: configuration.accessTokenTTL,
-            interval: configuration.pruneInterval, firstDelay: .seconds(300), logger: logger))
+            inactivity: configuration.inactiveAccountTTL.map(InactivityPolicy.init), interval: configuration.pruneInterval,
+            firstDelay: configuration.pruneInterval, logger: logger))
         app.addServices(SigningKeyWatcher(
             service: service, tokenBox: tokenBox, issuer: configuration.issuer, audience: configuration.audience,
             accessTTL: configuration.accessTokenTTL, interval: configuration.signingKeyPollInterval,

@@ -245,6 +245,8 @@ extension Effect {
                 "UPDATE device_accounts SET last_address = NULL WHERE account_id = \(id)",
                 "DELETE FROM audit_events WHERE account_id = \(id)",
             ]
+        case .setProtection(let account, let since):
+            return ["UPDATE accounts SET protected_at = \(since) WHERE id = \(account)"]
         case .setRecoveryCode(let account, let hash, let at):
             return [
                 """

@@ -81,8 +81,46 @@ public enum Queries {
 
     public static func account(_ id: String, at now: Timestamp) -> SQL {
         """
-        SELECT a.id AS account_id, a.user_name, a.deleted_at, \(SQL.migrationFlag(at: now)) AS flag FROM accounts a
+        SELECT a.id AS account_id, a.user_name, a.deleted_at, a.protected_at, \(SQL.migrationFlag(at: now)) AS flag FROM accounts a
         WHERE a.id = \(id)\(SQL.forUpdate)
+        """
+    }
+
+    /// Account `a` is inactive at `now`, protection aside: not deleted, no pair of it bound or
+    /// logged in since `before`, no open transfer, no Apple link. The same rule as
+    /// `EraseInactiveAccountCommand.keeps`, which checks it again under lock. Each condition
+    /// is a lookup by account (the pairs', transfers' and Apple links' account indexes).
+    static func inactive(before: Timestamp, at now: Timestamp) -> SQL {
+        """
+        a.deleted_at IS NULL AND a.created_at < \(before)
+          AND NOT EXISTS (
+            SELECT 1 FROM device_accounts p WHERE p.account_id = a.id AND COALESCE(p.last_login_at, p.added_at) >= \(before))
+          AND NOT EXISTS (SELECT 1 FROM transfers t WHERE t.account_id = a.id AND t.state = 'pending' AND t.expires_at > \(now))
+          AND NOT EXISTS (SELECT 1 FROM apple_links l WHERE l.account_id = a.id)
+        """
+    }
+
+    /// The pruner's candidates, read without locking: the next `limit` accounts after `after`
+    /// in id order (a window of the primary key), each with whether it is inactive and not
+    /// protected. The window is a subquery, so that PostgreSQL plans the rule for its `limit`
+    /// rows (an index lookup by account each) and every window costs the same however many
+    /// accounts come before it; as a filter on the whole table, or evaluated on a plain
+    /// `LIMIT`ed scan, it merged or hashed the whole pairs table in each batch.
+    public static func inactiveWindow(before: Timestamp, at now: Timestamp, after: String, limit: Int) -> SQL {
+        """
+        SELECT a.id, (a.protected_at IS NULL AND \(inactive(before: before, at: now))) AS inactive
+        FROM (SELECT id FROM accounts WHERE id > \(after) ORDER BY id LIMIT \(limit)) w JOIN accounts a ON a.id = w.id
+        ORDER BY a.id
+        """
+    }
+
+    /// `transfer inactive`: the inactive accounts, erasable and protected, and every protected account.
+    public static func inactiveCounts(before: Timestamp, at now: Timestamp) -> SQL {
+        """
+        SELECT COALESCE(SUM(CASE WHEN a.protected_at IS NULL THEN 1 ELSE 0 END), 0) AS erasable,
+               COALESCE(SUM(CASE WHEN a.protected_at IS NULL THEN 0 ELSE 1 END), 0) AS protected_inactive,
+               (SELECT COUNT(*) FROM accounts WHERE protected_at IS NOT NULL AND deleted_at IS NULL) AS protected
+        FROM accounts a WHERE \(inactive(before: before, at: now))
         """
     }
 

@@ -245,6 +245,7 @@ public struct FactsPlan: ReadPlan {
             if let row = rows.first {
                 facts.account = try Rows.accountSummary(row)
                 facts.accountDeletedAt = try row.timeOrNil("deleted_at")
+                facts.accountProtectedAt = try row.timeOrNil("protected_at")
             }
         case .signingKeysLock: break
         case .signingKeys: facts.signingKeys = try rows.map(Rows.signingKey)
@@ -327,7 +328,7 @@ public struct ReportPlan: ReadPlan {
     let id: String
     let recentEvents: Int
     var step = 0
-    var account: (userName: String, createdAt: Timestamp, movedTo: String?, deletedAt: Timestamp?)?
+    var account: (userName: String, createdAt: Timestamp, movedTo: String?, deletedAt: Timestamp?, protectedAt: Timestamp?)?
     var devices: DeviceReads
     var transfer: TransferRecord?
     var events: [AuditEvent] = []
@@ -365,7 +366,8 @@ public struct ReportPlan: ReadPlan {
         switch step {
         case 0:
             account = try rows.first.map {
-                (try $0.text("user_name"), try $0.time("created_at"), try $0.textOrNil("moved_to_device_id"), try $0.timeOrNil("deleted_at"))
+                (try $0.text("user_name"), try $0.time("created_at"), try $0.textOrNil("moved_to_device_id"), try $0.timeOrNil("deleted_at"),
+                 try $0.timeOrNil("protected_at"))
             }
         case 1: for row in rows { devices.add(try row.text("device_id")) }
         case 2:
@@ -386,7 +388,7 @@ public struct ReportPlan: ReadPlan {
             AccountReport(
                 accountID: id, userName: $0.userName, createdAt: $0.createdAt, movedToDeviceID: $0.movedTo, devices: devices.devices,
                 transfer: transfer, recentEvents: events, pushTokens: tokens, apple: apple, deletedAt: $0.deletedAt, siblingSessions: siblings,
-                recoveryCode: recoveryCode)
+                recoveryCode: recoveryCode, protectedAt: $0.protectedAt)
         }
     }
 }

@@ -90,6 +90,12 @@ extension SQLiteStore {
                 return db.changesCount
             }
         }
+        // Inactive accounts, each erased in a short write of its own, 16 in flight (a group
+        // commit takes them together, as it takes concurrent logins); the WAL is checkpointed
+        // once a batch rather than once an account.
+        counts.inactiveAccounts = try await eraseInactiveAccounts(
+            cutoffs, batchSize: min(batchSize, InactivityPolicy.batchSize), parallel: 16, erase: { [self] in try await apply($0).result },
+            batchDone: { await eraseWAL() })
         return counts
     }
 

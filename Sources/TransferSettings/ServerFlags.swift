@@ -80,6 +80,22 @@ public enum ServerFlags {
         default: ServicePolicy.standard.maxAccountsPerDevice)
     public static let auditRetention: Setting<Duration> = .duration(
         "audit-retention", "How long audit events and ended transfers are kept, like 400d.", default: .seconds(400 * 86_400))
+    public static let inactiveAccountTTL = Setting<Duration?>(
+        "inactive-account-ttl",
+        "Erase an account whose devices have all not logged in for this long, like 400d (at least 30d), or off; a pending transfer, a linked Apple ID or the app backend's protection keeps it.",
+        value: "duration|off", default: nil, shown: "off"
+    ) { text throws(SettingProblem) in
+        if text.lowercased() == "off" { return nil }
+        let ttl = try Kinds.duration(text)
+        guard ttl >= InactivityPolicy.minimumTTL else {
+            throw SettingProblem("'\(text)' is too short; an account is erased as inactive after 30d without a login at the least")
+        }
+        return ttl
+    }
+    /// At least 1s: a duration is a whole number of seconds or more.
+    public static let pruneInterval: Setting<Duration> = .duration(
+        "prune-interval", "How often the pruner runs (expired sessions, old events, inactive accounts); the first round one interval after start.",
+        default: .seconds(3600))
     public static let signingKeyMaxAge = Setting<Duration?>(
         "signing-key-max-age", "Rotate the token signing key by itself after this long, like 90d (at least 1h), or off.",
         value: "duration|off", default: nil, shown: "off"
@@ -189,7 +205,8 @@ public enum ServerFlags {
         hostname, port, database, databasePoolSize, transferTTL, accessTokenTTL, refreshTokenTTL,
         idleTimeout, requestTimeout,
         argon2MemoryKiB, argon2Iterations, argon2Parallelism, hashWorkers, hashQueue,
-        accountCreationLimit, claimLimit, setupLimit, nonceLimit, handoffLimit, ipv6Prefix, trustedProxy, maxAccountsPerDevice, auditRetention, signingKeyMaxAge,
+        accountCreationLimit, claimLimit, setupLimit, nonceLimit, handoffLimit, ipv6Prefix, trustedProxy, maxAccountsPerDevice, auditRetention, inactiveAccountTTL, pruneInterval,
+        signingKeyMaxAge,
         webhookURL, webhookSecret,
         appleClientIDs, appleIssuer, appleJWKSURL, appleTokenURL, appleRevokeURL, appleTeamID, appleKeyID, applePrivateKey,
         handoffClients, handoffCodeTTL,

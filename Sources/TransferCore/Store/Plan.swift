@@ -123,6 +123,8 @@ public struct Facts: Sendable {
     public var account: AccountSummary?
     /// When the account read as `account` was deleted.
     public var accountDeletedAt: Timestamp?
+    /// Since when the app backend protects the account read as `account` (nil: not protected).
+    public var accountProtectedAt: Timestamp?
     /// Oldest first.
     public var signingKeys: [SigningKeyRecord] = []
     public var serviceKey: ServiceKeyRecord?
@@ -221,6 +223,10 @@ public enum Effect: Sendable, Equatable {
     /// deleted; its transfers (emails, password hashes), rotated tokens, hand-off codes and Apple link go; the
     /// addresses its pairs recorded are cleared; its audit events are deleted.
     case eraseAccount(id: String, at: Timestamp)
+
+    // Inactive accounts.
+    /// The app backend protects the account since `since` (nil: no longer): never erased as inactive.
+    case setProtection(accountID: String, since: Timestamp?)
 
     // Recovery codes.
     /// Sets the account's recovery code, replacing the one it had (used or not).

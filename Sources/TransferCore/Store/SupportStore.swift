@@ -13,6 +13,9 @@ public protocol SupportStore: TransferStore {
     func serviceKeys() async throws -> [ServiceKeyRecord]
     /// Outbox messages pending and failed, oldest first, at most `limit`.
     func outbox(limit: Int) async throws -> [OutboxMessage]
+    /// `transfer inactive`: how many accounts are inactive at `now` (every device's last login
+    /// before `inactiveBefore`), erasable or kept by protection; reads only.
+    func inactiveCounts(before inactiveBefore: Timestamp, at now: Timestamp) async throws -> InactiveCounts
 }
 
 public struct AccountMatch: Sendable, Equatable, Codable {
@@ -50,12 +53,16 @@ public struct AccountReport: Sendable {
     public var siblingSessions: [SiblingSession]
     /// Its recovery code (never the code: when it was made, and whether it was used).
     public var recoveryCode: RecoveryCodeRecord?
+    /// Since when the app backend protects it from erasure as inactive (nil: not protected).
+    public var protectedAt: Timestamp?
 
     public init(
         accountID: String, userName: String, createdAt: Timestamp, movedToDeviceID: String?, devices: [DeviceRecord],
         transfer: TransferRecord?, recentEvents: [AuditEvent], pushTokens: [PushToken] = [], apple: AppleLink? = nil,
-        deletedAt: Timestamp? = nil, siblingSessions: [SiblingSession] = [], recoveryCode: RecoveryCodeRecord? = nil
+        deletedAt: Timestamp? = nil, siblingSessions: [SiblingSession] = [], recoveryCode: RecoveryCodeRecord? = nil,
+        protectedAt: Timestamp? = nil
     ) {
+        self.protectedAt = protectedAt
         self.recoveryCode = recoveryCode
         self.siblingSessions = siblingSessions
         self.deletedAt = deletedAt
