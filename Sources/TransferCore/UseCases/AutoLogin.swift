@@ -116,9 +116,12 @@ public struct LoginCommand: StoreOperation {
     }
 
     /// A new account, on a new device or beside the device's others; it becomes current. The
-    /// creation slot is taken first: spent, it rolls the whole transaction back. While
-    /// attestation is on, its gate decides first: refused, nothing is created (the challenge
-    /// is still used up) and no slot is taken.
+    /// creation slot is taken in the same transaction, last: spent, it rolls the whole
+    /// transaction back, and until the commit it holds the client's window row (on
+    /// PostgreSQL, a row lock), so creations from one client (a carrier NAT's address) wait
+    /// for each other only from that statement to the commit. While attestation is on, its
+    /// gate decides first: refused, nothing is created (the challenge is still used up) and no
+    /// slot is taken.
     func create(on device: DeviceRecord?, _ facts: Facts) -> Plan<LoginResult> {
         let id = deviceID.value
         var attested: AttestationResult?
@@ -139,8 +142,7 @@ public struct LoginCommand: StoreOperation {
             account: account, deviceID: id, sessionID: session.sessionID, refreshToken: token, created: true,
             accounts: others + [ListedAccount(accountID: account.accountID, userName: account.userName, current: true)])
         grant.attestation = attested
-        return Plan(.loggedIn(grant), (creationSlot.map { [.takeSlot($0)] } ?? [])
-            + (device == nil ? [.createDevice(id: id, secretHash: secretHash, at: now)] : []) + attestationEffects + [
+        return Plan(.loggedIn(grant), (device == nil ? [.createDevice(id: id, secretHash: secretHash, at: now)] : []) + attestationEffects + [
             .createAccount(id: account.accountID, userName: account.userName, at: now),
             .addAccount(deviceID: id, accountID: account.accountID, at: now),
             .setCurrentAccount(deviceID: id, accountID: account.accountID),
@@ -149,7 +151,7 @@ public struct LoginCommand: StoreOperation {
                 at: now, kind: .accountCreated, accountID: account.accountID, deviceID: id, reason: attested?.auditReason,
                 clientAddress: clientAddress)),
             .webhook(.accountCreated, accountID: account.accountID, at: now, ["deviceId": id]),
-        ])
+        ] + (creationSlot.map { [.takeSlot($0)] } ?? []))
     }
 
     /// A session for an account on the device: the open one renewed, or a new one.
