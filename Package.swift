@@ -120,6 +120,7 @@ let package = Package(
             dependencies: [
                 "TransferCore",
                 "TransferArgon2",
+                "TransferAttestation",
                 "TransferPostgres",
                 "TransferStorage",
                 "TransferSettings",

@@ -9,7 +9,8 @@ CREATE TABLE accounts (
     user_name   TEXT NOT NULL UNIQUE,
     created_at  BIGINT NOT NULL,
     moved_to_device_id TEXT,
-    deleted_at  BIGINT
+    deleted_at  BIGINT,
+    protected_at BIGINT
 );
 
 CREATE TABLE devices (
@@ -18,7 +19,13 @@ CREATE TABLE devices (
     created_at         BIGINT NOT NULL,
     current_account_id TEXT,
     retired_at         BIGINT,
-    push_mode          TEXT NOT NULL DEFAULT 'all' CHECK (push_mode IN ('all', 'current'))
+    push_mode          TEXT NOT NULL DEFAULT 'all' CHECK (push_mode IN ('all', 'current')),
+    attestation_platform TEXT CHECK (attestation_platform IN ('apple', 'android')),
+    attestation_outcome TEXT CHECK (attestation_outcome IN ('verified', 'missing') OR attestation_outcome LIKE 'failed: %'),
+    attestation_key_id BYTEA,
+    attestation_public_key BYTEA,
+    attestation_counter BIGINT,
+    attested_at BIGINT
 );
 
 CREATE TABLE device_accounts (
@@ -258,3 +265,10 @@ CREATE TABLE rate_slots (
     PRIMARY KEY (kind, client)
 );
 CREATE INDEX rate_slots_by_end ON rate_slots(window_end);
+
+-- Device attestation challenges: only their SHA-256, good once for five minutes (v13).
+CREATE TABLE attestation_challenges (
+    challenge_hash BYTEA PRIMARY KEY NOT NULL,
+    expires_at     BIGINT NOT NULL
+);
+CREATE INDEX attestation_challenges_by_expiry ON attestation_challenges(expires_at);

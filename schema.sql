@@ -9,7 +9,8 @@ CREATE TABLE accounts (
     user_name   TEXT NOT NULL UNIQUE,          -- the first device's UUID
     created_at  INTEGER NOT NULL,
     moved_to_device_id TEXT,                   -- the device UUID the account was last moved to (API: transferId)
-    deleted_at  INTEGER                        -- deleted: the row stays as a tombstone, everything else about it is erased
+    deleted_at  INTEGER,                       -- deleted: the row stays as a tombstone, everything else about it is erased
+    protected_at INTEGER                       -- since when the app backend protects it: never erased as inactive
 );
 
 -- One app install: its deviceId, the SHA-256 of its secret, and the account the app shows.
@@ -21,6 +22,13 @@ CREATE TABLE devices (
     current_account_id TEXT,                       -- may name an account moved away, until the app picks another
     retired_at         INTEGER,
     push_mode          TEXT NOT NULL DEFAULT 'all' CHECK (push_mode IN ('all', 'current')),  -- which accounts its push tokens reach
+    -- Its attestation, recorded when it created an account while attestation was on (v13):
+    attestation_platform TEXT CHECK (attestation_platform IN ('apple', 'android')),  -- NULL: missing
+    attestation_outcome TEXT CHECK (attestation_outcome IN ('verified', 'missing') OR attestation_outcome LIKE 'failed: %'),
+    attestation_key_id BLOB,                        -- App Attest: SHA-256 of the certified key
+    attestation_public_key BLOB,                    -- App Attest: X9.62 uncompressed point
+    attestation_counter INTEGER,                    -- App Attest: the signature counter
+    attested_at INTEGER,
     FOREIGN KEY (id, current_account_id) REFERENCES device_accounts(device_id, account_id)
 );
 
@@ -287,3 +295,10 @@ CREATE TABLE rate_slots (
     PRIMARY KEY (kind, client)
 );
 CREATE INDEX rate_slots_by_end ON rate_slots(window_end);
+
+-- Device attestation challenges: only their SHA-256, good once for five minutes (v13).
+CREATE TABLE attestation_challenges (
+    challenge_hash BLOB PRIMARY KEY NOT NULL,
+    expires_at     INTEGER NOT NULL
+);
+CREATE INDEX attestation_challenges_by_expiry ON attestation_challenges(expires_at);

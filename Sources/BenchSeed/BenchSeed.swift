@@ -37,6 +37,13 @@ import TransferStorage
 ///
 /// `bench-seed --prune PATH SESSIONS` seeds SESSIONS devices whose sessions expired a day
 /// ago, each with one rotated refresh token, and times one pruner round over them (JSON).
+///
+/// `bench-seed --inactive PATH N` adds, to a database seeded as above (SQLite or PostgreSQL),
+/// N accounts nobody used for 400 days, each on its own device without a session: account i
+/// is `b0000000-0000-4000-8000-<i>`, device i `10000000-0000-4000-8000-<i>`. A server with
+/// `--inactive-account-ttl 30d` erases them in its next pruner round (the login row measured
+/// meanwhile shows what the round costs logins). `bench-seed --inactive-round PATH` instead
+/// times one round of the store's erasure with a TTL of 30 days (JSON).
 @main
 struct BenchSeed {
     static let secret = "benchSecretBenchSecretBenchSecret01"
@@ -56,6 +63,8 @@ struct BenchSeed {
         if args.first == "--store-logins" { return try await storeLogins(Array(args.dropFirst())) }
         if args.first == "--storage" { return try await storage(Array(args.dropFirst())) }
         if args.first == "--prune" { return try await prune(Array(args.dropFirst())) }
+        if args.first == "--inactive" { return try await inactive(Array(args.dropFirst())) }
+        if args.first == "--inactive-round" { return try await inactiveRound(Array(args.dropFirst())) }
         guard args.count == 6, let accounts = Int(args[1]), let transfers = Int(args[2]), let sessions = Int(args[3]),
             let memory = UInt32(args[4]), let iterations = UInt32(args[5])
         else {
@@ -344,5 +353,85 @@ struct BenchSeed {
             "rotated_tokens": counts?.rotatedTokens ?? -1, "before": before.json, "after": after.json,
         ]
         try printJSON(out)
+    }
+
+    static func inactive(_ args: [String]) async throws {
+        guard args.count == 2, let count = Int(args[1]), count > 0 else {
+            FileHandle.standardError.write(Data("usage: bench-seed --inactive PATH N\n".utf8))
+            exit(2)
+        }
+        let then = (Timestamp(Date()) - .seconds(400 * 86_400)).milliseconds
+        let secretHash = Data(SecretHash(of: secret).bytes)
+        let start = ContinuousClock.now
+        if args[0].hasPrefix("postgres://") || args[0].hasPrefix("postgresql://") {
+            let logger = Logger(label: "bench-seed")
+            let opened = try Storage.open(.postgres(url: args[0]), poolSize: 2, logger: logger)
+            guard let client = opened.client else { return }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await client.run() }
+                try await opened.migrate()
+                let pad = { (prefix: String) in "'\(prefix)' || lpad(i::text, 12, '0')" }
+                try await client.withTransaction(logger: logger) { conn in
+                    try await conn.query(
+                        """
+                        INSERT INTO accounts (id, user_name, created_at)
+                        SELECT \(unescaped: pad("b0000000-0000-4000-8000-")), \(unescaped: pad("10000000-0000-4000-8000-")), \(then)
+                        FROM generate_series(0, \(count - 1)) AS i
+                        """, logger: logger)
+                    try await conn.query(
+                        """
+                        INSERT INTO devices (id, secret_hash, created_at)
+                        SELECT \(unescaped: pad("10000000-0000-4000-8000-")), \(secretHash), \(then) FROM generate_series(0, \(count - 1)) AS i
+                        """, logger: logger)
+                    try await conn.query(
+                        """
+                        INSERT INTO device_accounts (device_id, account_id, state, added_at, last_login_at)
+                        SELECT \(unescaped: pad("10000000-0000-4000-8000-")), \(unescaped: pad("b0000000-0000-4000-8000-")), 'active', \(then), \(then)
+                        FROM generate_series(0, \(count - 1)) AS i
+                        """, logger: logger)
+                    try await conn.query(
+                        """
+                        UPDATE devices SET current_account_id = 'b0000000-0000-4000-8000-' || substr(id, 25)
+                        WHERE id LIKE '10000000-0000-4000-8000-%'
+                        """, logger: logger)
+                }
+                _ = try await client.withConnection { conn in try await conn.query("ANALYZE", logger: logger) }
+                group.cancelAll()
+            }
+        } else {
+            let store = try SQLiteStore(path: args[0])
+            try await store.pool.write { db in
+                try db.execute(sql: "PRAGMA defer_foreign_keys = ON")
+                let account = try db.makeStatement(sql: "INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)")
+                let device = try db.makeStatement(sql: "INSERT INTO devices (id, secret_hash, created_at, current_account_id) VALUES (?, ?, ?, ?)")
+                let pair = try db.makeStatement(
+                    sql: "INSERT INTO device_accounts (device_id, account_id, state, added_at, last_login_at) VALUES (?, ?, 'active', ?, ?)")
+                for i in 0..<count {
+                    let a = id("b0000000-0000-4000-8000-", i), d = id("10000000-0000-4000-8000-", i)
+                    try account.execute(arguments: [a, d, then])
+                    try device.execute(arguments: [d, secretHash, then, a])
+                    try pair.execute(arguments: [d, a, then, then])
+                }
+            }
+            try store.close()
+        }
+        try printJSON(["inactive_accounts": count, "seconds": seconds(ContinuousClock.now - start)])
+    }
+
+    static func inactiveRound(_ args: [String]) async throws {
+        guard args.count == 1 else {
+            FileHandle.standardError.write(Data("usage: bench-seed --inactive-round PATH\n".utf8))
+            exit(2)
+        }
+        let location: DatabaseLocation = args[0].hasPrefix("postgres") ? .postgres(url: args[0]) : .sqlite(path: args[0])
+        let now = Timestamp(Date())
+        let start = ContinuousClock.now
+        let counts = try await Storage.withStore(location, logger: Logger(label: "bench-seed")) { store in
+            try await store.prune(
+                PruneCutoffs(now: now, retainedSince: now - .seconds(400 * 86_400), inactiveBefore: now - .seconds(30 * 86_400)),
+                batchSize: 5_000)
+        }
+        let elapsed = seconds(ContinuousClock.now - start)
+        try printJSON(["erased": counts?.inactiveAccounts ?? -1, "seconds": elapsed, "per_second": Double(counts?.inactiveAccounts ?? 0) / elapsed])
     }
 }

@@ -33,6 +33,9 @@ struct Account: AsyncParsableCommand {
                     var recoveryCode: RecoveryCodeJSON?
                     var siblingSessions: [SiblingSessionJSON]
                     var deletedAt: String?
+                    /// Whether the app backend protects it from erasure as inactive, and since when.
+                    var protected: Bool
+                    var protectedAt: String?
                     var transfer: TransferJSON?
                     var recentEvents: [EventJSON]
                 }
@@ -43,6 +46,7 @@ struct Account: AsyncParsableCommand {
                     pushTokens: report.pushTokens.compactMap { PushTokenJSON($0, report: report) },
                     apple: report.apple.map(AppleJSON.init), recoveryCode: report.recoveryCode.map(RecoveryCodeJSON.init), siblingSessions: report.siblingSessions.map(SiblingSessionJSON.init),
                     deletedAt: report.deletedAt?.rfc3339,
+                    protected: report.protectedAt != nil, protectedAt: report.protectedAt?.rfc3339,
                     transfer: report.transfer.map { TransferJSON($0, now: now) },
                     recentEvents: report.recentEvents.map(EventJSON.init)))
                 return
@@ -52,13 +56,15 @@ struct Account: AsyncParsableCommand {
                 ("created", Text.time(report.createdAt, now: now)),
                 ("migration flag", report.migrationFlag(at: now) ? "raised (a transfer is waiting)" : "lowered"),
                 ("moved to device", report.movedToDeviceID ?? "never moved"),
+                ("protected", report.protectedAt.map { "yes, since \(Text.time($0, now: now)) (never erased as inactive)" } ?? "no"),
             ] + (report.deletedAt.map { [("deleted", Text.time($0, now: now))] } ?? [])))
             print("\nDevices")
             let devices = report.devices.compactMap { device in device.account(report.accountID).map { (device, $0) } }
-            print(Text.table(["DEVICE", "STATE", "BOUND", "LAST LOGIN", "ENDED", "WHY"], devices.map { device, pair in
+            print(Text.table(["DEVICE", "STATE", "BOUND", "LAST LOGIN", "ENDED", "WHY", "ATTESTATION"], devices.map { device, pair in
                 [device.id + (device.currentAccountID == report.accountID ? " (current)" : ""), Text.state(pair.state),
                  Text.time(pair.addedAt, now: now), pair.lastLoginAt.map { Text.relative($0, now: now) } ?? "-",
-                 pair.endedAt.map { Text.relative($0, now: now) } ?? "-", pair.endedReason ?? ""]
+                 pair.endedAt.map { Text.relative($0, now: now) } ?? "-", pair.endedReason ?? "",
+                 AttestationJSON.words(device.attestation)]
             }))
             for (device, _) in devices {
                 let others = device.summaries.filter { $0.accountID != report.accountID }
@@ -309,7 +315,8 @@ struct RevokeDevice: AsyncParsableCommand {
 }
 
 struct Stats: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Count accounts, devices, transfers by state, locks, and claims of the last 24 h.")
+    static let configuration = CommandConfiguration(
+        abstract: "Count accounts, devices, transfers by state, locks, and the last 24 h's claims and account creations (by attestation).")
 
     @OptionGroup var common: CommonOptions
 
@@ -322,7 +329,14 @@ struct Stats: AsyncParsableCommand {
                 ("pending", "\(s.transfersPending)"), ("claimed", "\(s.transfersClaimed)"), ("expired", "\(s.transfersExpired)"),
                 ("cancelled", "\(s.transfersCancelled)"), ("voided", "\(s.transfersVoided)"), ("locked now", "\(s.lockedNow)"),
             ]))
-            print(Text.section("Last 24 h", [("claims won", "\(s.claimsWonLast24h)"), ("claims failed", "\(s.claimsFailedLast24h)")]))
+            let created = s.accountsCreatedLast24h
+            print(Text.section("Last 24 h", [
+                ("claims won", "\(s.claimsWonLast24h)"), ("claims failed", "\(s.claimsFailedLast24h)"),
+                ("accounts created, attestation verified", "\(created.verified)"),
+                ("accounts created, attestation missing", "\(created.missing)"),
+                ("accounts created, attestation failed", "\(created.failed)"),
+                ("accounts created, attestation off", "\(created.unchecked)"),
+            ]))
         }
     }
 }

@@ -79,8 +79,11 @@ struct DeviceJSON: Encodable {
     /// Which accounts the device's push tokens reach (`all` or `current`), and this account's pushes there.
     var pushMode: String
     var pushEnabled: Bool
+    /// What the device recorded of its attestation; null when it recorded none (attestation off).
+    var attestation: AttestationJSON?
 
     init?(_ device: DeviceRecord, account: String) {
+        attestation = device.attestation.map(AttestationJSON.init)
         guard let pair = device.account(account) else { return nil }
         deviceId = device.id
         state = pair.state.rawValue
@@ -94,6 +97,30 @@ struct DeviceJSON: Encodable {
         otherAccounts = device.summaries.filter { $0.accountID != account }.map {
             Other(accountId: $0.accountID, userName: $0.userName, current: $0.current)
         }
+    }
+}
+
+/// A device's attestation: platform, outcome and when; the App Attest key's id and counter (public values).
+struct AttestationJSON: Encodable {
+    var platform: String?
+    /// `verified`, `missing` or `failed: <check>`.
+    var outcome: String
+    var at: String
+    var keyId: String?
+    var counter: Int64?
+
+    init(_ a: DeviceAttestation) {
+        platform = a.platform?.rawValue
+        outcome = a.outcome.description
+        at = a.at.rfc3339
+        keyId = a.key.map { Data($0.keyID).base64EncodedString() }
+        counter = a.key?.counter
+    }
+
+    /// The devices table's column: `verified (apple)`, `failed: nonce (android)`, `missing`, or `-` when none was recorded.
+    static func words(_ a: DeviceAttestation?) -> String {
+        guard let a else { return "-" }
+        return a.outcome.description + (a.platform.map { " (\($0.rawValue))" } ?? "")
     }
 }
 

@@ -17,7 +17,7 @@ struct TransferCommand: AsyncParsableCommand {
             """,
         subcommands: [
             Account.self, History.self, Cancel.self, Unlock.self, Issue.self, RevokeDevice.self, Stats.self, ServiceKey.self,
-            DeleteAccount.self, Webhooks.self, Keys.self,
+            DeleteAccount.self, Webhooks.self, Keys.self, Inactive.self,
         ])
 
     /// Runs the command and turns every failure into one sentence and the contract's exit code.

@@ -33,6 +33,8 @@ public enum TransferError: Error, Equatable, Sendable {
     // Deletion.
     /// The account was deleted (`410 account_deleted`).
     case accountDeleted
+    /// No account has this id, or it was deleted (`404 account_not_found`, the service API).
+    case accountNotFound
 
     // Push routing and the service API.
     case invalidPushToken(String)
@@ -51,6 +53,12 @@ public enum TransferError: Error, Equatable, Sendable {
     case invalidGrant
     /// A client id that is not one of `--handoff-clients`.
     case unknownClient
+
+    // Device attestation.
+    /// `--attestation enforce`: a login that would create an account carries no attestation.
+    case attestationRequired
+    /// `--attestation enforce`: the attestation failed `check`; `message` says how.
+    case invalidAttestation(check: String, message: String)
 
     /// A feature that is off in this deployment (`501 not_configured`).
     case notConfigured(String)
@@ -95,7 +103,10 @@ extension TransferError {
         case .invalidIdentityToken: "invalid_identity_token"
         case .appleIDInUse: "apple_id_in_use"
         case .appleIDNotLinked: "apple_id_not_linked"
+        case .accountNotFound: "account_not_found"
         case .invalidAuthorizationCode: "invalid_request"
+        case .attestationRequired: "attestation_required"
+        case .invalidAttestation: "invalid_attestation"
         case .notConfigured: "not_configured"
         case .unavailable: "unavailable"
         case .overloaded: "overloaded"

@@ -27,11 +27,14 @@ public struct DeviceRecord: Sendable, Equatable {
     public var accounts: [PairRecord]
     /// Which of its accounts the device's push tokens reach.
     public var pushMode: PushMode
+    /// The attestation it recorded when it created an account while attestation was on.
+    public var attestation: DeviceAttestation?
 
     public init(
         id: String, secretHash: SecretHash, createdAt: Timestamp, currentAccountID: String?, retiredAt: Timestamp? = nil,
-        accounts: [PairRecord], pushMode: PushMode = .all
+        accounts: [PairRecord], pushMode: PushMode = .all, attestation: DeviceAttestation? = nil
     ) {
+        self.attestation = attestation
         self.id = id
         self.secretHash = secretHash
         self.createdAt = createdAt

@@ -17,11 +17,15 @@ public struct ServicePolicy: Sendable {
     public var handoff: HandoffPolicy?
     /// The per-client and per-account limits (`--*-limit`, `--ipv6-prefix`); off unless given.
     public var limits: RateLimits
+    /// Device attestation for new accounts (`--attestation` and its platforms); off unless given.
+    public var attestation: AttestationPolicy
 
     public init(
         transferTTL: Duration = .seconds(24 * 3600), refreshTokenTTL: Duration = .seconds(30 * 24 * 3600),
-        lock: LockPolicy = .standard, maxAccountsPerDevice: Int = 5, handoff: HandoffPolicy? = nil, limits: RateLimits = .off
+        lock: LockPolicy = .standard, maxAccountsPerDevice: Int = 5, handoff: HandoffPolicy? = nil, limits: RateLimits = .off,
+        attestation: AttestationPolicy = .off
     ) {
+        self.attestation = attestation
         self.handoff = handoff
         self.limits = limits
         self.transferTTL = transferTTL
@@ -45,6 +49,8 @@ public struct SessionGrant: Sendable, Equatable {
     public var accounts: [ListedAccount]
     /// A sibling app's session: its client id, the access token's `azp`.
     public var clientID: String?
+    /// The attestation of the account this grant created, while attestation is on.
+    public var attestation: AttestationResult?
 
     public init(
         account: AccountSummary, deviceID: String, sessionID: String, refreshToken: String, created: Bool,
@@ -94,6 +100,12 @@ public protocol ServiceObserver: Sendable {
     func claimWon()
     func claimFailed()
     func transferLocked()
+    /// An account creation consulted its attestation (monitor or enforce), created or refused.
+    func attestation(_ result: AttestationResult)
+}
+
+extension ServiceObserver {
+    public func attestation(_ result: AttestationResult) {}
 }
 
 public struct NoObserver: ServiceObserver {

@@ -119,10 +119,18 @@ extension APIError {
             self.init(.unauthorized, error.code, why.prefix(1).uppercased() + why.dropFirst() + ".")
         case .appleIDInUse:
             self.init(.conflict, error.code, "This Apple ID is linked to another account.")
+        case .accountNotFound:
+            self.init(.notFound, error.code, "No account has this accountId.")
         case .appleIDNotLinked:
             self.init(.notFound, error.code, "No account is linked to this Apple ID.")
         case .invalidAuthorizationCode(let why):
             self.init(.badRequest, error.code, "The authorizationCode was not accepted: \(why). Sign in with Apple again.")
+        case .attestationRequired:
+            self.init(
+                .forbidden, error.code,
+                "A new account needs a device attestation: get a challenge from POST /v1/attestation/challenge and send the attestation with this login.")
+        case .invalidAttestation(let check, let message):
+            self.init(.unauthorized, error.code, "The device attestation failed its \(check) check: \(message).")
         case .notConfigured(let what):
             self.init(.notImplemented, error.code, "\(what) is not configured on this service.")
         case .rateLimited(let retryAfter):

@@ -1,6 +1,7 @@
 import JWTKit
 import Foundation
 import TransferArgon2
+import TransferAttestation
 import TransferCore
 import TransferSettings
 
@@ -36,8 +37,10 @@ public struct ServerConfiguration: Sendable {
     public var maxAccountsPerDevice = ServerFlags.maxAccountsPerDevice.defaultValue
     /// How long ended transfers and audit events are kept before the pruner removes them.
     public var auditRetention = ServerFlags.auditRetention.defaultValue
-    /// How often the pruner runs (not a flag: an hour keeps each round small).
-    public var pruneInterval = Duration.seconds(3600)
+    /// How often the pruner runs; its first round is one interval after start.
+    public var pruneInterval = ServerFlags.pruneInterval.defaultValue
+    /// Accounts whose devices have all not logged in for this long are erased as inactive; nil (the default): never.
+    public var inactiveAccountTTL = ServerFlags.inactiveAccountTTL.defaultValue
     /// `iss` of access tokens.
     public var issuer = "transfer-server"
     /// `aud` of access tokens.
@@ -54,6 +57,8 @@ public struct ServerConfiguration: Sendable {
     public var signingKeyMaxAge = ServerFlags.signingKeyMaxAge.defaultValue
     /// Sibling-app hand-off (`--handoff-clients`, `--handoff-code-ttl`); nil (the default): off, `501 not_configured`.
     public var handoff: HandoffPolicy?
+    /// Device attestation for new accounts; off by default.
+    public var attestation = AttestationConfiguration()
     /// How often a node looks for a rotation (not a flag: a few seconds, so every node signs with a new key soon).
     public var signingKeyPollInterval = Duration.seconds(5)
 
@@ -93,6 +98,8 @@ public struct ServerConfiguration: Sendable {
         config.trustedProxy = try values.value(F.trustedProxy)
         config.maxAccountsPerDevice = try values.value(F.maxAccountsPerDevice)
         config.auditRetention = try values.value(F.auditRetention)
+        config.inactiveAccountTTL = try values.value(F.inactiveAccountTTL)
+        config.pruneInterval = try values.value(F.pruneInterval)
         if let age = try values.given(F.signingKeyMaxAge), let maxAge = age.value {
             // Each rotation keeps the old key published for an access token's lifetime: rotating
             // faster would only pile up keys in the JWKS.
@@ -107,6 +114,7 @@ public struct ServerConfiguration: Sendable {
         } else if let source = values.source(of: F.handoffCodeTTL) {
             throw Invalid(description: "\(source) needs --handoff-clients (the hand-off is off without it)")
         }
+        config.attestation = try AttestationConfiguration.load(values)
         let webhookURL = try values.value(F.webhookURL), webhookSecret = try values.value(F.webhookSecret)
         switch (webhookURL, webhookSecret) {
         case (nil, nil): break
@@ -173,6 +181,51 @@ public struct AppleConfiguration: Sendable {
             config.codeExchange = CodeExchange(teamID: teamID, keyID: keyID, privateKeyPEM: file.pem)
         default:
             throw .init(description: "--apple-team-id, --apple-key-id and --apple-private-key go together (the code exchange needs all three)")
+        }
+        return config
+    }
+}
+
+extension AttestationConfiguration {
+    /// `--attestation` and its platforms' flags. A platform is configured by its names
+    /// (`--app-attest-app-ids`, `--play-integrity-packages`); monitor and enforce need one.
+    static func load(_ values: SettingValues) throws(ServerConfiguration.Invalid) -> AttestationConfiguration {
+        typealias F = ServerFlags
+        var config = AttestationConfiguration(mode: try values.value(F.attestation))
+        if let appIDs = try values.value(F.appAttestAppIDs) {
+            let environment: AppAttestVerifier.Environment = try values.value(F.appAttestEnvironment) == "development" ? .development : .production
+            var roots = [AppAttestVerifier.appleRoot]
+            if let given = try values.given(F.appAttestRootCA), let file = given.value {
+                do { roots = try AppAttestVerifier.roots(pem: file.pem) } catch {
+                    throw .init(description: "\(given.source): '\(file.path)': \(error.description)")
+                }
+                config.rootCAPath = file.path
+            }
+            config.appAttest = AppAttestVerifier(appIDs: appIDs, environment: environment, trustRoots: roots)
+        } else if let source = ([F.appAttestEnvironment, F.appAttestRootCA] as [any SettingDescription]).lazy.compactMap({ values.source(of: $0) }).first {
+            throw .init(description: "\(source) needs --app-attest-app-ids (App Attest is off without it)")
+        }
+        let packages = try values.value(F.playIntegrityPackages)
+        let decryption = try values.given(F.playIntegrityDecryptionKey), verification = try values.given(F.playIntegrityVerificationKey)
+        switch (packages, decryption?.value ?? nil, verification?.value ?? nil) {
+        case (nil, nil, nil): break
+        case (let packages?, let decryptionKey?, let verificationKey?):
+            do {
+                config.playIntegrity = try PlayIntegrityVerifier(
+                    decryptionKeyBase64: decryptionKey, verificationKeyBase64: verificationKey, packageNames: packages)
+            } catch {
+                // Which key: the error says; the source names where it came from (never the key).
+                let source = error.description.contains("decryption") ? decryption?.source : verification?.source
+                throw .init(description: "\(source ?? "--play-integrity-decryption-key"): \(error.description)")
+            }
+        default:
+            throw .init(
+                description: "--play-integrity-packages, --play-integrity-decryption-key and --play-integrity-verification-key go together (Play Integrity needs all three)")
+        }
+        if config.mode != .off, config.appAttest == nil, config.playIntegrity == nil {
+            let source = values.source(of: F.attestation) ?? "--attestation"
+            throw .init(
+                description: "\(source) \(config.mode.rawValue) needs --app-attest-app-ids or --play-integrity-packages (no attestation could be verified)")
         }
         return config
     }

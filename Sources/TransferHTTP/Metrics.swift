@@ -40,6 +40,31 @@ public final class ServiceMetrics: ServiceObserver {
     public func claimFailed() { claimsFailed.increment() }
     public func transferLocked() { lockouts.increment() }
 
+    private struct AttestationKey: Hashable { var platform: String; var outcome: String; var check: String? }
+    private let attestationCounters = Mutex<[AttestationKey: Metrics.Counter]>([:])
+
+    /// `transfer_attestations_total{platform, outcome}`: apple, android or none (missing);
+    /// verified, missing or failed, a failure with its `check`.
+    public func attestation(_ result: AttestationResult) {
+        var key = AttestationKey(platform: result.platform?.rawValue ?? "none", outcome: "verified", check: nil)
+        switch result.outcome {
+        case .verified: break
+        case .missing: key.outcome = "missing"
+        case .failed(let check):
+            key.outcome = "failed"
+            key.check = check
+        }
+        let counter = attestationCounters.withLock { cache in
+            if let counter = cache[key] { return counter }
+            var dimensions = [("platform", key.platform), ("outcome", key.outcome)]
+            if let check = key.check { dimensions.append(("check", check)) }
+            let counter = Metrics.Counter(label: "transfer_attestations_total", dimensions: dimensions, factory: factory)
+            cache[key] = counter
+            return counter
+        }
+        counter.increment()
+    }
+
     private struct RequestKey: Hashable { var method: String; var route: String; var status: Int }
     /// Metric handles per method, route and status, made once: creating them per request
     /// costs a registry lookup under a lock each time.

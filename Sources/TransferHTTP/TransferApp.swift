@@ -63,8 +63,13 @@ public enum TransferApp {
             policy: ServicePolicy(
                 transferTTL: configuration.transferTTL, refreshTokenTTL: configuration.refreshTokenTTL,
                 maxAccountsPerDevice: configuration.maxAccountsPerDevice, handoff: configuration.handoff,
-                limits: configuration.limits),
+                limits: configuration.limits, attestation: configuration.attestation.policy),
             observer: metrics)
+        if let path = configuration.attestation.rootCAPath {
+            logger.warning(
+                "App Attest trusts the root CA of --app-attest-root-ca instead of Apple's: only for a private staging CA",
+                metadata: ["path": "\(path)"])
+        }
 
         var appleSigner: JWTKeyCollection?
         if let team = configuration.apple?.codeExchange { appleSigner = try await AppleTokenClient.signer(team) }
@@ -116,7 +121,8 @@ public enum TransferApp {
         })
         app.addServices(Pruner(
             store: store, clock: clock, retention: configuration.auditRetention, accessTTL: configuration.accessTokenTTL,
-            interval: configuration.pruneInterval, firstDelay: .seconds(300), logger: logger))
+            inactivity: configuration.inactiveAccountTTL.map(InactivityPolicy.init), interval: configuration.pruneInterval,
+            firstDelay: configuration.pruneInterval, logger: logger))
         app.addServices(SigningKeyWatcher(
             service: service, tokenBox: tokenBox, issuer: configuration.issuer, audience: configuration.audience,
             accessTTL: configuration.accessTokenTTL, interval: configuration.signingKeyPollInterval,

@@ -50,7 +50,8 @@ extension PostgresStore {
         ("v1", PackageResources.v1_sql), ("v2", PackageResources.v2_sql), ("v3", PackageResources.v3_sql),
         ("v4", PackageResources.v4_sql), ("v5", PackageResources.v5_sql), ("v6", PackageResources.v6_sql),
         ("v7", PackageResources.v7_sql), ("v8", PackageResources.v8_sql), ("v9", PackageResources.v9_sql),
-        ("v10", PackageResources.v10_sql), ("v11", PackageResources.v11_sql),
+        ("v10", PackageResources.v10_sql), ("v11", PackageResources.v11_sql), ("v12", PackageResources.v12_sql),
+        ("v13", PackageResources.v13_sql),
     ]
 
     /// The statements of a schema file: comments dropped, split at `;` ending a line.

@@ -7,7 +7,8 @@ extension PostgresStore {
     /// The pruner. One node at a time: the first to take a session advisory lock prunes, the
     /// others find it taken and skip this round (nil). Every batch is a statement of its own
     /// (no long transaction); tables without an index for the condition are walked in key
-    /// order, so every batch costs the same however much was pruned before it.
+    /// order, so every batch costs the same however much was pruned before it. Inactive accounts
+    /// are erased last, one short transaction each (`SQLStore.eraseInactiveAccounts`).
     public func prune(_ cutoffs: PruneCutoffs, batchSize: Int) async throws -> PruneCounts? {
         try await withConnection { [self] conn in
             let key = Self.advisoryLockKey + 2
@@ -99,6 +100,14 @@ extension PostgresStore {
                 RETURNING 1
             ) SELECT count(*) AS n FROM d
             """)
+        // Attestation challenges that expired unused (v13).
+        counts.attestationChallenges = try await batches(conn, limit, """
+            WITH d AS (
+                DELETE FROM attestation_challenges WHERE challenge_hash IN (
+                    SELECT challenge_hash FROM attestation_challenges WHERE expires_at <= \(now) LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+                RETURNING 1
+            ) SELECT count(*) AS n FROM d
+            """)
         counts.expiredTransfers = try await batches(conn, limit, """
             WITH d AS (
                 UPDATE transfers SET state = 'expired', ended_at = expires_at
@@ -142,6 +151,11 @@ extension PostgresStore {
                 SELECT count(*) AS n FROM d
                 """)?["n"].decode(Int64.self) ?? 0)
         }
+        // Inactive accounts, each erased in a transaction of its own on another pooled
+        // connection (this one holds the pruner's lock), rechecked under the rows' locks; four
+        // at a time, so the round hides round trips but leaves the pool to the logins.
+        counts.inactiveAccounts = try await eraseInactiveAccounts(
+            cutoffs, batchSize: min(batchSize, InactivityPolicy.batchSize), parallel: 4, erase: { [self] in try await execute($0) })
         return counts
     }
 

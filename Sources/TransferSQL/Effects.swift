@@ -194,6 +194,20 @@ extension Effect {
             ]
         case .consumeAppleNonce(let hash):
             return ["DELETE FROM apple_nonces WHERE nonce_hash = \(hash)"]
+        case .addAttestationChallenge(let hash, let expiresAt):
+            // Expired ones are left to the pruner: this insert is the whole request.
+            return ["INSERT INTO attestation_challenges (challenge_hash, expires_at) VALUES (\(hash), \(expiresAt))"]
+        case .consumeAttestationChallenge(let hash):
+            return ["DELETE FROM attestation_challenges WHERE challenge_hash = \(hash)"]
+        case .recordDeviceAttestation(let device, let a):
+            return [
+                """
+                UPDATE devices SET attestation_platform = \(a.platform), attestation_outcome = \(a.outcome.description),
+                    attestation_key_id = \(a.key?.keyID), attestation_public_key = \(a.key?.publicKey), attestation_counter = \(a.key?.counter),
+                    attested_at = \(a.at)
+                WHERE id = \(device)
+                """
+            ]
         case .linkApple(let l):
             return [
                 """
@@ -231,6 +245,8 @@ extension Effect {
                 "UPDATE device_accounts SET last_address = NULL WHERE account_id = \(id)",
                 "DELETE FROM audit_events WHERE account_id = \(id)",
             ]
+        case .setProtection(let account, let since):
+            return ["UPDATE accounts SET protected_at = \(since) WHERE id = \(account)"]
         case .setRecoveryCode(let account, let hash, let at):
             return [
                 """

@@ -81,8 +81,46 @@ public enum Queries {
 
     public static func account(_ id: String, at now: Timestamp) -> SQL {
         """
-        SELECT a.id AS account_id, a.user_name, a.deleted_at, \(SQL.migrationFlag(at: now)) AS flag FROM accounts a
+        SELECT a.id AS account_id, a.user_name, a.deleted_at, a.protected_at, \(SQL.migrationFlag(at: now)) AS flag FROM accounts a
         WHERE a.id = \(id)\(SQL.forUpdate)
+        """
+    }
+
+    /// Account `a` is inactive at `now`, protection aside: not deleted, no pair of it bound or
+    /// logged in since `before`, no open transfer, no Apple link. The same rule as
+    /// `EraseInactiveAccountCommand.keeps`, which checks it again under lock. Each condition
+    /// is a lookup by account (the pairs', transfers' and Apple links' account indexes).
+    static func inactive(before: Timestamp, at now: Timestamp) -> SQL {
+        """
+        a.deleted_at IS NULL AND a.created_at < \(before)
+          AND NOT EXISTS (
+            SELECT 1 FROM device_accounts p WHERE p.account_id = a.id AND COALESCE(p.last_login_at, p.added_at) >= \(before))
+          AND NOT EXISTS (SELECT 1 FROM transfers t WHERE t.account_id = a.id AND t.state = 'pending' AND t.expires_at > \(now))
+          AND NOT EXISTS (SELECT 1 FROM apple_links l WHERE l.account_id = a.id)
+        """
+    }
+
+    /// The pruner's candidates, read without locking: the next `limit` accounts after `after`
+    /// in id order (a window of the primary key), each with whether it is inactive and not
+    /// protected. The window is a subquery, so that PostgreSQL plans the rule for its `limit`
+    /// rows (an index lookup by account each) and every window costs the same however many
+    /// accounts come before it; as a filter on the whole table, or evaluated on a plain
+    /// `LIMIT`ed scan, it merged or hashed the whole pairs table in each batch.
+    public static func inactiveWindow(before: Timestamp, at now: Timestamp, after: String, limit: Int) -> SQL {
+        """
+        SELECT a.id, (a.protected_at IS NULL AND \(inactive(before: before, at: now))) AS inactive
+        FROM (SELECT id FROM accounts WHERE id > \(after) ORDER BY id LIMIT \(limit)) w JOIN accounts a ON a.id = w.id
+        ORDER BY a.id
+        """
+    }
+
+    /// `transfer inactive`: the inactive accounts, erasable and protected, and every protected account.
+    public static func inactiveCounts(before: Timestamp, at now: Timestamp) -> SQL {
+        """
+        SELECT COALESCE(SUM(CASE WHEN a.protected_at IS NULL THEN 1 ELSE 0 END), 0) AS erasable,
+               COALESCE(SUM(CASE WHEN a.protected_at IS NULL THEN 0 ELSE 1 END), 0) AS protected_inactive,
+               (SELECT COUNT(*) FROM accounts WHERE protected_at IS NOT NULL AND deleted_at IS NULL) AS protected
+        FROM accounts a WHERE \(inactive(before: before, at: now))
         """
     }
 
@@ -97,6 +135,9 @@ public enum Queries {
 
     public static func serviceKey(name: String) -> SQL { "SELECT * FROM service_keys WHERE name = \(name)\(SQL.forUpdate)" }
     public static func serviceKey(hash: SecretHash) -> SQL { "SELECT * FROM service_keys WHERE key_hash = \(hash)" }
+    public static func attestationChallenge(_ hash: SecretHash) -> SQL {
+        "SELECT expires_at FROM attestation_challenges WHERE challenge_hash = \(hash)\(SQL.forUpdate)"
+    }
     public static func appleNonce(_ hash: SecretHash) -> SQL { "SELECT expires_at FROM apple_nonces WHERE nonce_hash = \(hash)\(SQL.forUpdate)" }
     public static func appleLink(sub: String, lock: Bool) -> SQL { "SELECT * FROM apple_links WHERE sub = \(sub)\(lock ? SQL.forUpdate : "")" }
     public static func appleLink(account: String, lock: Bool) -> SQL {
@@ -239,7 +280,14 @@ public enum Queries {
               (SELECT COUNT(*) FROM transfers WHERE state = 'voided') AS voided,
               (SELECT COUNT(*) FROM transfers WHERE state = 'pending' AND expires_at > \(now) AND locked_until > \(now)) AS locked,
               (SELECT COUNT(*) FROM audit_events WHERE kind = 'transfer.claimed' AND at > \(dayAgo)) AS won,
-              (SELECT COUNT(*) FROM audit_events WHERE kind = 'transfer.claim_failed' AND at > \(dayAgo)) AS failed
+              (SELECT COUNT(*) FROM audit_events WHERE kind = 'transfer.claim_failed' AND at > \(dayAgo)) AS failed,
+              (SELECT COUNT(*) FROM audit_events WHERE kind = 'account.created' AND at > \(dayAgo)
+                 AND reason LIKE 'attestation: verified%') AS created_verified,
+              (SELECT COUNT(*) FROM audit_events WHERE kind = 'account.created' AND at > \(dayAgo)
+                 AND reason = 'attestation: missing') AS created_missing,
+              (SELECT COUNT(*) FROM audit_events WHERE kind = 'account.created' AND at > \(dayAgo)
+                 AND reason LIKE 'attestation: failed%') AS created_failed,
+              (SELECT COUNT(*) FROM audit_events WHERE kind = 'account.created' AND at > \(dayAgo) AND reason IS NULL) AS created_unchecked
             """
     }
 

@@ -104,7 +104,7 @@ public struct DevicePlan: ReadPlan {
 /// makes concurrent operations lock rows in the same order: transfer, pending transfers,
 /// refresh token (its device, its sibling session), hand-off code (its device, then the
 /// code), device, account devices, account, signing keys, service key, Apple nonce, Apple
-/// links, Apple notification, outbox.
+/// links, Apple notification, outbox, recovery code, attestation challenge.
 public struct FactsPlan: ReadPlan {
     enum Step: Sendable {
         case transfer(String)
@@ -129,6 +129,7 @@ public struct FactsPlan: ReadPlan {
         case outboxMessage(String)
         case failedOutbox
         case recoveryCode(String)
+        case attestationChallenge(SecretHash)
     }
 
     enum DeviceTarget: Sendable { case device, accountDevices }
@@ -165,6 +166,7 @@ public struct FactsPlan: ReadPlan {
         if let id = reads.outboxMessage { steps.append(.outboxMessage(id)) }
         if reads.failedOutbox { steps.append(.failedOutbox) }
         if let account = reads.recoveryCode { steps.append(.recoveryCode(account)) }
+        if let hash = reads.attestationChallenge { steps.append(.attestationChallenge(hash)) }
     }
 
     public mutating func next() -> SQL? {
@@ -203,6 +205,7 @@ public struct FactsPlan: ReadPlan {
             case .outboxMessage(let id): return Queries.outboxMessage(id: id)
             case .failedOutbox: return Queries.failedOutbox
             case .recoveryCode(let account): return Queries.recoveryCode(ofAccount: account, lock: true)
+            case .attestationChallenge(let hash): return Queries.attestationChallenge(hash)
             }
         }
         return nil
@@ -242,6 +245,7 @@ public struct FactsPlan: ReadPlan {
             if let row = rows.first {
                 facts.account = try Rows.accountSummary(row)
                 facts.accountDeletedAt = try row.timeOrNil("deleted_at")
+                facts.accountProtectedAt = try row.timeOrNil("protected_at")
             }
         case .signingKeysLock: break
         case .signingKeys: facts.signingKeys = try rows.map(Rows.signingKey)
@@ -254,6 +258,7 @@ public struct FactsPlan: ReadPlan {
         case .outboxMessage: facts.outboxMessage = try rows.first.map(Rows.outboxMessage)
         case .failedOutbox: facts.failedOutbox = try rows.map(Rows.outboxMessage)
         case .recoveryCode: facts.recoveryCode = try rows.first.map(Rows.recoveryCode)
+        case .attestationChallenge: facts.attestationChallengeExpiresAt = try rows.first.map { try $0.time("expires_at") }
         }
     }
 
@@ -323,7 +328,7 @@ public struct ReportPlan: ReadPlan {
     let id: String
     let recentEvents: Int
     var step = 0
-    var account: (userName: String, createdAt: Timestamp, movedTo: String?, deletedAt: Timestamp?)?
+    var account: (userName: String, createdAt: Timestamp, movedTo: String?, deletedAt: Timestamp?, protectedAt: Timestamp?)?
     var devices: DeviceReads
     var transfer: TransferRecord?
     var events: [AuditEvent] = []
@@ -361,7 +366,8 @@ public struct ReportPlan: ReadPlan {
         switch step {
         case 0:
             account = try rows.first.map {
-                (try $0.text("user_name"), try $0.time("created_at"), try $0.textOrNil("moved_to_device_id"), try $0.timeOrNil("deleted_at"))
+                (try $0.text("user_name"), try $0.time("created_at"), try $0.textOrNil("moved_to_device_id"), try $0.timeOrNil("deleted_at"),
+                 try $0.timeOrNil("protected_at"))
             }
         case 1: for row in rows { devices.add(try row.text("device_id")) }
         case 2:
@@ -382,7 +388,7 @@ public struct ReportPlan: ReadPlan {
             AccountReport(
                 accountID: id, userName: $0.userName, createdAt: $0.createdAt, movedToDeviceID: $0.movedTo, devices: devices.devices,
                 transfer: transfer, recentEvents: events, pushTokens: tokens, apple: apple, deletedAt: $0.deletedAt, siblingSessions: siblings,
-                recoveryCode: recoveryCode)
+                recoveryCode: recoveryCode, protectedAt: $0.protectedAt)
         }
     }
 }

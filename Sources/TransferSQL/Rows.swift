@@ -52,7 +52,20 @@ public enum Rows {
         DeviceRecord(
             id: try row.text("id"), secretHash: try row.hash("secret_hash"), createdAt: try row.time("created_at"),
             currentAccountID: try row.textOrNil("current_account_id"), retiredAt: try row.timeOrNil("retired_at"), accounts: accounts,
-            pushMode: try row.value("push_mode", table: "devices"))
+            pushMode: try row.value("push_mode", table: "devices"), attestation: try deviceAttestation(row))
+    }
+
+    /// The attestation columns of a `devices` row (v13); nil when it recorded none.
+    static func deviceAttestation(_ row: some SQLRow) throws -> DeviceAttestation? {
+        guard let outcome = try row.textOrNil("attestation_outcome"), let at = try row.timeOrNil("attested_at") else { return nil }
+        var key: AttestedKey?
+        if let keyID = try row.blobOrNil("attestation_key_id"), let publicKey = try row.blobOrNil("attestation_public_key") {
+            key = AttestedKey(keyID: keyID, publicKey: publicKey, counter: try row.integerOrNil("attestation_counter") ?? 0)
+        }
+        let platform: AttestationPlatform? = try row.textOrNil("attestation_platform").map {
+            try UnknownStoredValue.decode($0, column: "devices.attestation_platform")
+        }
+        return DeviceAttestation(platform: platform, outcome: try AttestationOutcome(stored: outcome), key: key, at: at)
     }
 
     /// `account_id`, `user_name` and `flag` of a row.

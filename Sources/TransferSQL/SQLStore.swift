@@ -94,7 +94,10 @@ extension SQLStore {
                     accounts: try $0.int("accounts"), activeDevices: try $0.int("active_devices"), transfersPending: try $0.int("pending"),
                     transfersClaimed: try $0.int("claimed"), transfersExpired: try $0.int("expired"),
                     transfersCancelled: try $0.int("cancelled"), transfersVoided: try $0.int("voided"), lockedNow: try $0.int("locked"),
-                    claimsWonLast24h: try $0.int("won"), claimsFailedLast24h: try $0.int("failed"))
+                    claimsWonLast24h: try $0.int("won"), claimsFailedLast24h: try $0.int("failed"),
+                    accountsCreatedLast24h: CreationsByAttestation(
+                        verified: try $0.int("created_verified"), missing: try $0.int("created_missing"),
+                        failed: try $0.int("created_failed"), unchecked: try $0.int("created_unchecked")))
             })
         guard let stats else { throw MissingRow(query: "stats") }
         return stats
@@ -106,6 +109,57 @@ extension SQLStore {
 
     public func outbox(limit: Int) async throws -> [OutboxMessage] {
         try await read(AllRows(Queries.outbox(limit: limit)) { try Rows.outboxMessage($0) })
+    }
+
+    public func inactiveCounts(before inactiveBefore: Timestamp, at now: Timestamp) async throws -> InactiveCounts {
+        let counts = try await read(
+            FirstRow(Queries.inactiveCounts(before: inactiveBefore, at: now)) {
+                InactiveCounts(erasable: try $0.int("erasable"), protectedInactive: try $0.int("protected_inactive"), protected: try $0.int("protected"))
+            })
+        guard let counts else { throw MissingRow(query: "inactive counts") }
+        return counts
+    }
+
+    // The pruner's share that is the same on every store.
+
+    /// Erases the inactive accounts of `cutoffs.inactiveBefore` (none when nil): accounts are
+    /// read in windows of `batchSize` ids, without locking; each inactive one is then erased by `erase`
+    /// in a transaction of its own that checks the rule again under lock (a login racing with
+    /// the round wins; an account another node erased first is left alone). Up to `parallel`
+    /// erasures are in flight at once: one at a time, a round under load would erase one
+    /// account per group commit (SQLite) or per round trips of one connection (PostgreSQL).
+    /// `batchDone` runs after each batch that erased something. Returns how many were erased.
+    public func eraseInactiveAccounts(
+        _ cutoffs: PruneCutoffs, batchSize: Int, parallel: Int = 1,
+        erase: @escaping @Sendable (EraseInactiveAccountCommand) async throws -> EraseInactiveResult, batchDone: () async -> Void = {}
+    ) async throws -> Int {
+        guard let before = cutoffs.inactiveBefore else { return 0 }
+        var after = "", erased = 0
+        while true {
+            let window = try await read(
+                AllRows(Queries.inactiveWindow(before: before, at: cutoffs.now, after: after, limit: batchSize)) {
+                    (id: try $0.text("id"), inactive: try $0.bool("inactive"))
+                })
+            let commands = window.filter(\.inactive).map {
+                EraseInactiveAccountCommand(accountID: $0.id, now: cutoffs.now, inactiveBefore: before)
+            }
+            let erasedNow = try await withThrowingTaskGroup(of: Bool.self) { group in
+                var next = commands.makeIterator(), count = 0
+                for _ in 0..<max(1, parallel) {
+                    guard let command = next.next() else { break }
+                    group.addTask { try await erase(command) == .erased }
+                }
+                while let done = try await group.next() {
+                    if done { count += 1 }
+                    if let command = next.next() { group.addTask { try await erase(command) == .erased } }
+                }
+                return count
+            }
+            if erasedNow > 0 { await batchDone() }
+            erased += erasedNow
+            guard window.count == batchSize, let last = window.last else { return erased }
+            after = last.id
+        }
     }
 }
 

@@ -48,6 +48,14 @@ extension SQLiteStore {
                     SELECT kind, client FROM rate_slots WHERE window_end <= \(now) LIMIT \(batchSize))
                 """)
         }
+        // Attestation challenges that expired unused (v13).
+        counts.attestationChallenges = try await batches(batchSize) { db in
+            try db.run(
+                """
+                DELETE FROM attestation_challenges WHERE challenge_hash IN (
+                    SELECT challenge_hash FROM attestation_challenges WHERE expires_at <= \(now) LIMIT \(batchSize))
+                """)
+        }
         counts.expiredTransfers = try await batches(batchSize) { db in
             try db.run(
                 """
@@ -82,6 +90,12 @@ extension SQLiteStore {
                 return db.changesCount
             }
         }
+        // Inactive accounts, each erased in a short write of its own, 16 in flight (a group
+        // commit takes them together, as it takes concurrent logins); the WAL is checkpointed
+        // once a batch rather than once an account.
+        counts.inactiveAccounts = try await eraseInactiveAccounts(
+            cutoffs, batchSize: min(batchSize, InactivityPolicy.batchSize), parallel: 16, erase: { [self] in try await apply($0).result },
+            batchDone: { await eraseWAL() })
         return counts
     }
 

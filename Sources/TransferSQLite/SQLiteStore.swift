@@ -56,7 +56,8 @@ public final class SQLiteStore: SQLStore {
         ("v1", PackageResources.v1_sql), ("v2", PackageResources.v2_sql), ("v3", PackageResources.v3_sql),
         ("v4", PackageResources.v4_sql), ("v5", PackageResources.v5_sql), ("v6", PackageResources.v6_sql),
         ("v7", PackageResources.v7_sql), ("v8", PackageResources.v8_sql), ("v9", PackageResources.v9_sql),
-        ("v10", PackageResources.v10_sql), ("v11", PackageResources.v11_sql),
+        ("v10", PackageResources.v10_sql), ("v11", PackageResources.v11_sql), ("v12", PackageResources.v12_sql),
+        ("v13", PackageResources.v13_sql),
     ]
 
     static var migrator: DatabaseMigrator {
@@ -70,7 +71,15 @@ public final class SQLiteStore: SQLStore {
     // MARK: Operations
 
     public func execute<Operation: StoreOperation>(_ operation: Operation) async throws -> Operation.Result {
-        let (result, erased) = try await commits.write { db in
+        let (result, erased) = try await apply(operation)
+        if erased { await eraseWAL() }
+        return result
+    }
+
+    /// Runs the operation in one write transaction; also says whether it erased an account (then
+    /// the WAL still holds what was erased: `execute` checkpoints it, the pruner once a batch).
+    func apply<Operation: StoreOperation>(_ operation: Operation) async throws -> (result: Operation.Result, erased: Bool) {
+        try await commits.write { db in
             // The writer holds the only write lock, so nothing read here changes before the effects are applied.
             let plan = operation.plan(try db.read(FactsPlan(operation.reads, at: operation.now, dialect: .sqlite)))
             for effect in plan.effects {
@@ -82,8 +91,6 @@ public final class SQLiteStore: SQLStore {
             }
             return (plan.result, plan.effects.contains { if case .eraseAccount = $0 { true } else { false } })
         }
-        if erased { await eraseWAL() }
-        return result
     }
 
     /// After an account is erased, the WAL still holds the pages as they were before: copy it

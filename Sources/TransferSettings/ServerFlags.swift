@@ -80,6 +80,22 @@ public enum ServerFlags {
         default: ServicePolicy.standard.maxAccountsPerDevice)
     public static let auditRetention: Setting<Duration> = .duration(
         "audit-retention", "How long audit events and ended transfers are kept, like 400d.", default: .seconds(400 * 86_400))
+    public static let inactiveAccountTTL = Setting<Duration?>(
+        "inactive-account-ttl",
+        "Erase an account whose devices have all not logged in for this long, like 400d (at least 30d), or off; a pending transfer, a linked Apple ID or the app backend's protection keeps it.",
+        value: "duration|off", default: nil, shown: "off"
+    ) { text throws(SettingProblem) in
+        if text.lowercased() == "off" { return nil }
+        let ttl = try Kinds.duration(text)
+        guard ttl >= InactivityPolicy.minimumTTL else {
+            throw SettingProblem("'\(text)' is too short; an account is erased as inactive after 30d without a login at the least")
+        }
+        return ttl
+    }
+    /// At least 1s: a duration is a whole number of seconds or more.
+    public static let pruneInterval: Setting<Duration> = .duration(
+        "prune-interval", "How often the pruner runs (expired sessions, old events, inactive accounts); the first round one interval after start.",
+        default: .seconds(3600))
     public static let signingKeyMaxAge = Setting<Duration?>(
         "signing-key-max-age", "Rotate the token signing key by itself after this long, like 90d (at least 1h), or off.",
         value: "duration|off", default: nil, shown: "off"
@@ -138,16 +154,64 @@ public enum ServerFlags {
         return ttl
     }
 
+    public static let attestation = Setting<AttestationMode>(
+        "attestation",
+        "Device attestation for new accounts: off, monitor (verify and record, create anyway) or enforce (refuse a creation without a verified one).",
+        value: "off|monitor|enforce", default: .off, shown: "off"
+    ) { text throws(SettingProblem) in
+        guard let mode = AttestationMode(rawValue: text.lowercased()) else { throw SettingProblem("'\(text)' is not off, monitor or enforce") }
+        return mode
+    }
+    public static let appAttestAppIDs: Setting<[String]?> = .list(
+        "app-attest-app-ids", "App Attest: the apps that may attest, TEAMID.bundle.id (team id from the Apple developer account), comma-separated.",
+        value: "ids", empty: "name at least one app id (TEAMID.bundle.id), comma-separated"
+    ) { id in
+        let parts = id.split(separator: ".", maxSplits: 1)
+        let team = parts.first ?? ""
+        return parts.count == 2 && team.count == 10 && team.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) })
+            && parts[1].utf8.allSatisfy({ (0x21...0x7E).contains($0) })
+            ? nil : "'\(id)' is not an app id (TEAMID.bundle.id: the 10-character team id, a dot, the bundle id)"
+    }
+    public static let appAttestEnvironment = Setting<String>(
+        "app-attest-environment", "App Attest: which AAGUID is accepted, production or development (apps signed for development).",
+        value: "production|development", default: "production", shown: "production"
+    ) { text throws(SettingProblem) in
+        guard ["production", "development"].contains(text.lowercased()) else { throw SettingProblem("'\(text)' is not production or development") }
+        return text.lowercased()
+    }
+    public static let appAttestRootCA = Setting<PEMFile?>(
+        "app-attest-root-ca", "App Attest: PATH of a PEM root CA that replaces Apple's App Attestation Root CA (a private staging CA; warned about at start).",
+        value: "path", default: nil, shown: "Apple's, built in"
+    ) { path throws(SettingProblem) in
+        guard let pem = try? String(contentsOfFile: path, encoding: .utf8) else { throw SettingProblem("cannot read '\(path)'") }
+        return PEMFile(path: path, pem: pem)
+    }
+    public static let playIntegrityPackages: Setting<[String]?> = .list(
+        "play-integrity-packages", "Play Integrity: the Android package names that may attest, comma-separated; needs both --play-integrity-*-key.",
+        value: "names", empty: "name at least one Android package name, comma-separated"
+    ) { name in
+        name.utf8.count <= 255 && name.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) ? nil : "'\(name)' is not a package name"
+    }
+    public static let playIntegrityDecryptionKey = Setting<String?>(
+        "play-integrity-decryption-key", "Play Integrity: the app's response decryption key from Play Console, base64 (AES-256).",
+        value: "base64", default: nil, shown: "off", secret: true) { $0 }
+    public static let playIntegrityVerificationKey = Setting<String?>(
+        "play-integrity-verification-key", "Play Integrity: the app's response verification key from Play Console, base64 DER (EC P-256 public key).",
+        value: "base64", default: nil, shown: "off") { $0 }
+
     /// All of the above, in the order `--help` lists them. A flag missing here is an unknown
     /// option on the command line (and a test says so).
     public static let all: [any SettingDescription] = [
         hostname, port, database, databasePoolSize, transferTTL, accessTokenTTL, refreshTokenTTL,
         idleTimeout, requestTimeout,
         argon2MemoryKiB, argon2Iterations, argon2Parallelism, hashWorkers, hashQueue,
-        accountCreationLimit, claimLimit, setupLimit, nonceLimit, handoffLimit, ipv6Prefix, trustedProxy, maxAccountsPerDevice, auditRetention, signingKeyMaxAge,
+        accountCreationLimit, claimLimit, setupLimit, nonceLimit, handoffLimit, ipv6Prefix, trustedProxy, maxAccountsPerDevice, auditRetention, inactiveAccountTTL, pruneInterval,
+        signingKeyMaxAge,
         webhookURL, webhookSecret,
         appleClientIDs, appleIssuer, appleJWKSURL, appleTokenURL, appleRevokeURL, appleTeamID, appleKeyID, applePrivateKey,
         handoffClients, handoffCodeTTL,
+        attestation, appAttestAppIDs, appAttestEnvironment, appAttestRootCA, playIntegrityPackages, playIntegrityDecryptionKey,
+        playIntegrityVerificationKey,
     ]
 }
 

@@ -82,12 +82,13 @@ struct DeletionTests {
     @Test("support deletes with the CLI; a second time says so; the account cannot be issued a transfer", arguments: StoreKind.available)
     func fromTheCLI(kind: StoreKind) async throws {
         try await withHarness(kind) { harness in
-            try await harness.run { api, _ in
+            try await harness.run { api, parts in
                 let phone = Device()
                 let session = try await api.login(phone)
                 let account = try session.accountID
                 let run = try CLITests.transfer(["delete-account", account, "--reason", "ticket 51: user asked by email"], database: harness.databaseArgument)
                 #expect(run.code == 0, "\(run)")
+                #expect(try await InactiveAccountTests.deletions(parts.store).map(\.reason) == ["support"], "account.deleted says support deleted it")
                 #expect(run.out.contains("Deleted account \(account)"))
                 #expect(try await api.login(phone).error == "account_deleted")
                 #expect(try await api.me(session.accessToken).status == .unauthorized)

@@ -198,7 +198,7 @@ struct PlanTests {
         ).plan(f)
     }
 
-    @Test("login: a wrong secret tells nothing about the device's state; a creation takes its limit's slot first")
+    @Test("login: a wrong secret tells nothing about the device's state; a creation takes its limit's slot in its transaction, last")
     func loginStates() {
         for state in [PairState.active, .moved, .revoked] {
             #expect(login(record([("acct", state)]), secret: "wrong").result == .rejected(.invalidDeviceCredentials))
@@ -207,8 +207,9 @@ struct PlanTests {
         #expect(login(record([("acct", .revoked)])).result == .rejected(.deviceRevoked))
         #expect(login(record([("acct", .removed)])).result == .rejected(.accountNotOnDevice))
         let slot = RateSlot(kind: .accountCreation, key: "203.0.113.7", limit: RateLimit(count: 3, period: .seconds(60)), at: t0)
-        #expect(login(nil, slot: slot).effects.first == .takeSlot(slot), "the slot must be taken before anything is written")
-        #expect(!login(nil, slot: slot).effects.dropFirst().contains { if case .takeSlot = $0 { true } else { false } })
+        #expect(login(nil, slot: slot).effects.last == .takeSlot(slot),
+                "the slot is the creation's last statement, so the client's window row is held only until the commit")
+        #expect(!login(nil, slot: slot).effects.dropLast().contains { if case .takeSlot = $0 { true } else { false } })
         #expect(login(nil).effects.map(\.auditKind).compactMap { $0 } == [.accountCreated])
         #expect(login(nil, .account("acct")).result == .rejected(.accountNotOnDevice))
     }
@@ -242,7 +243,7 @@ struct PlanTests {
         #expect(added.effects.contains(.setCurrentAccount(deviceID: device.value, accountID: "new")))
         #expect(!added.effects.contains { if case .createDevice = $0 { true } else { false } })
         #expect(login(record((1...5).map { ("a\($0)", .active) }), .newAccount).result == .rejected(.deviceAccountLimit(5)))
-        #expect(login(two, .newAccount, slot: slot).effects.first == .takeSlot(slot))
+        #expect(login(two, .newAccount, slot: slot).effects.last == .takeSlot(slot))
         #expect(!login(two, slot: slot).effects.contains(.takeSlot(slot)), "a login of an existing account is not limited")
         // The current account moved away: the plain login says so and lists the accounts left.
         let moved = record([("home", .moved), ("work", .active)], current: "home")

@@ -48,7 +48,7 @@ struct SchemaParityTests {
     func sameShape() throws {
         let sqlite = try Self.shape(of: "schema.sql")
         let postgres = try Self.shape(of: "schema.postgres.sql")
-        #expect(sqlite.tables.count == 17, "v11 added rate_slots: \(sqlite.tables.keys.sorted())")
+        #expect(sqlite.tables.count == 18, "v13 added attestation_challenges: \(sqlite.tables.keys.sorted())")
         #expect(sqlite.tables == postgres.tables)
         #expect(sqlite.checks == postgres.checks)
         #expect(sqlite.indexes == postgres.indexes)

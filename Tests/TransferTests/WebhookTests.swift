@@ -80,6 +80,7 @@ struct WebhookTests {
                 #expect(all.first { $0.type == "device.revoked" }?.data["deviceId"] as? String == c.id)
                 #expect(all.first { $0.type == "account.removed_from_device" }?.data["deviceId"] as? String == d.id)
                 #expect(all.first { $0.type == "transfer.locked" }?.data["lockedUntil"] is String)
+                #expect(all.first { $0.type == "account.deleted" }?.data["reason"] as? String == "requested", "the app's own DELETE /v1/me")
 
                 for delivery in all {
                     #expect(try Self.verifiedIndependently(delivery), "signature of \(delivery.type) \(delivery.id)")

@@ -28,8 +28,8 @@ public struct Plan<Result: Sendable>: Sendable {
 
 /// What an operation reads before it decides. Stores read in a fixed order (transfer, pending
 /// transfers, refresh token, hand-off code, device, account devices, account, signing keys, service key,
-/// Apple nonce, Apple links, Apple notification, outbox), so concurrent operations lock rows in
-/// the same order.
+/// Apple nonce, Apple links, Apple notification, outbox, recovery code, attestation challenge), so
+/// concurrent operations lock rows in the same order.
 public struct Reads: Sendable, Equatable {
     /// A transfer by id, locked.
     public var transfer: String?
@@ -68,14 +68,17 @@ public struct Reads: Sendable, Equatable {
     public var failedOutbox = false
     /// An account's recovery code, locked.
     public var recoveryCode: String?
+    /// An attestation challenge by its SHA-256, locked: its expiry, if it was issued and not used.
+    public var attestationChallenge: SecretHash?
 
     public init(
         transfer: String? = nil, pendingTransfers: PendingTransferQuery? = nil, refreshToken: SecretHash? = nil,
         handoffCode: SecretHash? = nil, device: String? = nil, accountDevices: String? = nil, account: String? = nil, signingKeys: Bool = false,
         serviceKey: String? = nil, appleNonce: SecretHash? = nil, appleSub: String? = nil, appleLink: String? = nil,
         appleNotification: String? = nil, dueOutbox: DueOutboxQuery? = nil, outboxMessage: String? = nil, failedOutbox: Bool = false,
-        recoveryCode: String? = nil
+        recoveryCode: String? = nil, attestationChallenge: SecretHash? = nil
     ) {
+        self.attestationChallenge = attestationChallenge
         self.recoveryCode = recoveryCode
         self.dueOutbox = dueOutbox
         self.outboxMessage = outboxMessage
@@ -120,6 +123,8 @@ public struct Facts: Sendable {
     public var account: AccountSummary?
     /// When the account read as `account` was deleted.
     public var accountDeletedAt: Timestamp?
+    /// Since when the app backend protects the account read as `account` (nil: not protected).
+    public var accountProtectedAt: Timestamp?
     /// Oldest first.
     public var signingKeys: [SigningKeyRecord] = []
     public var serviceKey: ServiceKeyRecord?
@@ -132,6 +137,8 @@ public struct Facts: Sendable {
     public var outboxMessage: OutboxMessage?
     public var failedOutbox: [OutboxMessage] = []
     public var recoveryCode: RecoveryCodeRecord?
+    /// When the asked attestation challenge expires; nil when it was never issued or is used.
+    public var attestationChallengeExpiresAt: Timestamp?
 
     public init() {}
 }
@@ -217,12 +224,23 @@ public enum Effect: Sendable, Equatable {
     /// addresses its pairs recorded are cleared; its audit events are deleted.
     case eraseAccount(id: String, at: Timestamp)
 
+    // Inactive accounts.
+    /// The app backend protects the account since `since` (nil: no longer): never erased as inactive.
+    case setProtection(accountID: String, since: Timestamp?)
+
     // Recovery codes.
     /// Sets the account's recovery code, replacing the one it had (used or not).
     case setRecoveryCode(accountID: String, hash: SecretHash, at: Timestamp)
     case deleteRecoveryCode(accountID: String)
     /// The code is used up; the row keeps when and by which device.
     case useRecoveryCode(accountID: String, deviceID: String, at: Timestamp)
+
+    // Device attestation (see Attestation.swift).
+    case addAttestationChallenge(hash: SecretHash, expiresAt: Timestamp)
+    /// A challenge is used once, good or bad.
+    case consumeAttestationChallenge(hash: SecretHash)
+    /// What the device records of its attestation (replacing what it had).
+    case recordDeviceAttestation(deviceID: String, DeviceAttestation)
 
     // Limits (see Limits.swift).
     /// Counts one event in the slot's budget. The store reads the window's count back and,

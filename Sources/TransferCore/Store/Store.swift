@@ -62,17 +62,23 @@ public struct OutboxStats: Sendable, Equatable {
 /// expired at `now` or of sessions that ended, pending transfers expired at `now` (marked
 /// expired), ended transfers and audit events from before `retainedSince`, webhook events no
 /// worker attempted within their three days (no `--webhook-url`), failed outbox messages
-/// from before `retainedSince`, and Apple notification ids older than `AppleEvent.replayWindow`.
+/// from before `retainedSince`, Apple notification ids older than `AppleEvent.replayWindow`,
+/// attestation challenges expired at `now`, and, with `inactiveBefore`, inactive accounts
+/// (erased as `DELETE /v1/me` does).
 public struct PruneCutoffs: Sendable, Equatable {
     public var now: Timestamp
     public var retainedSince: Timestamp
     /// Signing keys retired before this are deleted (nil: none). The server sets it past the
     /// time its access tokens' lifetime keeps a retired key published.
     public var signingKeysRetiredBefore: Timestamp?
-    public init(now: Timestamp, retainedSince: Timestamp, signingKeysRetiredBefore: Timestamp? = nil) {
+    /// Accounts whose devices all last logged in before this are erased as inactive
+    /// (`EraseInactiveAccountCommand`); nil (no `--inactive-account-ttl`): none.
+    public var inactiveBefore: Timestamp?
+    public init(now: Timestamp, retainedSince: Timestamp, signingKeysRetiredBefore: Timestamp? = nil, inactiveBefore: Timestamp? = nil) {
         self.now = now
         self.retainedSince = retainedSince
         self.signingKeysRetiredBefore = signingKeysRetiredBefore
+        self.inactiveBefore = inactiveBefore
     }
 
     /// Apple notifications received before this are forgotten (older ones are refused by their `iat`).
@@ -91,13 +97,17 @@ public struct PruneCounts: Sendable, Equatable, CustomStringConvertible {
     public var handoffCodes = 0
     /// Rate-limit windows that ended.
     public var rateSlots = 0
+    /// Attestation challenges that expired unused.
+    public var attestationChallenges = 0
+    /// Accounts erased as inactive.
+    public var inactiveAccounts = 0
     public init() {}
     public var total: Int {
         expiredSessions + rotatedTokens + expiredTransfers + endedTransfers + auditEvents + outbox + appleNotifications + signingKeys
-            + handoffCodes + rateSlots
+            + handoffCodes + rateSlots + attestationChallenges + inactiveAccounts
     }
     public var description: String {
-        "sessions=\(expiredSessions) rotatedTokens=\(rotatedTokens) expiredTransfers=\(expiredTransfers) endedTransfers=\(endedTransfers) auditEvents=\(auditEvents) outbox=\(outbox) appleNotifications=\(appleNotifications) signingKeys=\(signingKeys) handoffCodes=\(handoffCodes) rateSlots=\(rateSlots)"
+        "sessions=\(expiredSessions) rotatedTokens=\(rotatedTokens) expiredTransfers=\(expiredTransfers) endedTransfers=\(endedTransfers) auditEvents=\(auditEvents) outbox=\(outbox) appleNotifications=\(appleNotifications) signingKeys=\(signingKeys) handoffCodes=\(handoffCodes) rateSlots=\(rateSlots) attestationChallenges=\(attestationChallenges) inactiveAccounts=\(inactiveAccounts)"
     }
 }
 

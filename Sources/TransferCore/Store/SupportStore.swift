@@ -13,6 +13,9 @@ public protocol SupportStore: TransferStore {
     func serviceKeys() async throws -> [ServiceKeyRecord]
     /// Outbox messages pending and failed, oldest first, at most `limit`.
     func outbox(limit: Int) async throws -> [OutboxMessage]
+    /// `transfer inactive`: how many accounts are inactive at `now` (every device's last login
+    /// before `inactiveBefore`), erasable or kept by protection; reads only.
+    func inactiveCounts(before inactiveBefore: Timestamp, at now: Timestamp) async throws -> InactiveCounts
 }
 
 public struct AccountMatch: Sendable, Equatable, Codable {
@@ -50,12 +53,16 @@ public struct AccountReport: Sendable {
     public var siblingSessions: [SiblingSession]
     /// Its recovery code (never the code: when it was made, and whether it was used).
     public var recoveryCode: RecoveryCodeRecord?
+    /// Since when the app backend protects it from erasure as inactive (nil: not protected).
+    public var protectedAt: Timestamp?
 
     public init(
         accountID: String, userName: String, createdAt: Timestamp, movedToDeviceID: String?, devices: [DeviceRecord],
         transfer: TransferRecord?, recentEvents: [AuditEvent], pushTokens: [PushToken] = [], apple: AppleLink? = nil,
-        deletedAt: Timestamp? = nil, siblingSessions: [SiblingSession] = [], recoveryCode: RecoveryCodeRecord? = nil
+        deletedAt: Timestamp? = nil, siblingSessions: [SiblingSession] = [], recoveryCode: RecoveryCodeRecord? = nil,
+        protectedAt: Timestamp? = nil
     ) {
+        self.protectedAt = protectedAt
         self.recoveryCode = recoveryCode
         self.siblingSessions = siblingSessions
         self.deletedAt = deletedAt
@@ -85,10 +92,14 @@ public struct SupportStats: Sendable, Equatable, Codable {
     public var lockedNow: Int
     public var claimsWonLast24h: Int
     public var claimsFailedLast24h: Int
+    /// Accounts created in the last 24 h, by the outcome of their device's attestation.
+    public var accountsCreatedLast24h: CreationsByAttestation
     public init(
         accounts: Int, activeDevices: Int, transfersPending: Int, transfersClaimed: Int, transfersExpired: Int,
-        transfersCancelled: Int, transfersVoided: Int, lockedNow: Int, claimsWonLast24h: Int, claimsFailedLast24h: Int
+        transfersCancelled: Int, transfersVoided: Int, lockedNow: Int, claimsWonLast24h: Int, claimsFailedLast24h: Int,
+        accountsCreatedLast24h: CreationsByAttestation = CreationsByAttestation()
     ) {
+        self.accountsCreatedLast24h = accountsCreatedLast24h
         self.accounts = accounts
         self.activeDevices = activeDevices
         self.transfersPending = transfersPending
@@ -99,6 +110,24 @@ public struct SupportStats: Sendable, Equatable, Codable {
         self.lockedNow = lockedNow
         self.claimsWonLast24h = claimsWonLast24h
         self.claimsFailedLast24h = claimsFailedLast24h
+    }
+}
+
+/// Account creations by the outcome of their attestation (`transfer stats`), as their
+/// `account.created` events record it.
+public struct CreationsByAttestation: Sendable, Equatable, Codable {
+    /// Verified now, or by a device verified at an earlier creation.
+    public var verified: Int
+    public var missing: Int
+    /// Failed one of the checks (monitor mode: created anyway).
+    public var failed: Int
+    /// Created while attestation was off.
+    public var unchecked: Int
+    public init(verified: Int = 0, missing: Int = 0, failed: Int = 0, unchecked: Int = 0) {
+        self.verified = verified
+        self.missing = missing
+        self.failed = failed
+        self.unchecked = unchecked
     }
 }
 

@@ -17,10 +17,16 @@ extension TransferService {
     /// Auto-login. A login that creates an account takes a slot of `--account-creation-limit`
     /// for the client in the same transaction (`rateLimited` when it is spent, and nothing is
     /// created); a login of an existing account takes none.
+    ///
+    /// While `--attestation` is on, `attestation` (the request's proof, if it carried one) is
+    /// verified here, before the transaction, and consulted by the transaction only when the
+    /// login creates an account (see `AttestationGate`).
     public func login(
-        deviceID: DeviceID, deviceSecret: String, target: LoginTarget = .current, clientAddress: String?
+        deviceID: DeviceID, deviceSecret: String, target: LoginTarget = .current, attestation proof: AttestationProof? = nil,
+        clientAddress: String?
     ) async throws -> SessionGrant {
         let now = clock.now()
+        let gate = await attestationGate(proof, target: target, now: now)
         // What a login may need (a new account's id, a new session's id and key), from one
         // CSPRNG call: most logins renew an open session and use none of it.
         let random = RandomToken.randomBytes(64)
@@ -33,12 +39,19 @@ extension TransferService {
                 deviceID: deviceID, deviceSecret: deviceSecret, target: target, now: now,
                 newAccountID: Identifier.make(at: wall, random: random[16..<32]),
                 creationSlot: policy.limits.slot(.accountCreation, client: clientAddress, now: now),
-                maxAccounts: policy.maxAccountsPerDevice, fresh: fresh, clientAddress: clientAddress))
+                maxAccounts: policy.maxAccountsPerDevice, fresh: fresh, clientAddress: clientAddress, attestation: gate))
         switch result {
         case .loggedIn(let grant):
             observer.loggedIn(created: grant.created)
+            if let result = grant.attestation, !result.earlier { observer.attestation(result) }
             return grant
         case .rejected(let error):
+            switch error {
+            case .attestationRequired: observer.attestation(AttestationResult(platform: nil, outcome: .missing))
+            case .invalidAttestation(let check, _):
+                observer.attestation(AttestationResult(platform: gate?.proof?.platform, outcome: .failed(check: check)))
+            default: break
+            }
             throw error
         }
     }
@@ -58,11 +71,15 @@ public struct LoginCommand: StoreOperation {
     /// Used only when the pair has no open session.
     public var fresh: FreshSession
     public var clientAddress: String?
+    /// Consulted only when an account is created; nil while attestation is off.
+    public var attestation: AttestationGate?
 
     public init(
         deviceID: DeviceID, deviceSecret: String, target: LoginTarget = .current, now: Timestamp, newAccountID: String,
-        creationSlot: RateSlot? = nil, maxAccounts: Int = 5, fresh: FreshSession, clientAddress: String?
+        creationSlot: RateSlot? = nil, maxAccounts: Int = 5, fresh: FreshSession, clientAddress: String?,
+        attestation: AttestationGate? = nil
     ) {
+        self.attestation = attestation
         self.deviceID = deviceID
         self.deviceSecret = deviceSecret
         self.target = target
@@ -76,12 +93,12 @@ public struct LoginCommand: StoreOperation {
 
     public var secretHash: SecretHash { SecretHash(of: deviceSecret) }
 
-    public var reads: Reads { Reads(device: deviceID.value) }
+    public var reads: Reads { Reads(device: deviceID.value, attestationChallenge: attestation?.proof?.challengeHash) }
 
     public func plan(_ facts: Facts) -> Plan<LoginResult> {
         guard let device = facts.device else {
             if case .account = target { return Plan(.rejected(.accountNotOnDevice)) }
-            return create(on: nil)
+            return create(on: nil, facts)
         }
         // The secret is checked first, so nobody learns a device's state without its secret.
         guard device.secretHash.matches(secretHash) else { return Plan(.rejected(.invalidDeviceCredentials)) }
@@ -94,32 +111,47 @@ public struct LoginCommand: StoreOperation {
             // A retired device holds nothing new: it answers as its plain login does.
             if device.retiredAt != nil { return logIn(device, device.currentAccountID.flatMap(device.account)) }
             guard device.active.count < maxAccounts else { return Plan(.rejected(.deviceAccountLimit(maxAccounts))) }
-            return create(on: device)
+            return create(on: device, facts)
         }
     }
 
     /// A new account, on a new device or beside the device's others; it becomes current. The
-    /// creation slot is taken first: spent, it rolls the whole transaction back.
-    func create(on device: DeviceRecord?) -> Plan<LoginResult> {
+    /// creation slot is taken in the same transaction, last: spent, it rolls the whole
+    /// transaction back, and until the commit it holds the client's window row (on
+    /// PostgreSQL, a row lock), so creations from one client (a carrier NAT's address) wait
+    /// for each other only from that statement to the commit. While attestation is on, its
+    /// gate decides first: refused, nothing is created (the challenge is still used up) and no
+    /// slot is taken.
+    func create(on device: DeviceRecord?, _ facts: Facts) -> Plan<LoginResult> {
         let id = deviceID.value
+        var attested: AttestationResult?
+        var attestationEffects: [Effect] = []
+        if let gate = attestation {
+            let decision = gate.decide(device: device, challengeExpiresAt: facts.attestationChallengeExpiresAt, now: now)
+            if let refusal = decision.refusal { return Plan(.rejected(refusal), decision.effects) }
+            attested = decision.result
+            attestationEffects = decision.effects + (decision.record.map { [.recordDeviceAttestation(deviceID: id, $0)] } ?? [])
+        }
         let account = AccountSummary(accountID: newAccountID, userName: device == nil ? id : newAccountID, migrationFlag: false)
         let (session, token) = PairSession.open(
             sessionID: fresh.sessionID, key: fresh.key, deviceSecret: deviceSecret, at: now, expiresAt: fresh.expiresAt)
         let others = (device?.active ?? []).map {
             ListedAccount(accountID: $0.account.accountID, userName: $0.account.userName, current: false)
         }
-        let grant = SessionGrant(
+        var grant = SessionGrant(
             account: account, deviceID: id, sessionID: session.sessionID, refreshToken: token, created: true,
             accounts: others + [ListedAccount(accountID: account.accountID, userName: account.userName, current: true)])
-        return Plan(.loggedIn(grant), (creationSlot.map { [.takeSlot($0)] } ?? [])
-            + (device == nil ? [.createDevice(id: id, secretHash: secretHash, at: now)] : []) + [
+        grant.attestation = attested
+        return Plan(.loggedIn(grant), (device == nil ? [.createDevice(id: id, secretHash: secretHash, at: now)] : []) + attestationEffects + [
             .createAccount(id: account.accountID, userName: account.userName, at: now),
             .addAccount(deviceID: id, accountID: account.accountID, at: now),
             .setCurrentAccount(deviceID: id, accountID: account.accountID),
             .openSession(deviceID: id, accountID: account.accountID, session, at: now, clientAddress: clientAddress),
-            .audit(AuditEvent(at: now, kind: .accountCreated, accountID: account.accountID, deviceID: id, clientAddress: clientAddress)),
+            .audit(AuditEvent(
+                at: now, kind: .accountCreated, accountID: account.accountID, deviceID: id, reason: attested?.auditReason,
+                clientAddress: clientAddress)),
             .webhook(.accountCreated, accountID: account.accountID, at: now, ["deviceId": id]),
-        ])
+        ] + (creationSlot.map { [.takeSlot($0)] } ?? []))
     }
 
     /// A session for an account on the device: the open one renewed, or a new one.

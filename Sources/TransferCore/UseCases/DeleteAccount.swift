@@ -13,12 +13,13 @@ public enum DeleteAccountResult: Sendable, Equatable {
 extension TransferService {
     /// `DELETE /v1/me`: the caller's account.
     public func deleteAccount(_ caller: Caller) async throws {
-        _ = try await store.execute(DeleteAccountCommand(accountID: caller.accountID, now: clock.now(), by: .device, reason: nil))
+        _ = try await store.execute(
+            DeleteAccountCommand(accountID: caller.accountID, now: clock.now(), by: .device, reason: nil, cause: .requested))
     }
 
     /// Support: `transfer delete-account`.
     public func deleteAccount(accountID: String, by initiator: Initiator, reason: String) async throws -> DeleteAccountResult {
-        try await store.execute(DeleteAccountCommand(accountID: accountID, now: clock.now(), by: initiator, reason: reason))
+        try await store.execute(DeleteAccountCommand(accountID: accountID, now: clock.now(), by: initiator, reason: reason, cause: .support))
     }
 }
 
@@ -27,11 +28,14 @@ public struct DeleteAccountCommand: StoreOperation {
     public var now: Timestamp
     public var by: Initiator
     public var reason: String?
-    public init(accountID: String, now: Timestamp, by: Initiator, reason: String?) {
+    /// The webhook's `reason`: the app's request, support, or the pruner (inactive).
+    public var cause: DeletionCause
+    public init(accountID: String, now: Timestamp, by: Initiator, reason: String?, cause: DeletionCause) {
         self.accountID = accountID
         self.now = now
         self.by = by
         self.reason = reason
+        self.cause = cause
     }
 
     /// What a claim of the account locks, in the same order, and its Apple link: a claim or a
@@ -54,7 +58,7 @@ public struct DeleteAccountCommand: StoreOperation {
         effects += (facts.appleLink?.revocation(at: now) ?? []) + [
             .eraseAccount(id: accountID, at: now),
             .audit(AuditEvent(at: now, kind: .accountDeleted, accountID: accountID, actor: by, reason: reason)),
-            .webhook(.accountDeleted, accountID: accountID, at: now),
+            .webhook(.accountDeleted, accountID: accountID, at: now, ["reason": cause.rawValue]),
         ]
         return Plan(.deleted, effects)
     }

@@ -40,7 +40,8 @@ struct API<Context: AppRequestContext>: Sendable {
 
     /// Every route, once: what `register` adds to the router, and what answers 405 with `Allow`.
     static var routes: [Route] {
-        sessionRoutes + transferRoutes + deviceRoutes + pushRoutes + appleRoutes + handoffRoutes + operationRoutes
+        sessionRoutes + transferRoutes + deviceRoutes + pushRoutes + protectionRoutes + appleRoutes + attestationRoutes + handoffRoutes
+            + operationRoutes
     }
 
     /// The methods of each path.

@@ -19,8 +19,10 @@ extension API {
         let newAccount = try body.bool("newAccount", default: false)
         if account != nil && newAccount { throw APIError.invalidRequest("accountId and newAccount cannot be sent together.") }
         let target: LoginTarget = newAccount ? .newAccount : account.map { .account($0) } ?? .current
+        let attestation = try Self.attestationProof(body)
         let grant = try await service.login(
-            deviceID: deviceID, deviceSecret: secret, target: target, clientAddress: clientAddress(request, context))
+            deviceID: deviceID, deviceSecret: secret, target: target, attestation: attestation,
+            clientAddress: clientAddress(request, context))
         context.log.accountID = grant.account.accountID
         return try await session(grant, status: grant.created ? .created : .ok)
     }

@@ -1,0 +1,138 @@
+// Inactive accounts (contract v1.2): with `--inactive-account-ttl`, the pruner erases, as
+// `DELETE /v1/me` does, each account whose devices have all not logged in for that long,
+// unless it holds something: a pending transfer, a linked Apple ID, or the app backend's
+// protection (a purchase). The store reads candidates without locking; each is then erased in
+// a transaction of its own that checks the rule again under the locks a login, a claim or an
+// Apple link takes, so that one racing with the round wins, and an account is erased once
+// however many nodes prune at the same time.
+
+/// Why an account was deleted: the `account.deleted` webhook's `reason`.
+public enum DeletionCause: String, Sendable, Equatable {
+    /// The app's own `DELETE /v1/me`.
+    case requested
+    /// Support's `transfer delete-account`.
+    case support
+    /// The pruner: nobody used it for `--inactive-account-ttl`.
+    case inactive
+}
+
+/// `--inactive-account-ttl`: how long an account may go unused before the pruner erases it.
+public struct InactivityPolicy: Sendable, Equatable {
+    /// Shorter would erase accounts of people on a long holiday.
+    public static let minimumTTL = Duration.seconds(30 * 86_400)
+    /// Accounts checked and erased per batch: each is its own short transaction, so a batch
+    /// bounds only how many ids one read returns.
+    public static let batchSize = 500
+
+    public var ttl: Duration
+    public init(ttl: Duration) { self.ttl = ttl }
+
+    /// Accounts whose devices all last logged in (or were bound) before this are inactive at `now`.
+    public func inactiveBefore(_ now: Timestamp) -> Timestamp { now - ttl }
+}
+
+/// What `transfer inactive` reports: what the next rounds would erase, and what protection keeps.
+public struct InactiveCounts: Sendable, Equatable, Codable {
+    /// Inactive and not protected: the next rounds erase these.
+    public var erasable: Int
+    /// Inactive but protected: kept.
+    public var protectedInactive: Int
+    /// Every protected account (active or not).
+    public var protected: Int
+    public init(erasable: Int, protectedInactive: Int, protected: Int) {
+        self.erasable = erasable
+        self.protectedInactive = protectedInactive
+        self.protected = protected
+    }
+}
+
+/// Why the rule keeps an account (nil from `Inactivity.keeps`: it is erased).
+public enum KeptBecause: String, Sendable, Equatable {
+    case gone
+    case protected
+    case pendingTransfer
+    case appleLink
+    case recentLogin
+}
+
+public enum EraseInactiveResult: Sendable, Equatable {
+    case erased
+    case kept(KeptBecause)
+}
+
+/// The pruner's erasure of one inactive account: the rule checked again on what is read
+/// under lock, then the plan of `DELETE /v1/me` with the reason `inactive`.
+public struct EraseInactiveAccountCommand: StoreOperation {
+    public var accountID: String
+    public var now: Timestamp
+    public var inactiveBefore: Timestamp
+    public init(accountID: String, now: Timestamp, inactiveBefore: Timestamp) {
+        self.accountID = accountID
+        self.now = now
+        self.inactiveBefore = inactiveBefore
+    }
+
+    private var deletion: DeleteAccountCommand {
+        DeleteAccountCommand(
+            accountID: accountID, now: now, by: .system, reason: "inactive: no login on any device since \(inactiveBefore.rfc3339)",
+            cause: .inactive)
+    }
+
+    /// The deletion's reads (pending transfers, the account's device, the account, its Apple
+    /// link), in its order: a login renewing the pair, a claim or a link waits for this
+    /// transaction or is seen by it.
+    public var reads: Reads { deletion.reads }
+
+    /// The same rule as the candidates' query (`Queries.inactiveAccounts`); what can change
+    /// between that read and this transaction is checked here: protection, a transfer set up,
+    /// an Apple ID linked, a login (on the device the account is active on: its other pairs
+    /// ended and log in no more).
+    public func keeps(_ facts: Facts) -> KeptBecause? {
+        guard facts.account != nil, facts.accountDeletedAt == nil else { return .gone }
+        if facts.accountProtectedAt != nil { return .protected }
+        if facts.pendingTransfers.contains(where: { $0.accountID == accountID && $0.isOpen(at: now) }) { return .pendingTransfer }
+        if facts.appleLink != nil { return .appleLink }
+        for device in facts.accountDevices {
+            if let pair = device.account(accountID), (pair.lastLoginAt ?? pair.addedAt) >= inactiveBefore { return .recentLogin }
+        }
+        return nil
+    }
+
+    public func plan(_ facts: Facts) -> Plan<EraseInactiveResult> {
+        if let reason = keeps(facts) { return Plan(.kept(reason)) }
+        let plan = deletion.plan(facts)
+        guard plan.result == .deleted else { return Plan(.kept(.gone)) }
+        return Plan(.erased, plan.effects)
+    }
+}
+
+/// `PUT /v1/service/accounts/{accountId}/protection`: the app backend protects an account
+/// that holds something of value, or lifts the protection. False: no such account (or deleted).
+public struct SetProtectionCommand: StoreOperation {
+    public var accountID: String
+    public var protected: Bool
+    public var now: Timestamp
+    public init(accountID: String, protected: Bool, now: Timestamp) {
+        self.accountID = accountID
+        self.protected = protected
+        self.now = now
+    }
+
+    public var reads: Reads { Reads(account: accountID) }
+
+    public func plan(_ facts: Facts) -> Plan<Bool> {
+        guard facts.account != nil, facts.accountDeletedAt == nil else { return Plan(false) }
+        // Asked again: nothing changes (a protection keeps the time it began).
+        guard protected != (facts.accountProtectedAt != nil) else { return Plan(true) }
+        return Plan(true, [.setProtection(accountID: accountID, since: protected ? now : nil)])
+    }
+}
+
+extension TransferService {
+    /// `PUT /v1/service/accounts/{accountId}/protection`.
+    public func setProtection(accountID: String, protected: Bool) async throws {
+        guard try await store.execute(SetProtectionCommand(accountID: accountID, protected: protected, now: clock.now())) else {
+            throw TransferError.accountNotFound
+        }
+    }
+}
