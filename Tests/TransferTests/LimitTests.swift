@@ -63,6 +63,31 @@ struct LimitTests {
         }
     }
 
+    @Test("code claims count against --claim-limit in their own transaction: won, lost and repeated alike", arguments: StoreKind.available)
+    func codeClaims(_ kind: StoreKind) async throws {
+        try await withServer(kind, configure: {
+            $0.limits.claim = RateLimit(count: 3, period: .seconds(60))
+            $0.trustedProxy = true
+        }) { api, _ in
+            func claim(_ code: String, _ device: Device, from address: String) async throws -> Reply {
+                try await api.call(
+                    .post, "/v1/transfers/claim", json: ["transferCode": code, "deviceId": device.id, "deviceSecret": device.secret],
+                    headers: [Self.forwarded: address])
+            }
+            let a = try await api.login(Device())
+            let issued = try await api.call(.put, "/v1/me/transfer", json: ["method": "code"], token: a.accessToken)
+            let code = try issued.string("transferCode")
+            let b = Device()
+            #expect(try await claim("0000-0000-0000-0000", Device(), from: "198.51.100.9").status == .unauthorized)
+            #expect(try await claim(code, b, from: "198.51.100.9").status == .ok, "the second claim of the budget wins")
+            #expect(try await claim(code, b, from: "198.51.100.9").status == .ok, "the winner's repeat answers as the first did")
+            let spent = try await claim(code, b, from: "198.51.100.9")
+            #expect(spent.status == .tooManyRequests, "the fourth claim in a minute is over the budget of 3, whatever it would find")
+            #expect(spent.error == "rate_limited")
+            #expect(try await claim("0000-0000-0000-0000", Device(), from: "198.51.100.10").status == .unauthorized, "another client")
+        }
+    }
+
     /// Two `transfer-server` processes on one PostgreSQL database: one budget between them.
     @Test("two nodes on one PostgreSQL share each budget exactly", .enabled(if: StoreKind.available.contains(.postgres)))
     func twoNodesShareABudget() async throws {

@@ -59,7 +59,21 @@ extension TransferService {
     /// A code is looked up by its hash: no hash worker, no lockout (80 bits and
     /// `--claim-limit` make guessing hopeless). Either way, every failure is the same
     /// `invalid_transfer_credentials`.
+    ///
+    /// Each claim takes a slot of `--claim-limit` for the client. A password claim takes it in
+    /// a statement of its own before argon2 runs (given back when nothing was tried); a code
+    /// claim, which costs no hash, takes it as the last statement of its transaction (or as
+    /// its only one when no code matched): one write, not two.
     public func claim(_ request: ClaimRequest, clientAddress: String?) async throws -> SessionGrant {
+        let slot = policy.limits.slot(.claim, client: clientAddress, now: clock.now())
+        if case .password = request.proof {
+            return try await withSlot(slot, keepsSlot: Self.wasTried) { try await claim(request, slot: nil, clientAddress: clientAddress) }
+        }
+        return try await claim(request, slot: slot, clientAddress: clientAddress)
+    }
+
+    /// The claim, taking `slot` (if any) in its transaction.
+    private func claim(_ request: ClaimRequest, slot: RateSlot?, clientAddress: String?) async throws -> SessionGrant {
         let device = (id: request.deviceID, secret: request.deviceSecret)
         let found: ClaimableProof
         switch request.proof {
@@ -94,9 +108,11 @@ extension TransferService {
         }
         switch found {
         case .none:
+            if let slot { try await store.execute(TakeSlotCommand(slot)) }
             observer.claimFailed()
             throw TransferError.invalidTransferCredentials
         case .repeated(let accountID):
+            if let slot { try await store.execute(TakeSlotCommand(slot)) }
             return try await repeatedClaim(of: accountID, device, clientAddress: clientAddress)
         case .claimable(let proof, let accountID):
             let now = clock.now()
@@ -106,7 +122,8 @@ extension TransferService {
                         accountID: accountID, deviceID: request.deviceID, deviceSecret: request.deviceSecret,
                         replaceExistingAccount: request.replaceExistingAccount, addAccount: request.addAccount,
                         maxAccounts: policy.maxAccountsPerDevice, now: now, fresh: freshSession(now: now), clientAddress: clientAddress,
-                        method: proof.method)))
+                        method: proof.method),
+                    slot: slot))
             return try await answer(result, device, clientAddress: clientAddress)
         }
     }
@@ -216,10 +233,14 @@ public struct ClaimCommand: StoreOperation {
     /// The account, the new device and the claim's options (the account is the transfer's or
     /// the code's: it never changes; the service read it with them).
     public var move: MoveToDevice
+    /// A code claim's `--claim-limit` slot, taken as the transaction's last statement whatever
+    /// the claim decides (a password claim took its slot before argon2 ran).
+    public var slot: RateSlot?
 
-    public init(proof: Proof, move: MoveToDevice) {
+    public init(proof: Proof, move: MoveToDevice, slot: RateSlot? = nil) {
         self.proof = proof
         self.move = move
+        self.slot = slot
     }
 
     public init(
@@ -248,6 +269,12 @@ public struct ClaimCommand: StoreOperation {
     }
 
     public func plan(_ facts: Facts) -> Plan<ClaimResult> {
+        var plan = decide(facts)
+        if let slot { plan.effects.append(.takeSlot(slot)) }
+        return plan
+    }
+
+    func decide(_ facts: Facts) -> Plan<ClaimResult> {
         let accountID = move.accountID
         guard let account = facts.account, facts.accountDeletedAt == nil else { return Plan(.rejected(.invalidTransferCredentials)) }
         switch proof {

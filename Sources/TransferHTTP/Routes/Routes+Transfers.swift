@@ -72,13 +72,11 @@ extension API {
             proof = code ?? .transferCode("")
         }
         let address = clientAddress(request, context)
-        let grant = try await service.withClaimSlot(client: address) {
-            try await service.claim(
-                ClaimRequest(
-                    proof: proof, deviceID: target.deviceID, deviceSecret: target.secret, replaceExistingAccount: target.replace,
-                    addAccount: target.add),
-                clientAddress: address)
-        }
+        let grant = try await service.claim(
+            ClaimRequest(
+                proof: proof, deviceID: target.deviceID, deviceSecret: target.secret, replaceExistingAccount: target.replace,
+                addAccount: target.add),
+            clientAddress: address)
         context.log.accountID = grant.account.accountID
         return try await session(grant, status: .ok)
     }
