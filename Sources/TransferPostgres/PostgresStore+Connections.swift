@@ -246,14 +246,4 @@ extension PostgresRandomAccessRow: SQLRow {
     }
     public func text(at index: Int) throws -> String { try self[index].decode(String.self) }
     public func textOrNil(at index: Int) throws -> String? { try self[index].decode(String?.self) }
-    public func integer(at index: Int) throws -> Int64 { try self[index].decode(Int64.self) }
-    public func integerOrNil(at index: Int) throws -> Int64? { try self[index].decode(Int64?.self) }
-    public func blobOrNil(at index: Int) throws -> [UInt8]? {
-        try self[index].decode(ByteBuffer?.self).map { [UInt8]($0.readableBytesView) }
-    }
-    public func bool(at index: Int) throws -> Bool {
-        let cell = self[index]
-        if cell.dataType == .bool { return try cell.decode(Bool.self) }
-        return try cell.decode(Int64.self) != 0
-    }
 }

@@ -35,17 +35,10 @@ public enum Queries {
         "SELECT * FROM devices WHERE id = \(id)\(lock ? SQL.forUpdate : "")"
     }
 
-    /// The columns `Rows.pair` reads by position (0…15; the migration flag follows as 16).
-    static let pairColumns: SQL = """
-        p.state, p.added_at, p.last_login_at, p.ended_at, p.ended_reason, \
-        p.session_id, p.session_started_at, p.refresh_generation, p.refresh_hash, p.refresh_expires_at, \
-        p.key_by_device, p.key_by_token, p.push_enabled, p.account_id, a.user_name, a.deleted_at IS NOT NULL AS deleted
-        """
-
     /// A device's pairs, oldest first, each with its account's name, deletion and migration flag.
     public static func pairs(ofDevice id: String, at now: Timestamp, lock: Bool) -> SQL {
         """
-        SELECT \(pairColumns), \(SQL.migrationFlag(at: now)) AS flag
+        SELECT p.*, a.user_name, a.deleted_at IS NOT NULL AS deleted, \(SQL.migrationFlag(at: now)) AS flag
         FROM device_accounts p JOIN accounts a ON a.id = p.account_id
         WHERE p.device_id = \(id) ORDER BY p.added_at, p.account_id\(lock ? SQL.forUpdateOfPairs : "")
         """

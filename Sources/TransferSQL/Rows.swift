@@ -11,15 +11,9 @@ public protocol SQLRow: SendableMetatype {
     func blobOrNil(_ column: String) throws -> [UInt8]?
     /// A boolean expression's value (PostgreSQL answers `boolean`, SQLite an integer).
     func bool(_ column: String) throws -> Bool
-    /// By position, where a name lookup per column would cost more than the row (GRDB
-    /// lower-cases the name on every lookup).
+    /// By position, where a name lookup per column would cost more than the row.
     func text(at index: Int) throws -> String
     func textOrNil(at index: Int) throws -> String?
-    func integer(at index: Int) throws -> Int64
-    func integerOrNil(at index: Int) throws -> Int64?
-    func blobOrNil(at index: Int) throws -> [UInt8]?
-    /// A boolean expression's value (PostgreSQL answers `boolean`, SQLite an integer).
-    func bool(at index: Int) throws -> Bool
 }
 
 extension SQLRow {
@@ -37,27 +31,20 @@ extension SQLRow {
 
 /// How each table's rows become the domain's records: once, for both stores.
 public enum Rows {
-    /// A `device_accounts` row joined with its account, by position: the columns of
-    /// `Queries.pairColumns`, in their order. Every launch reads it on SQLite's one writer.
+    /// A `device_accounts` row joined with its account (`user_name`, `deleted`, `flag`), as `Queries.pairs` reads it.
     public static func pair(_ row: some SQLRow) throws -> PairRecord {
         var session: PairSession?
-        if let id = try row.textOrNil(at: 5) {
-            guard let hash = try row.blobOrNil(at: 8), let started = try row.integerOrNil(at: 6),
-                let generation = try row.integerOrNil(at: 7), let expires = try row.integerOrNil(at: 9)
-            else { throw UnknownStoredValue(column: "device_accounts.session_id", value: "a session without its refresh columns") }
+        if let id = try row.textOrNil("session_id") {
             session = PairSession(
-                sessionID: id, startedAt: Timestamp(milliseconds: started), generation: Int(generation),
-                refreshHash: SecretHash(bytes: hash), expiresAt: Timestamp(milliseconds: expires),
-                keyByDevice: try row.blobOrNil(at: 10), keyByToken: try row.blobOrNil(at: 11))
+                sessionID: id, startedAt: try row.time("session_started_at"), generation: try row.int("refresh_generation"),
+                refreshHash: try row.hash("refresh_hash"), expiresAt: try row.time("refresh_expires_at"),
+                keyByDevice: try row.blobOrNil("key_by_device"), keyByToken: try row.blobOrNil("key_by_token"))
         }
         return PairRecord(
-            account: AccountSummary(accountID: try row.text(at: 13), userName: try row.text(at: 14), migrationFlag: try row.bool(at: 16)),
-            state: try UnknownStoredValue.decode(try row.text(at: 0), column: "device_accounts.state"),
-            addedAt: Timestamp(milliseconds: try row.integer(at: 1)),
-            lastLoginAt: try row.integerOrNil(at: 2).map(Timestamp.init(milliseconds:)),
-            endedAt: try row.integerOrNil(at: 3).map(Timestamp.init(milliseconds:)),
-            endedReason: try row.textOrNil(at: 4), session: session, pushEnabled: try row.integer(at: 12) != 0,
-            accountDeleted: try row.bool(at: 15))
+            account: try accountSummary(row), state: try row.value("state", table: "device_accounts"),
+            addedAt: try row.time("added_at"), lastLoginAt: try row.timeOrNil("last_login_at"), endedAt: try row.timeOrNil("ended_at"),
+            endedReason: try row.textOrNil("ended_reason"), session: session, pushEnabled: try row.flag("push_enabled"),
+            accountDeleted: try row.bool("deleted"))
     }
 
     /// A `devices` row with the pairs read for it.

@@ -16,10 +16,6 @@ extension GRDB.Row: SQLRow {
     public func bool(_ column: String) throws -> Bool { self[column] }
     public func text(at index: Int) throws -> String { self[index] }
     public func textOrNil(at index: Int) throws -> String? { self[index] }
-    public func integer(at index: Int) throws -> Int64 { self[index] }
-    public func integerOrNil(at index: Int) throws -> Int64? { self[index] }
-    public func blobOrNil(at index: Int) throws -> [UInt8]? { (self[index] as Data?).map { [UInt8]($0) } }
-    public func bool(at index: Int) throws -> Bool { self[index] }
 }
 
 extension SQLValue {
