@@ -8,8 +8,8 @@ extension TransferService {
     public func issueAppleNonce(clientAddress: String?) async throws -> (nonce: String, expiresIn: Duration) {
         let nonce = AppleNonces.make()
         let now = clock.now()
-        try await store.execute(IssueAppleNonceCommand(
-            hash: SecretHash(of: nonce), now: now, expiresAt: now + AppleNonces.lifetime,
+        try await store.execute(IssueNonceCommand(
+            .appleSignIn, hash: SecretHash(of: nonce), now: now, expiresAt: now + AppleNonces.lifetime,
             slot: policy.limits.slot(.nonce, client: clientAddress, now: now)))
         return (nonce, AppleNonces.lifetime)
     }
@@ -36,13 +36,21 @@ extension TransferService {
     }
 }
 
-public struct IssueAppleNonceCommand: StoreOperation {
+/// A single-use value the service hands out: a Sign in with Apple nonce or an attestation
+/// challenge. Only its SHA-256 is stored, until it expires; `--nonce-limit` counts both.
+public struct IssueNonceCommand: StoreOperation {
+    public enum Purpose: Sendable {
+        case appleSignIn
+        case attestation
+    }
+    public var purpose: Purpose
     public var hash: SecretHash
     public var now: Timestamp
     public var expiresAt: Timestamp
     /// `--nonce-limit`'s slot for the client; nil while the limit is off.
     public var slot: RateSlot?
-    public init(hash: SecretHash, now: Timestamp, expiresAt: Timestamp, slot: RateSlot? = nil) {
+    public init(_ purpose: Purpose, hash: SecretHash, now: Timestamp, expiresAt: Timestamp, slot: RateSlot? = nil) {
+        self.purpose = purpose
         self.hash = hash
         self.now = now
         self.expiresAt = expiresAt
@@ -52,7 +60,12 @@ public struct IssueAppleNonceCommand: StoreOperation {
     public var reads: Reads { Reads() }
 
     public func plan(_ facts: Facts) -> Plan<Void> {
-        Plan((), (slot.map { [.takeSlot($0)] } ?? []) + [.addAppleNonce(hash: hash, expiresAt: expiresAt, now: now)])
+        let stored: Effect =
+            switch purpose {
+            case .appleSignIn: .addAppleNonce(hash: hash, expiresAt: expiresAt, now: now)
+            case .attestation: .addAttestationChallenge(hash: hash, expiresAt: expiresAt)
+            }
+        return Plan((), (slot.map { [.takeSlot($0)] } ?? []) + [stored])
     }
 }
 

@@ -227,8 +227,8 @@ extension TransferService {
     public func issueAttestationChallenge(clientAddress: String?) async throws -> (challenge: String, expiresIn: Duration) {
         let challenge = AttestationChallenges.make()
         let now = clock.now()
-        try await store.execute(IssueAttestationChallengeCommand(
-            hash: SecretHash(of: challenge), now: now, expiresAt: now + AttestationChallenges.lifetime,
+        try await store.execute(IssueNonceCommand(
+            .attestation, hash: SecretHash(of: challenge), now: now, expiresAt: now + AttestationChallenges.lifetime,
             slot: policy.limits.slot(.nonce, client: clientAddress, now: now)))
         return (challenge, AttestationChallenges.lifetime)
     }
@@ -248,22 +248,3 @@ extension TransferService {
     }
 }
 
-public struct IssueAttestationChallengeCommand: StoreOperation {
-    public var hash: SecretHash
-    public var now: Timestamp
-    public var expiresAt: Timestamp
-    /// `--nonce-limit`'s slot for the client; nil while the limit is off.
-    public var slot: RateSlot?
-    public init(hash: SecretHash, now: Timestamp, expiresAt: Timestamp, slot: RateSlot? = nil) {
-        self.hash = hash
-        self.now = now
-        self.expiresAt = expiresAt
-        self.slot = slot
-    }
-
-    public var reads: Reads { Reads() }
-
-    public func plan(_ facts: Facts) -> Plan<Void> {
-        Plan((), (slot.map { [.takeSlot($0)] } ?? []) + [.addAttestationChallenge(hash: hash, expiresAt: expiresAt)])
-    }
-}
