@@ -110,8 +110,9 @@ extension PostgresStore {
     static func isConnectionLoss(_ error: any Error) -> Bool {
         guard let error = error as? PSQLError else {
             // The pool's and NIO's own errors (connection refused, circuit breaker, channel closed).
-            // Our own errors and decoding failures are bugs, not outages: they stay 500s.
+            // Our own errors and decoding failures are bugs or decisions, not outages.
             return !(error is PostgresDecodingError) && !(error is UnknownStoredValue) && !(error is TransferError)
+                && !(error is TransferSetUpMeanwhile)
                 && !(error is CancellationError) && !(error is DecodingError) && !(error is EncodingError) && !(error is MissingRow)
         }
         switch error.code {

@@ -261,6 +261,8 @@ extension Effect {
             return ["UPDATE recovery_codes SET used_at = \(at), used_by_device = \(device) WHERE account_id = \(account) AND used_at IS NULL"]
         case .takeSlot(let slot):
             return [slot.take]
+        case .requireNoOpenTransfer(let accountID, let at):
+            return [Queries.openTransferCount(accountID: accountID, at: at)]
         case .giveBackSlot(let slot):
             // The window open when the slot was taken ends within one period of it; a later
             // window ends later still, and keeps its count.
@@ -327,8 +329,11 @@ extension Effect {
     /// The statement of an effect whose answer decides whether the transaction goes on
     /// (`takeSlot`): the store runs it instead of `statements` and hands its rows to `check`.
     public var checkedStatement: SQL? {
-        if case .takeSlot(let slot) = self { return slot.take }
-        return nil
+        switch self {
+        case .takeSlot(let slot): slot.take
+        case .requireNoOpenTransfer(let accountID, let at): Queries.openTransferCount(accountID: accountID, at: at)
+        default: nil
+        }
     }
 
     /// The effect's statement when it is one (and no outbox message, which PostgreSQL writes
@@ -342,7 +347,14 @@ extension Effect {
     /// Throws (and so rolls the transaction back) when the answer of `checkedStatement` says
     /// no: a slot over its limit is `rateLimited`.
     public func check<Row: SQLRow>(_ rows: [Row]) throws {
-        guard case .takeSlot(let slot) = self, let row = rows.first else { return }
-        if let refusal = slot.refusal(used: try row.int("used"), windowEnd: try row.time("window_end")) { throw refusal }
+        guard let row = rows.first else { return }
+        switch self {
+        case .takeSlot(let slot):
+            if let refusal = slot.refusal(used: try row.int("used"), windowEnd: try row.time("window_end")) { throw refusal }
+        case .requireNoOpenTransfer:
+            if try row.int("open") > 0 { throw TransferSetUpMeanwhile() }
+        default:
+            return
+        }
     }
 }

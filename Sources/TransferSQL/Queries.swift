@@ -31,6 +31,11 @@ extension SQL {
 
 /// Every read statement, written once; the decoders are in `Rows`.
 public enum Queries {
+    /// How many open (pending, unexpired) transfers the account has: 0 or 1.
+    public static func openTransferCount(accountID: String, at now: Timestamp) -> SQL {
+        "SELECT COUNT(*) AS open FROM transfers WHERE account_id = \(accountID) AND state = 'pending' AND expires_at > \(now)"
+    }
+
     public static func device(_ id: String, lock: Bool) -> SQL {
         "SELECT * FROM devices WHERE id = \(id)\(lock ? SQL.forUpdate : "")"
     }

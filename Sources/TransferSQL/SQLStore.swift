@@ -145,13 +145,17 @@ extension SQLStore {
             }
             let erasedNow = try await withThrowingTaskGroup(of: Bool.self) { group in
                 var next = commands.makeIterator(), count = 0
+                // A transfer set up while an erasure waited rolls that erasure back: kept.
+                @Sendable func erased(_ command: EraseInactiveAccountCommand) async throws -> Bool {
+                    do { return try await erase(command) == .erased } catch is TransferSetUpMeanwhile { return false }
+                }
                 for _ in 0..<max(1, parallel) {
                     guard let command = next.next() else { break }
-                    group.addTask { try await erase(command) == .erased }
+                    group.addTask { try await erased(command) }
                 }
                 while let done = try await group.next() {
                     if done { count += 1 }
-                    if let command = next.next() { group.addTask { try await erase(command) == .erased } }
+                    if let command = next.next() { group.addTask { try await erased(command) } }
                 }
                 return count
             }

@@ -134,6 +134,32 @@ struct InactiveAccountTests {
         }
     }
 
+    /// What the erasure's first statement asks: on PostgreSQL a set-up can commit while the
+    /// erasure waits for the account's lock, after its pending transfers were read.
+    struct OpenTransferProbe: StoreOperation {
+        var accountID: String
+        var now: Timestamp
+        var reads: Reads { Reads() }
+        func plan(_ facts: Facts) -> Plan<Void> { Plan((), [.requireNoOpenTransfer(accountID: accountID, at: now)]) }
+    }
+
+    @Test("an erasure asks for open transfers again after its locks: one set up meanwhile rolls it back and the round keeps the account",
+          arguments: StoreKind.available)
+    func transferSetUpMeanwhile(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let calls = StoreCalls(store: store)
+            let idle = try await account(calls, Self.device(), at: t0)
+            let moving = try await account(calls, Self.device(), at: t0)
+            _ = try await calls.setUp(account: moving, email: "late@example.com", at: now - .seconds(60), by: .support(operator: "kim"))
+            try await store.execute(OpenTransferProbe(accountID: idle, now: now))
+            await #expect(throws: TransferSetUpMeanwhile.self, "an open transfer found under the locks stops the erasure") {
+                try await store.execute(OpenTransferProbe(accountID: moving, now: now))
+            }
+            let plan = EraseInactiveAccountCommand(accountID: idle, now: now, inactiveBefore: cutoffs.inactiveBefore!)
+            #expect(try await store.execute(plan) == .erased)
+        }
+    }
+
     @Test("two nodes pruning at once erase each account once and send one webhook for it", arguments: StoreKind.available)
     func twoNodes(kind: StoreKind) async throws {
         try await kind.withDatabaseLocation { location, _ in

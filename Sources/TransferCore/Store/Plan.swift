@@ -249,6 +249,10 @@ public enum Effect: Sendable, Equatable {
     case takeSlot(RateSlot)
     /// Takes back one event counted in the window that was open when the slot was taken.
     case giveBackSlot(RateSlot)
+    /// Asks the store whether the account has an open transfer now, after the transaction's
+    /// locks were taken (a set-up that committed while this transaction waited is seen); one
+    /// there throws `TransferSetUpMeanwhile`, and the transaction rolls back.
+    case requireNoOpenTransfer(accountID: String, at: Timestamp)
 
     // The outbox (see Outbox.swift).
     /// A message to deliver after the commit; the store gives it its id.

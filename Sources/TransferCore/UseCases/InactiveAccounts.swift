@@ -55,6 +55,12 @@ public enum KeptBecause: String, Sendable, Equatable {
     case recentLogin
 }
 
+/// An erasure found a transfer that was set up while it waited for the account's locks
+/// (PostgreSQL): it rolled back, and the account stays.
+public struct TransferSetUpMeanwhile: Error, Equatable {
+    public init() {}
+}
+
 public enum EraseInactiveResult: Sendable, Equatable {
     case erased
     case kept(KeptBecause)
@@ -92,17 +98,24 @@ public struct EraseInactiveAccountCommand: StoreOperation {
         if facts.accountProtectedAt != nil { return .protected }
         if facts.pendingTransfers.contains(where: { $0.accountID == accountID && $0.isOpen(at: now) }) { return .pendingTransfer }
         if facts.appleLink != nil { return .appleLink }
+        // A pair that ended within the TTL is activity too: the account moved (a claim or a
+        // recovery code that committed while this transaction waited for the old device).
         for device in facts.accountDevices {
-            if let pair = device.account(accountID), (pair.lastLoginAt ?? pair.addedAt) >= inactiveBefore { return .recentLogin }
+            if let pair = device.account(accountID), max(pair.lastLoginAt ?? pair.addedAt, pair.endedAt ?? pair.addedAt) >= inactiveBefore {
+                return .recentLogin
+            }
         }
         return nil
     }
 
+    /// The erasure begins by asking for open transfers again: the pending transfers were read
+    /// before the account's lock, and a set-up (by the user or by support) may have committed
+    /// in between; its transfer must not be deleted with the account.
     public func plan(_ facts: Facts) -> Plan<EraseInactiveResult> {
         if let reason = keeps(facts) { return Plan(.kept(reason)) }
         let plan = deletion.plan(facts)
         guard plan.result == .deleted else { return Plan(.kept(.gone)) }
-        return Plan(.erased, plan.effects)
+        return Plan(.erased, [.requireNoOpenTransfer(accountID: accountID, at: now)] + plan.effects)
     }
 }
 
