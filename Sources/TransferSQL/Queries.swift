@@ -140,8 +140,8 @@ public enum Queries {
 
     public static func serviceKey(name: String) -> SQL { "SELECT * FROM service_keys WHERE name = \(name)\(SQL.forUpdate)" }
     public static func serviceKey(hash: SecretHash) -> SQL { "SELECT * FROM service_keys WHERE key_hash = \(hash)" }
-    public static func attestationChallenge(_ hash: SecretHash) -> SQL {
-        "SELECT expires_at FROM attestation_challenges WHERE challenge_hash = \(hash)\(SQL.forUpdate)"
+    public static func attestationChallenge(_ hash: SecretHash, lock: Bool = true) -> SQL {
+        "SELECT expires_at FROM attestation_challenges WHERE challenge_hash = \(hash)\(lock ? SQL.forUpdate : "")"
     }
     public static func appleNonce(_ hash: SecretHash) -> SQL { "SELECT expires_at FROM apple_nonces WHERE nonce_hash = \(hash)\(SQL.forUpdate)" }
     public static func appleLink(sub: String, lock: Bool) -> SQL { "SELECT * FROM apple_links WHERE sub = \(sub)\(lock ? SQL.forUpdate : "")" }

@@ -51,6 +51,10 @@ extension SQLStore {
         try await read(FirstRow(Queries.pendingTransfer(emailKey: emailKey)) { try Rows.transfer($0) })
     }
 
+    public func attestationChallengeExpiry(hash: SecretHash) async throws -> Timestamp? {
+        try await read(FirstRow(Queries.attestationChallenge(hash, lock: false)) { try $0.time("expires_at") })
+    }
+
     public func transfer(codeHash: SecretHash) async throws -> TransferRecord? {
         try await read(FirstRow(Queries.transfer(codeHash: codeHash)) { try Rows.transfer($0) })
     }

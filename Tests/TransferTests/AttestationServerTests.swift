@@ -618,6 +618,47 @@ struct AttestationPlanTests {
         #expect(failed.effects == [.consumeAttestationChallenge(hash: challenge)], "\(failed.effects)")
     }
 
+    /// Counts the proofs it was asked to verify; says yes to each.
+    final class CountingVerifier: AttestationVerifier, @unchecked Sendable {
+        private let lock = NSLock()
+        private var count = 0
+        var verified: Int { lock.withLock { count } }
+        func verify(_ proof: AttestationProof, now: Timestamp) async -> AttestationVerdict {
+            lock.withLock { count += 1 }
+            return .verified(nil)
+        }
+    }
+
+    func expectChallengeRefused(_ service: TransferService, _ proof: AttestationProof) async throws {
+        do {
+            _ = try await service.login(deviceID: DeviceID(UUID().uuidString)!, deviceSecret: "secret", attestation: proof, clientAddress: nil)
+            Issue.record("an account was created with a challenge the service does not hold")
+        } catch TransferError.invalidAttestation(let check, _) {
+            #expect(check == "challenge")
+        }
+    }
+
+    @Test("a proof with a challenge never issued here (or used) costs one read: no certificate or signature is checked",
+          arguments: StoreKind.available)
+    func replayCostsNoVerification(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let verifier = CountingVerifier()
+            let service = try await TransferService(
+                store: store, hasher: CountingHasher(),
+                policy: ServicePolicy(attestation: AttestationPolicy(mode: .enforce, verifier: verifier)))
+            let replayed = AttestationProof.android(challenge: "never-issued", integrityToken: "a genuine token, replayed")
+            try await expectChallengeRefused(service, replayed)
+            #expect(verifier.verified == 0, "the verifier ran for a challenge the store does not hold")
+            let issued = try await service.issueAttestationChallenge(clientAddress: nil)
+            let fresh = AttestationProof.android(challenge: issued.challenge, integrityToken: "token")
+            let device = DeviceID(UUID().uuidString)!
+            _ = try await service.login(deviceID: device, deviceSecret: "secret", attestation: fresh, clientAddress: nil)
+            #expect(verifier.verified == 1)
+            try await expectChallengeRefused(service, fresh)
+            #expect(verifier.verified == 1, "a used challenge is not verified again")
+        }
+    }
+
     @Test("the challenge is checked first: unknown, used or expired fails whatever the verdict")
     func challengeFirst() {
         for expiresAt in [nil, t0, t0 - .seconds(1)] as [Timestamp?] {

@@ -27,6 +27,9 @@ public protocol TransferStore: Sendable {
     func claimedTransfer(emailKey: String, by device: String, since: Timestamp) async throws -> TransferRecord?
     /// The recovery code with this SHA-256, used or not.
     func recoveryCode(hash: SecretHash) async throws -> RecoveryCodeRecord?
+    /// When the attestation challenge with this SHA-256 expires; nil when none is stored
+    /// (never issued, or used). Read without a lock, before the proof is verified.
+    func attestationChallengeExpiry(hash: SecretHash) async throws -> Timestamp?
 
     /// Who reaches which token, for the asked accounts (lower-case ids): one row per (token,
     /// account), ordered by device, provider and account. One query, whatever the number of ids.

@@ -235,16 +235,25 @@ extension TransferService {
 
     /// The gate of a login that may create an account, with its proof verified now (before
     /// any transaction); nil while attestation is off or when the login cannot create one.
-    func attestationGate(_ proof: AttestationProof?, target: LoginTarget, now: Timestamp) async -> AttestationGate? {
+    func attestationGate(_ proof: AttestationProof?, target: LoginTarget, now: Timestamp) async throws -> AttestationGate? {
         let attestation = policy.attestation
         guard attestation.mode != .off else { return nil }
         if case .account = target { return nil }  // a login to an account on the device creates none
         guard let proof else { return AttestationGate(mode: attestation.mode, proof: nil) }
-        let verdict = await attestation.verifier?.verify(proof, now: now)
-            ?? .failed(check: "platform", message: "no attestation platform is configured on this service")
+        // A challenge that was never issued, was used or expired fails before any certificate
+        // or signature is checked: a replayed proof costs one indexed read, not a verification.
+        // (The transaction checks it again, under lock, and uses it up.)
+        let hash = SecretHash(of: proof.challenge)
+        let verdict: AttestationVerdict
+        if let expires = try await store.attestationChallengeExpiry(hash: hash), expires > now {
+            verdict = await attestation.verifier?.verify(proof, now: now)
+                ?? .failed(check: "platform", message: "no attestation platform is configured on this service")
+        } else {
+            verdict = .failed(check: AttestationGate.challengeCheck, message: AttestationGate.challengeMessage)
+        }
         return AttestationGate(
             mode: attestation.mode,
-            proof: .init(platform: proof.platform, challengeHash: SecretHash(of: proof.challenge), verdict: verdict))
+            proof: .init(platform: proof.platform, challengeHash: hash, verdict: verdict))
     }
 }
 

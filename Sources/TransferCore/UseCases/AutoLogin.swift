@@ -26,7 +26,7 @@ extension TransferService {
         clientAddress: String?
     ) async throws -> SessionGrant {
         let now = clock.now()
-        let gate = await attestationGate(proof, target: target, now: now)
+        let gate = try await attestationGate(proof, target: target, now: now)
         // What a login may need (a new account's id, a new session's id and key), from one
         // CSPRNG call: most logins renew an open session and use none of it.
         let random = RandomToken.randomBytes(64)
