@@ -99,6 +99,10 @@ public struct ServerConfiguration: Sendable {
         config.maxAccountsPerDevice = try values.value(F.maxAccountsPerDevice)
         config.auditRetention = try values.value(F.auditRetention)
         config.inactiveAccountTTL = try values.value(F.inactiveAccountTTL)
+        if config.inactiveAccountTTL != nil, case .postgres = config.database, config.databasePoolSize < 2 {
+            // The pruner holds one connection for its lock and erases on others.
+            throw Invalid(description: "--inactive-account-ttl needs --database-pool-size 2 or more on PostgreSQL (the pruner holds one connection while it erases on another)")
+        }
         config.pruneInterval = try values.value(F.pruneInterval)
         if let age = try values.given(F.signingKeyMaxAge), let maxAge = age.value {
             // Each rotation keeps the old key published for an access token's lifetime: rotating

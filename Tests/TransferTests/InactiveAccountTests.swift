@@ -346,6 +346,8 @@ struct InactiveAccountTests {
             (["--inactive-account-ttl", "soon"], [:], ["--inactive-account-ttl"]),
             (["--prune-interval", "0s"], [:], ["--prune-interval"]),
             (["--prune-interval", "500ms"], [:], ["--prune-interval"]),
+            (["--inactive-account-ttl", "30d", "--database", "postgres://db.example/transfer", "--database-pool-size", "1"], [:],
+             ["--inactive-account-ttl", "--database-pool-size 2"]),
         ] {
             do {
                 _ = try ServerConfiguration.load(arguments: arguments, environment: environment)
