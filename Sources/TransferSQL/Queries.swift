@@ -31,9 +31,9 @@ extension SQL {
 
 /// Every read statement, written once; the decoders are in `Rows`.
 public enum Queries {
-    /// How many open (pending, unexpired) transfers the account has: 0 or 1.
+    /// 1 when the account has an open (pending, unexpired) transfer, else 0: its migration flag.
     public static func openTransferCount(accountID: String, at now: Timestamp) -> SQL {
-        "SELECT COUNT(*) AS open FROM transfers WHERE account_id = \(accountID) AND state = 'pending' AND expires_at > \(now)"
+        "SELECT CASE WHEN \(SQL.migrationFlag(at: now)) THEN 1 ELSE 0 END AS open FROM accounts a WHERE a.id = \(accountID)"
     }
 
     public static func device(_ id: String, lock: Bool) -> SQL {
@@ -91,16 +91,18 @@ public enum Queries {
         """
     }
 
-    /// Account `a` is inactive at `now`, protection aside: not deleted, no pair of it bound or
-    /// logged in since `before`, no open transfer, no Apple link. The same rule as
-    /// `EraseInactiveAccountCommand.keeps`, which checks it again under lock. Each condition
-    /// is a lookup by account (the pairs', transfers' and Apple links' account indexes).
+    /// Account `a` is inactive at `now`, protection aside: not deleted, no pair of it bound,
+    /// logged in or ended (moved away) since `before`, no open transfer (no migration flag),
+    /// no Apple link. The same rule as `EraseInactiveAccountCommand.keeps`, which checks it
+    /// again under lock. Each condition is a lookup by account (the pairs', transfers' and
+    /// Apple links' account indexes).
     static func inactive(before: Timestamp, at now: Timestamp) -> SQL {
         """
         a.deleted_at IS NULL AND a.created_at < \(before)
           AND NOT EXISTS (
-            SELECT 1 FROM device_accounts p WHERE p.account_id = a.id AND COALESCE(p.last_login_at, p.added_at) >= \(before))
-          AND NOT EXISTS (SELECT 1 FROM transfers t WHERE t.account_id = a.id AND t.state = 'pending' AND t.expires_at > \(now))
+            SELECT 1 FROM device_accounts p
+            WHERE p.account_id = a.id AND (COALESCE(p.last_login_at, p.added_at) >= \(before) OR p.ended_at >= \(before)))
+          AND NOT \(SQL.migrationFlag(at: now))
           AND NOT EXISTS (SELECT 1 FROM apple_links l WHERE l.account_id = a.id)
         """
     }
