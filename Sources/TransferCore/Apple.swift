@@ -102,8 +102,9 @@ public struct AppleRevocation: Sendable, Equatable, Codable {
     }
 }
 
+/// The single-use values `POST /v1/apple/nonce` and `POST /v1/attestation/challenge` hand out.
 public enum AppleNonces {
-    /// A nonce is good for five minutes, once.
+    /// A nonce (or an attestation challenge) is good for five minutes, once.
     public static let lifetime = Duration.seconds(300)
 
     /// 256 random bits, base64url.

@@ -649,8 +649,8 @@ struct AttestationPlanTests {
             let replayed = AttestationProof.android(challenge: "never-issued", integrityToken: "a genuine token, replayed")
             try await expectChallengeRefused(service, replayed)
             #expect(verifier.verified == 0, "the verifier ran for a challenge the store does not hold")
-            let issued = try await service.issueAttestationChallenge(clientAddress: nil)
-            let fresh = AttestationProof.android(challenge: issued.challenge, integrityToken: "token")
+            let issued = try await service.issueNonce(.attestation, clientAddress: nil)
+            let fresh = AttestationProof.android(challenge: issued.value, integrityToken: "token")
             let device = DeviceID(UUID().uuidString)!
             _ = try await service.login(deviceID: device, deviceSecret: "secret", attestation: fresh, clientAddress: nil)
             #expect(verifier.verified == 1)

@@ -3,15 +3,16 @@
 // these run; what is left is the nonce (single use) and who holds the Apple ID.
 
 extension TransferService {
-    /// `POST /v1/apple/nonce`: a nonce for one sign-in, good for five minutes. Only its SHA-256 is kept.
-    /// Counted by `--nonce-limit` for the client, in the same transaction.
-    public func issueAppleNonce(clientAddress: String?) async throws -> (nonce: String, expiresIn: Duration) {
-        let nonce = AppleNonces.make()
+    /// `POST /v1/apple/nonce` (a nonce for one sign-in) and `POST /v1/attestation/challenge` (a
+    /// challenge for one attestation): 256 random bits, good once for five minutes. Only its
+    /// SHA-256 is kept. Counted by `--nonce-limit` for the client, in the same transaction.
+    public func issueNonce(_ purpose: IssueNonceCommand.Purpose, clientAddress: String?) async throws -> (value: String, expiresIn: Duration) {
+        let value = AppleNonces.make()
         let now = clock.now()
         try await store.execute(IssueNonceCommand(
-            .appleSignIn, hash: SecretHash(of: nonce), now: now, expiresAt: now + AppleNonces.lifetime,
+            purpose, hash: SecretHash(of: value), now: now, expiresAt: now + AppleNonces.lifetime,
             slot: policy.limits.slot(.nonce, client: clientAddress, now: now)))
-        return (nonce, AppleNonces.lifetime)
+        return (value, AppleNonces.lifetime)
     }
 
     /// `PUT /v1/me/apple` with a verified identity: links the caller's account. `created` is

@@ -213,26 +213,7 @@ public struct AttestationResult: Sendable, Equatable {
     public var auditReason: String { "attestation: \(outcome)" + (earlier ? " earlier" : "") }
 }
 
-public enum AttestationChallenges {
-    /// A challenge is good for five minutes, once.
-    public static let lifetime = Duration.seconds(300)
-    /// 256 random bits, base64url.
-    public static func make() -> String { RandomToken.make(byteCount: 32) }
-}
-
 extension TransferService {
-    /// `POST /v1/attestation/challenge`: a challenge for one attestation, good for five
-    /// minutes. Only its SHA-256 is kept. Counted by `--nonce-limit` for the client, in the
-    /// same transaction.
-    public func issueAttestationChallenge(clientAddress: String?) async throws -> (challenge: String, expiresIn: Duration) {
-        let challenge = AttestationChallenges.make()
-        let now = clock.now()
-        try await store.execute(IssueNonceCommand(
-            .attestation, hash: SecretHash(of: challenge), now: now, expiresAt: now + AttestationChallenges.lifetime,
-            slot: policy.limits.slot(.nonce, client: clientAddress, now: now)))
-        return (challenge, AttestationChallenges.lifetime)
-    }
-
     /// The gate of a login that may create an account, with its proof verified now (before
     /// any transaction); nil while attestation is off or when the login cannot create one.
     func attestationGate(_ proof: AttestationProof?, target: LoginTarget, now: Timestamp) async throws -> AttestationGate? {

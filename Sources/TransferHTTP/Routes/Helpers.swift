@@ -12,6 +12,14 @@ extension API {
         return id
     }
 
+    /// A route that takes no body: none, or a JSON object (`{}`), which is read and checked
+    /// like any body (a body that is no JSON object is `400 invalid_request`).
+    static func readNoBody(_ request: Request, _ context: Context) async throws {
+        if request.headers[.contentLength].map({ $0 != "0" }) ?? (request.headers[.transferEncoding] != nil) {
+            _ = try await JSONBody.read(request, context: context)
+        }
+    }
+
     /// The client's address in canonical form (`ClientAddress`): the socket peer, or with
     /// `--trusted-proxy` the last `X-Forwarded-For` hop (the one the proxy appended). A hop
     /// that is no IP address is not trusted: the peer (the proxy) is the client then.

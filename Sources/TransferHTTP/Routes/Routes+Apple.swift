@@ -28,12 +28,9 @@ struct AppleRoutes<Context: AppRequestContext>: Sendable {
     var service: TransferService { api.service }
 
     func nonce(_ request: Request, _ context: Context) async throws -> Response {
-        // No body, or an empty object.
-        if request.headers[.contentLength].map({ $0 != "0" }) ?? (request.headers[.transferEncoding] != nil) {
-            _ = try await JSONBody.read(request, context: context)
-        }
-        let issued = try await service.issueAppleNonce(clientAddress: api.clientAddress(request, context))
-        return try API<Context>.json(AppleNonceBody(nonce: issued.nonce, expiresIn: Int(issued.expiresIn.components.seconds)), status: .created)
+        try await API<Context>.readNoBody(request, context)
+        let issued = try await service.issueNonce(.appleSignIn, clientAddress: api.clientAddress(request, context))
+        return try API<Context>.json(AppleNonceBody(nonce: issued.value, expiresIn: Int(issued.expiresIn.components.seconds)), status: .created)
     }
 
     func link(_ request: Request, _ context: Context) async throws -> Response {

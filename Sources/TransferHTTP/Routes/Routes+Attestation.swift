@@ -10,13 +10,10 @@ extension API {
 
     /// `POST /v1/attestation/challenge` (no body): `201 {"challenge", "expiresIn"}`, counted by `--nonce-limit`.
     func attestationChallenge(_ request: Request, _ context: Context) async throws -> Response {
-        // No body, or an empty object.
-        if request.headers[.contentLength].map({ $0 != "0" }) ?? (request.headers[.transferEncoding] != nil) {
-            _ = try await JSONBody.read(request, context: context)
-        }
-        let issued = try await service.issueAttestationChallenge(clientAddress: clientAddress(request, context))
+        try await Self.readNoBody(request, context)
+        let issued = try await service.issueNonce(.attestation, clientAddress: clientAddress(request, context))
         return try Self.json(
-            AttestationChallengeBody(challenge: issued.challenge, expiresIn: Int(issued.expiresIn.components.seconds)), status: .created)
+            AttestationChallengeBody(challenge: issued.value, expiresIn: Int(issued.expiresIn.components.seconds)), status: .created)
     }
 
     /// The login's optional `attestation` object: `{"platform": "apple", "challenge", "keyId",
