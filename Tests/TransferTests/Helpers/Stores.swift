@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import Synchronization
 import Testing
 import TransferCore
 import TransferPostgres
@@ -32,7 +33,7 @@ enum TestPostgres {
     static func withClient<T: Sendable>(_ url: String, _ body: @Sendable (PostgresClient) async throws -> T) async throws -> T {
         var quiet = Logger(label: "test.postgres")
         quiet.logLevel = .error
-        let client = try PostgresStore.makeClient(url: url, maxConnections: 40, logger: quiet)
+        let client = try PostgresStore.makeClient(url: url, maxConnections: 4, logger: quiet)
         return try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask {
                 await client.run()
@@ -78,9 +79,25 @@ enum TestPostgres {
         }
     }
 
+    /// How many tests hold a database of their own at once. Swift Testing starts every test
+    /// at the same time; ~160 PostgreSQL cases with pools of their own overran the cluster's
+    /// `max_connections` (300 in `.ci/run`: "sorry, too many clients already"), and the
+    /// refused connections surfaced as `503`s in unrelated tests. The rest wait their turn.
+    /// `TRANSFER_TEST_POSTGRES_DATABASES` sets it (a developer's own server may allow fewer
+    /// connections than the throwaway cluster).
+    static let databases = AsyncPermits(
+        Int(ProcessInfo.processInfo.environment["TRANSFER_TEST_POSTGRES_DATABASES"] ?? "") ?? 12)
+
+    /// Set inside a test that holds a permit, so a second database it opens (a migration test
+    /// compares two) does not wait for a permit its own test holds.
+    @TaskLocal static var holdsPermit = false
+
     /// A new database of its own, migrated (or empty, for tests that build the schema
     /// themselves); dropped after `body`.
     static func withDatabase<T: Sendable>(empty: Bool = false, _ body: @Sendable (String) async throws -> T) async throws -> T {
+        if !holdsPermit {
+            return try await databases.with { try await $holdsPermit.withValue(true) { try await withDatabase(empty: empty, body) } }
+        }
         guard let admin = url else { throw Missing() }
         let name = "transfer_test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         // The same server and user, another database: only the URL's path changes.
@@ -121,7 +138,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
         try await withDatabaseLocation { location, _ in
             var quiet = Logger(label: "test.store")
             quiet.logLevel = .error
-            try await Storage.withStore(location, poolSize: 40, logger: quiet, body)
+            try await Storage.withStore(location, poolSize: 16, logger: quiet, body)
         }
     }
 
@@ -135,5 +152,44 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
         case .sqlite: try await body(.sqlite(path: file.path), file)
         case .postgres: try await TestPostgres.withDatabase(empty: empty) { url in try await body(.postgres(url: url), file) }
         }
+    }
+}
+
+/// A counting semaphore for async code: at most `count` bodies run at once, the rest wait in
+/// the order they came.
+final class AsyncPermits: Sendable {
+    private let state: Mutex<(free: Int, waiting: [CheckedContinuation<Void, Never>])>
+
+    init(_ count: Int) { state = Mutex((max(1, count), [])) }
+
+    func with<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+        await acquire()
+        defer { release() }
+        return try await body()
+    }
+
+    private func acquire() async {
+        await withCheckedContinuation { continuation in
+            let go = state.withLock { state in
+                if state.free > 0 {
+                    state.free -= 1
+                    return true
+                }
+                state.waiting.append(continuation)
+                return false
+            }
+            if go { continuation.resume() }
+        }
+    }
+
+    private func release() {
+        let next = state.withLock { state in
+            if state.waiting.isEmpty {
+                state.free += 1
+                return nil as CheckedContinuation<Void, Never>?
+            }
+            return state.waiting.removeFirst()
+        }
+        next?.resume()
     }
 }
