@@ -92,16 +92,19 @@ public enum Queries {
     }
 
     /// Account `a` is inactive at `now`, protection aside: not deleted, no pair of it bound,
-    /// logged in or ended (moved away) since `before`, no open transfer (no migration flag),
-    /// no Apple link. The same rule as `EraseInactiveAccountCommand.keeps`, which checks it
-    /// again under lock. Each condition is a lookup by account (the pairs', transfers' and
-    /// Apple links' account indexes).
+    /// logged in or ended (moved away) since `before`, no device still holding it that logged
+    /// in since then with any account, no open transfer (no migration flag), no Apple link.
+    /// The same rule as `EraseInactiveAccountCommand.keeps`, which checks it again under lock.
+    /// Each condition is a lookup by account (the pairs', transfers' and Apple links' account
+    /// indexes) or, for a device's other pairs, by device (the pairs' primary key).
     static func inactive(before: Timestamp, at now: Timestamp) -> SQL {
         """
         a.deleted_at IS NULL AND a.created_at < \(before)
           AND NOT EXISTS (
             SELECT 1 FROM device_accounts p
-            WHERE p.account_id = a.id AND (COALESCE(p.last_login_at, p.added_at) >= \(before) OR p.ended_at >= \(before)))
+            WHERE p.account_id = a.id AND (COALESCE(p.last_login_at, p.added_at) >= \(before) OR p.ended_at >= \(before)
+              OR (p.ended_at IS NULL AND EXISTS (
+                SELECT 1 FROM device_accounts q WHERE q.device_id = p.device_id AND COALESCE(q.last_login_at, q.added_at) >= \(before)))))
           AND NOT \(SQL.migrationFlag(at: now))
           AND NOT EXISTS (SELECT 1 FROM apple_links l WHERE l.account_id = a.id)
         """

@@ -134,6 +134,30 @@ struct InactiveAccountTests {
         }
     }
 
+    @Test("a phone used daily with one account keeps its other accounts (the contract counts devices); a quiet phone loses all of its own",
+          arguments: StoreKind.available)
+    func devicesCount(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let calls = StoreCalls(store: store)
+            let daily = Self.device(), quiet = Self.device()
+            let mine = try await calls.account(daily, at: t0)
+            let child = try await calls.account(daily, .newAccount, at: t0)  // a second profile, not opened since
+            _ = try await calls.login(daily, .account(mine), at: now - Self.day)
+            _ = try await calls.account(quiet, at: t0)
+            _ = try await calls.account(quiet, .newAccount, at: t0)
+
+            let before = cutoffs.inactiveBefore!
+            #expect(try await store.inactiveCounts(before: before, at: now).erasable == 2, "only the quiet phone's two accounts")
+            let erase = { (id: String) in EraseInactiveAccountCommand(accountID: id, now: now, inactiveBefore: before) }
+            #expect(try await store.execute(erase(child)) == .kept(.recentLogin),
+                    "checked again under lock, the phone's login with another account keeps it")
+            let round = try #require(try await store.prune(cutoffs, batchSize: 5_000))
+            #expect(round.inactiveAccounts == 2, "\(round)")
+            #expect(try await calls.login(daily, .account(child), at: now).grant?.account.accountID == child, "the second profile is still there")
+            #expect(try await calls.login(quiet, at: now) == .rejected(.accountDeleted))
+        }
+    }
+
     /// What the erasure's first statement asks: on PostgreSQL a set-up can commit while the
     /// erasure waits for the account's lock, after its pending transfers were read.
     struct OpenTransferProbe: StoreOperation {

@@ -91,17 +91,22 @@ public struct EraseInactiveAccountCommand: StoreOperation {
 
     /// The same rule as the candidates' query (`Queries.inactiveAccounts`); what can change
     /// between that read and this transaction is checked here: protection, a transfer set up,
-    /// an Apple ID linked, a login (on the device the account is active on: its other pairs
-    /// ended and log in no more).
+    /// an Apple ID linked, a login (of the account, or of another account on a device that
+    /// still holds this one: the contract counts the account's devices, not its own logins).
     public func keeps(_ facts: Facts) -> KeptBecause? {
         guard facts.account != nil, facts.accountDeletedAt == nil else { return .gone }
         if facts.accountProtectedAt != nil { return .protected }
         if facts.pendingTransfers.contains(where: { $0.accountID == accountID && $0.isOpen(at: now) }) { return .pendingTransfer }
         if facts.appleLink != nil { return .appleLink }
-        // A pair that ended within the TTL is activity too: the account moved (a claim or a
-        // recovery code that committed while this transaction waited for the old device).
         for device in facts.accountDevices {
-            if let pair = device.account(accountID), max(pair.lastLoginAt ?? pair.addedAt, pair.endedAt ?? pair.addedAt) >= inactiveBefore {
+            guard let pair = device.account(accountID) else { continue }
+            // A pair that ended within the TTL is activity too: the account moved (a claim or a
+            // recovery code that committed while this transaction waited for the old device).
+            if max(pair.lastLoginAt ?? pair.addedAt, pair.endedAt ?? pair.addedAt) >= inactiveBefore { return .recentLogin }
+            // The contract counts devices: a phone that still holds the account and logs in
+            // daily with another of its accounts keeps this one (a second profile the user
+            // has not opened for a while is still theirs).
+            if pair.endedAt == nil, device.accounts.contains(where: { ($0.lastLoginAt ?? $0.addedAt) >= inactiveBefore }) {
                 return .recentLogin
             }
         }
