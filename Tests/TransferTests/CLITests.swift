@@ -214,6 +214,24 @@ struct CLITests {
         }
     }
 
+    @Test("transfer stats counts every claim: a recovery code won, guessed transfer and recovery codes failed (as /metrics does)",
+          arguments: StoreKind.available)
+    func statsCountCodeClaims(store: StoreKind) async throws {
+        try await withHarness(store) { harness in
+            try await harness.run { api, _ in
+                let session = try await api.login(Device())
+                let code = try await WayBackTests().makeRecoveryCode(api, token: session.accessToken)
+                let claim = WayBackTests().claim
+                #expect(try await claim(api, "recoveryCode", code, Device(), [:]).status == .ok)
+                #expect(try await claim(api, "recoveryCode", "0000-0000-0000-0000-0000", Device(), [:]).status == .unauthorized)
+                #expect(try await claim(api, "transferCode", "7KQM-2XD4-R9HW-C3NB", Device(), [:]).status == .unauthorized)
+                let stats = try Self.transfer(["stats", "--json"], database: harness.databaseArgument).json
+                #expect(stats["claimsWonLast24h"] as? Int == 1, "the recovery code's claim is a claim won: \(stats)")
+                #expect(stats["claimsFailedLast24h"] as? Int == 2, "a guessed code is a claim failed, as a wrong password is: \(stats)")
+            }
+        }
+    }
+
     @Test("a database that is not there: exit 4, one sentence")
     func unreachable() throws {
         let run = try Self.transfer(["stats"], database: "sqlite:/nonexistent/transfer.sqlite")

@@ -108,7 +108,7 @@ extension TransferService {
         }
         switch found {
         case .none:
-            if let slot { try await store.execute(TakeSlotCommand(slot)) }
+            try await store.execute(UnknownCodeClaimCommand(slot: slot, now: clock.now(), clientAddress: clientAddress))
             observer.claimFailed()
             throw TransferError.invalidTransferCredentials
         case .repeated(let accountID):
@@ -474,6 +474,28 @@ public enum ClaimResult: Sendable, Equatable {
     /// been lost. The service answers with a session (`ClaimRepeat`).
     case repeated(accountID: String)
     case rejected(TransferError)
+}
+
+/// A code claim (transfer or recovery code) whose code matched nothing: audited as a failed
+/// claim without an account, as a wrong password for an unknown email is, so that
+/// `transfer stats` counts guessed codes too, with the slot of `--claim-limit` (if any) as
+/// the transaction's last statement. A spent slot rolls the audit back: a refused attempt
+/// leaves nothing.
+public struct UnknownCodeClaimCommand: StoreOperation {
+    public var slot: RateSlot?
+    public var now: Timestamp
+    public var clientAddress: String?
+    public init(slot: RateSlot?, now: Timestamp, clientAddress: String?) {
+        self.slot = slot
+        self.now = now
+        self.clientAddress = clientAddress
+    }
+
+    public var reads: Reads { Reads() }
+
+    public func plan(_ facts: Facts) -> Plan<Void> {
+        Plan((), [.audit(AuditEvent(at: now, kind: .claimFailed, accountID: nil, clientAddress: clientAddress))] + (slot.map { [.takeSlot($0)] } ?? []))
+    }
 }
 
 /// Counts one wrong password against a transfer. Attempts during a lock, or on a transfer no
