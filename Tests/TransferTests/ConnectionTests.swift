@@ -284,6 +284,32 @@ struct ConnectionTests {
             }
         }
     }
+
+    @Test("routes without a body refuse one that is not UTF-8 (or not JSON), and do nothing; no body or {} works")
+    func bodylessRoutes() async throws {
+        try await withServer { api, _ in
+            let session = try await api.login(Device())
+            let token = try session.accessToken
+            let routes: [(HTTPRequest.Method, String)] = [
+                (.put, "/v1/me/recovery-code"), (.delete, "/v1/me/recovery-code"), (.delete, "/v1/me/transfer"),
+                (.delete, "/v1/devices/push-token?provider=apns"), (.delete, "/v1/devices/accounts/\(UUID().uuidString)"),
+                (.post, "/v1/logout"), (.delete, "/v1/me"),
+            ]
+            for (method, path) in routes {
+                for (name, bytes) in [("not UTF-8", [0xFF, 0xFE, 0x7B] as [UInt8]), ("not JSON", Array("delete it".utf8))] {
+                    let reply = try await api.client.execute(
+                        uri: path, method: method, headers: [.contentType: "application/json", .authorization: "Bearer \(token)"],
+                        body: ByteBuffer(bytes: bytes)
+                    ) { Reply(status: $0.status, headers: $0.headers, body: $0.body) }
+                    #expect(reply.status == .badRequest && reply.error == "invalid_request", "\(method) \(path), \(name): \(reply.text)")
+                }
+            }
+            let me = try await api.me(token)
+            #expect(me.status == .ok && (me["waysBack"] as? [String]) == [], "nothing was made, logged out or deleted: \(me.text)")
+            #expect(try await api.call(.put, "/v1/me/recovery-code", raw: "{}", token: token).status == .created, "{} is no body")
+            #expect(try await api.call(.delete, "/v1/me/recovery-code", token: token).status == .noContent, "nor is none")
+        }
+    }
 }
 
 /// A server on a real socket (port 0, SQLite), with its logs.

@@ -48,6 +48,7 @@ struct AppleRoutes<Context: AppRequestContext>: Sendable {
     }
 
     func unlink(_ request: Request, _ context: Context) async throws -> Response {
+        try await API<Context>.readNoBody(request, context)
         _ = try await service.unlinkApple(try context.caller)
         return Response(status: .noContent)
     }

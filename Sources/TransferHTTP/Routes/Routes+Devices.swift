@@ -21,6 +21,7 @@ extension API {
 
     /// `DELETE /v1/me`: the account is erased (App Store guideline 5.1.1(v)).
     func deleteAccount(_ request: Request, _ context: Context) async throws -> Response {
+        try await Self.readNoBody(request, context)
         try await service.deleteAccount(try context.caller)
         return Response(status: .noContent)
     }
@@ -38,6 +39,7 @@ extension API {
     }
 
     func removeAccount(_ request: Request, _ context: Context) async throws -> Response {
+        try await Self.readNoBody(request, context)
         let account = try Self.accountID(context.parameters.get("accountId") ?? "", field: "accountId")
         let abandon: Bool
         switch request.uri.queryParameters.get("abandon") {

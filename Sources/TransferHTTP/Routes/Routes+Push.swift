@@ -26,6 +26,7 @@ extension API {
     }
 
     func removePushToken(_ request: Request, _ context: Context) async throws -> Response {
+        try await Self.readNoBody(request, context)
         let caller = try context.caller
         guard let name = request.uri.queryParameters.get("provider") else { throw APIError.invalidRequest("provider is required.") }
         let provider: PushProvider = try JSONBody.choice(name, name: "provider")

@@ -37,6 +37,7 @@ extension API {
     }
 
     func logout(_ request: Request, _ context: Context) async throws -> Response {
+        try await Self.readNoBody(request, context)
         try await service.logout(try context.caller)
         return Response(status: .noContent)
     }

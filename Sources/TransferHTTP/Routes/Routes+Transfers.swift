@@ -34,17 +34,20 @@ extension API {
     }
 
     func cancelTransfer(_ request: Request, _ context: Context) async throws -> Response {
+        try await Self.readNoBody(request, context)
         _ = try await service.cancelTransfer(accountID: try context.caller.accountID)
         return Response(status: .noContent)
     }
 
     /// `PUT /v1/me/recovery-code`: shown once; replaces the account's earlier code.
     func makeRecoveryCode(_ request: Request, _ context: Context) async throws -> Response {
+        try await Self.readNoBody(request, context)
         let made = try await service.makeRecoveryCode(accountID: try context.caller.accountID)
         return try Self.json(RecoveryCodeBody(recoveryCode: made.code.grouped, createdAt: made.createdAt.rfc3339), status: .created)
     }
 
     func deleteRecoveryCode(_ request: Request, _ context: Context) async throws -> Response {
+        try await Self.readNoBody(request, context)
         try await service.deleteRecoveryCode(accountID: try context.caller.accountID)
         return Response(status: .noContent)
     }
