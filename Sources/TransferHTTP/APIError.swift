@@ -22,7 +22,9 @@ public struct APIError: HTTPResponseError {
     public static func invalidRequest(_ message: String) -> APIError { APIError(.badRequest, "invalid_request", message) }
 
     public static func rateLimited(retryAfter: Int) -> APIError {
-        APIError(.tooManyRequests, "rate_limited", "Too many requests from this address; try again later.",
+        // Not "from this address": --setup-limit and --handoff-limit count per account, and
+        // another network does not help there.
+        APIError(.tooManyRequests, "rate_limited", "Too many requests; try again in \(retryAfter) s.",
                  headers: [.retryAfter: String(retryAfter)])
     }
 
