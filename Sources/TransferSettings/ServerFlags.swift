@@ -55,8 +55,8 @@ public enum ServerFlags {
         "hash-workers", "Threads that hash passwords; argon2 memory is bounded by workers × memory cost.", in: 1...1024,
         default: ProcessInfo.processInfo.activeProcessorCount, shown: "number of cores")
     public static let hashQueue: Setting<Int> = .integer(
-        "hash-queue", "Set-ups and claims that may wait for a hash worker before 503 overloaded; the last quarter is kept for claims.",
-        in: 0...1_000_000, default: 64)
+        "hash-queue", "Set-ups and claims that may wait for a hash worker before 503 overloaded (at least 1); the last quarter is kept for claims.",
+        in: 1...1_000_000, default: 64)
 
     public static let accountCreationLimit: Setting<RateLimit?> = .rateLimit(
         "account-creation-limit", "New accounts per client address, N/PERIOD or off.", default: RateLimit(count: 60, period: .seconds(60)))

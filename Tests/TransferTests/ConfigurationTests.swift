@@ -50,6 +50,9 @@ struct ConfigurationTests {
         } catch {
             #expect("\(error)" == "TRANSFER_SIGNING_KEY_MAX_AGE: '1h' is too short; at least 1h and longer than --access-token-ttl")
         }
+        // With no queue, set-ups could hold every hash worker and a claim would get 503.
+        #expect(throws: (any Error).self, "--hash-queue 0 is refused") { try Self.load(["--hash-queue", "0"]) }
+        #expect(try Self.load(["--hash-queue", "1"]).hashQueue == 1)
     }
 
 
