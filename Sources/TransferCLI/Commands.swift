@@ -9,7 +9,7 @@ struct Account: AsyncParsableCommand {
         discussion: "Start here for any ticket: it tells which phone is active, which moved away, and whether a transfer is waiting or locked.")
 
     @OptionGroup var common: CommonOptions
-    @Argument(help: "accountId, userName, deviceId or transfer email.") var account: String
+    @Argument(help: .account) var account: String
 
     func run() async throws {
         try await common.withStore { store in
@@ -99,7 +99,8 @@ struct Account: AsyncParsableCommand {
             print("")
             print(Text.section("Recovery code", [
                 ("state", report.recoveryCode.map {
-                    $0.usedAt.map { "used \(Text.time($0, now: now))" } ?? "made \(Text.time($0.createdAt, now: now)), not used (a way back)"
+                    let made = "made \(Text.time($0.createdAt, now: now))"
+                    return $0.usedAt.map { "\(made), used \(Text.time($0, now: now))" } ?? "\(made), not used (a way back)"
                 } ?? "none"),
             ]))
             print("\nSibling apps signed in through a hand-off")
@@ -136,7 +137,7 @@ struct History: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Show the account's full audit trail, oldest first.")
 
     @OptionGroup var common: CommonOptions
-    @Argument(help: "accountId, userName, deviceId or transfer email.") var account: String
+    @Argument(help: .account) var account: String
 
     func run() async throws {
         try await common.withStore { store in
@@ -160,7 +161,7 @@ struct Cancel: AsyncParsableCommand {
 
     @OptionGroup var common: CommonOptions
     @OptionGroup var change: ChangeOptions
-    @Argument(help: "accountId, userName, deviceId or transfer email.") var account: String
+    @Argument(help: .account) var account: String
 
     func run() async throws {
         try await common.withStore { store in
@@ -190,7 +191,7 @@ struct Unlock: AsyncParsableCommand {
 
     @OptionGroup var common: CommonOptions
     @OptionGroup var change: ChangeOptions
-    @Argument(help: "accountId, userName, deviceId or transfer email.") var account: String
+    @Argument(help: .account) var account: String
 
     func run() async throws {
         try await common.withStore { store in
@@ -226,7 +227,7 @@ struct Issue: AsyncParsableCommand {
     @Flag(help: "Issue a transfer code instead of an email and temporary password.") var code = false
     @Option(name: .customLong(ServerFlags.transferTTL.name), help: .server(ServerFlags.transferTTL, "decides when the transfer expires"))
     var transferTTL: String?
-    @Argument(help: "accountId, userName, deviceId or transfer email.") var account: String
+    @Argument(help: .account) var account: String
 
     func validate() throws {
         if code && email != nil { throw ValidationError("--code issues a transfer code: it takes no --email.") }

@@ -15,7 +15,7 @@ struct DeleteAccount: AsyncParsableCommand {
 
     @OptionGroup var common: CommonOptions
     @OptionGroup var change: ChangeOptions
-    @Argument(help: "accountId, userName, deviceId or transfer email.") var account: String
+    @Argument(help: .account) var account: String
 
     func run() async throws {
         try await common.withStore { store in

@@ -68,12 +68,18 @@ struct ChangeOptions: ParsableArguments {
     var trimmedReason: String { reason.trimmingCharacters(in: .whitespacesAndNewlines) }
 }
 
+extension ArgumentHelp {
+    /// What an ACCOUNT argument may be (CLI.md), as every command's help and the not-found error say it.
+    static let accountForms = "accountId, userName, deviceId, transfer email or Apple ID email"
+    static let account = ArgumentHelp("\(accountForms).")
+}
+
 extension SupportStore {
     /// Resolves ACCOUNT to exactly one account, or fails with the contract's exit code.
     func resolve(_ query: String) async throws -> AccountMatch {
         let matches = try await findAccounts(query)
         switch matches.count {
-        case 0: throw Failure.notFound("no account matches '\(query)' (as accountId, userName, deviceId or transfer email).")
+        case 0: throw Failure.notFound("no account matches '\(query)' (as \(ArgumentHelp.accountForms)).")
         case 1: return matches[0]
         default:
             let list = matches.map { "\($0.accountID) (userName \($0.userName), by \($0.matchedBy.words))" }.joined(separator: "; ")
