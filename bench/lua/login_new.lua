@@ -4,6 +4,7 @@ dofile(os.getenv("BENCH_LUA") .. "/common.lua")
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 local clients = tonumber(os.getenv("BENCH_CLIENTS") or "0")
+response = expect_success  -- a creation is a 201; anything else is an error
 function init() math.randomseed(os.time() * 1000 + tid * 7919) end
 function request()
   local headers = nil
