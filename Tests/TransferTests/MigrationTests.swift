@@ -25,6 +25,11 @@ struct MigrationTests {
     struct RawDatabase {
         let location: DatabaseLocation
 
+        init(location: DatabaseLocation) { self.location = location }
+
+        /// The database of a `--database` value (for files that do not import TransferCore).
+        init(argument: String) throws { location = try DatabaseLocation.parse(argument) }
+
         /// Applies the store's migration files v1…`last` as the server of that version did.
         func migrate(through last: Int) async throws {
             switch location {

@@ -498,4 +498,43 @@ struct SDKScenarioTests {
             #expect(try stats(database)["accounts"] as? Int == 1, "B created no account of its own")
         }
     }
+
+    @Test("--inactive-account-ttl: a phone left in a drawer loses its account and starts over; a phone used daily keeps the profile it never opens",
+          arguments: StoreKind.available)
+    func inactiveAccounts(kind: StoreKind) async throws {
+        try await withNode(kind, extra: ["--inactive-account-ttl", "30d", "--prune-interval", "1s"]) { _, base, database in
+            let drawer = SimulatedPhone("drawer", baseURL: base)
+            let forgotten = try #require(signedIn(try await drawer.launch())).account
+            let daily = SimulatedPhone("daily", baseURL: base)
+            let mine = try #require(signedIn(try await daily.launch())).account
+            let child = try await daily.addAccount()
+            try await daily.switchAccount(to: mine)
+            // Forty days pass: every account, pair and login is made older (the server's clock is the real one).
+            let forty = Int64(40 * 86_400_000)
+            try await MigrationTests.RawDatabase(argument: database).run([
+                ("UPDATE accounts SET created_at = created_at - ?", [.int(forty)]),
+                ("UPDATE device_accounts SET added_at = added_at - ?, last_login_at = last_login_at - ?", [.int(forty), .int(forty)]),
+            ])
+            // The daily phone is opened today, with its own account: the child's profile is not opened.
+            let today = daily.relaunched()
+            #expect(signedIn(try await today.launch())?.account == mine)
+
+            var counts: [String: Any] = [:]
+            for _ in 0..<100 {
+                counts = try stats(database)
+                if counts["accounts"] as? Int == 2 { break }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(counts["accounts"] as? Int == 2, "a round (every 1 s) erased the drawer's account only: \(counts)")
+            #expect(try await today.profile(of: child.id).id == child.id, "the profile nobody opened lives on the phone in use")
+
+            // The drawer's phone is opened again: the app hears the account is gone, and starts over.
+            let back = drawer.relaunched()
+            await #expect { try await back.launch() } throws: { ($0 as? TransferError)?.code == .accountDeleted }
+            #expect(back.saw(.accountDeleted))
+            try await back.startOver()
+            let fresh = try #require(signedIn(try await back.launch()))
+            #expect(fresh.created && fresh.account != forgotten, "a new account, not the erased one")
+        }
+    }
 }
