@@ -455,6 +455,8 @@ public final class FakeTransferService: @unchecked Sendable {
     private func login(_ body: [String: Any]) -> Response {
         let deviceId = (body["deviceId"] as! String).lowercased(), secret = body["deviceSecret"] as! String
         let accountId = body["accountId"] as? String, newAccount = body["newAccount"] as? Bool ?? false
+        // As the service: a malformed attestation is a 400 on every login, in every mode.
+        if let malformed = Self.malformedAttestation(body["attestation"]) { return json(400, ["error": "invalid_request", "message": malformed]) }
         guard var device = devices[deviceId] else {
             if accountId != nil { return error(403, "account_not_on_device") }
             if let refused = attestationGate(body, device: deviceId, adding: false) { return refused }
@@ -483,6 +485,24 @@ public final class FakeTransferService: @unchecked Sendable {
         return session(Pair(device: deviceId, account: current), created: false, status: 200)
     }
 
+    /// Why a login's `attestation` is malformed (the service's `400 invalid_request`), or nil:
+    /// absent or null, or an object with a known `platform`, a `challenge` and its platform's
+    /// fields, each a non-empty string.
+    private static func malformedAttestation(_ value: Any?) -> String? {
+        guard let value, !(value is NSNull) else { return nil }
+        guard let attestation = value as? [String: Any] else { return "attestation must be an object." }
+        let needed: [String]
+        switch attestation["platform"] as? String {
+        case "apple": needed = ["challenge", "keyId", "attestationObject"]
+        case "android": needed = ["challenge", "integrityToken"]
+        default: return "attestation.platform must be apple or android."
+        }
+        for name in needed where ((attestation[name] as? String) ?? "").isEmpty {
+            return "attestation.\(name) must be a non-empty string."
+        }
+        return nil
+    }
+
     /// The contract's gate for a login that creates an account (an unknown device, or `adding`
     /// one with `newAccount`): nil lets it through (and records the outcome), else the refusal.
     /// A challenge is used up by its first login, good or bad; a device verified once adds
@@ -490,15 +510,10 @@ public final class FakeTransferService: @unchecked Sendable {
     private func attestationGate(_ body: [String: Any], device: String, adding: Bool) -> Response? {
         guard mode != .off, !(adding && attestedDevices.contains(device)) else { return nil }
         let outcome: String
-        if let attestation = body["attestation"] as? [String: Any] {
+        if let attestation = body["attestation"] as? [String: Any] {  // well-formed: `login` checked it
             let fields = attestation.compactMapValues { $0 as? String }
-            let needed = fields["platform"] == "apple" ? ["keyId", "attestationObject"] : ["integrityToken"]
             if let challenge = fields["challenge"], attestationChallenges.remove(challenge) != nil {
-                if ["apple", "android"].contains(fields["platform"]), needed.allSatisfy({ fields[$0] != nil }) {
-                    outcome = check(fields).map { "failed: \($0)" } ?? "verified"
-                } else {
-                    outcome = "failed: format"
-                }
+                outcome = check(fields).map { "failed: \($0)" } ?? "verified"
             } else {
                 outcome = "failed: challenge"
             }

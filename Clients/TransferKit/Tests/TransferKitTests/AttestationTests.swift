@@ -8,6 +8,8 @@ import TransferKitTesting
 final class FakeAttestation: AttestationProvider, @unchecked Sendable {
     enum Answer {
         case apple, android, unsupported, keyReplaced
+        /// A Play Integrity token that is empty: a malformed attestation.
+        case emptyToken
         case failure(any Error)
     }
 
@@ -28,6 +30,7 @@ final class FakeAttestation: AttestationProvider, @unchecked Sendable {
         switch answer {
         case .apple: return .apple(keyId: "a2V5LTE=", attestationObject: Data("object for \(challenge)".utf8))
         case .android: return .android(integrityToken: "integrity.\(challenge)")
+        case .emptyToken: return .android(integrityToken: "")
         case .unsupported: return nil
         case .keyReplaced: throw AttestationKeyReplaced()
         case .failure(let error): throw error
@@ -288,6 +291,20 @@ struct AttestationTests {
             guard case .signedIn(_, true) = try await phone.client.launch() else { Issue.record("not created (\(status))"); return }
             #expect(phone.trail == ["challenge", "login"] && phone.attestations == [nil], "\(status): \(phone.trail)")
             #expect(phone.provider?.challenges.isEmpty == true)
+        }
+    }
+
+    @Test("a malformed attestation is the service's 400 invalid_request in every mode, as the real service answers; nothing is created")
+    func malformed() async throws {
+        for mode in [FakeServer.AttestationMode.off, .monitor, .enforce] {
+            let server = FakeServer()
+            server.attestationMode = mode
+            let phone = try Phone(server, provider: FakeAttestation([.emptyToken]))
+            await #expect { try await phone.client.launch() } throws: { error in
+                let error = try #require(error as? TransferError)
+                return error.code == .invalidRequest && error.status == 400 && error.message.contains("attestation.integrityToken")
+            }
+            #expect(phone.client.state.accounts.isEmpty, "\(mode): nothing created")
         }
     }
 
