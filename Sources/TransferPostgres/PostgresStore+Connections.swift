@@ -247,4 +247,5 @@ extension PostgresRandomAccessRow: SQLRow {
     }
     public func text(at index: Int) throws -> String { try self[index].decode(String.self) }
     public func textOrNil(at index: Int) throws -> String? { try self[index].decode(String?.self) }
+    public func integer(at index: Int) throws -> Int64 { try self[index].decode(Int64.self) }
 }

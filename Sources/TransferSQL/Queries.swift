@@ -197,7 +197,8 @@ public enum Queries {
     }
 
     /// The push tokens of the devices these accounts are active on, with what
-    /// `DeviceRecord.routesPushes(pushEnabled:mode:isCurrent:)` decides by (`Rows.pushRoute` applies it).
+    /// `DeviceRecord.routesPushes(pushEnabled:mode:isCurrent:)` decides by (`Rows.pushRoute` applies it,
+    /// reading the columns by position: keep their order).
     public static func pushRoutes(accountIDs: [String]) -> SQL {
         """
         SELECT t.provider, t.token, t.environment, t.device_id, p.account_id,

@@ -16,6 +16,7 @@ extension GRDB.Row: SQLRow {
     public func bool(_ column: String) throws -> Bool { self[column] }
     public func text(at index: Int) throws -> String { self[index] }
     public func textOrNil(at index: Int) throws -> String? { self[index] }
+    public func integer(at index: Int) throws -> Int64 { self[index] }
 }
 
 extension SQLValue {

@@ -334,10 +334,11 @@ public struct UnknownStoredValue: Error, CustomStringConvertible {
     }
     public var description: String { "unknown value '\(value)' in column \(column)" }
 
-    /// Decodes a stored enum value, or throws.
-    public static func decode<T: RawRepresentable>(_ text: String, column: String) throws(UnknownStoredValue) -> T
+    /// Decodes a stored enum value, or throws. `column` is only built for the error (a
+    /// `"\(table).\(name)"` made for every row cost 1 % of a 1 000-row query).
+    public static func decode<T: RawRepresentable>(_ text: String, column: @autoclosure () -> String) throws(UnknownStoredValue) -> T
     where T.RawValue == String {
-        guard let value = T(rawValue: text) else { throw UnknownStoredValue(column: column, value: text) }
+        guard let value = T(rawValue: text) else { throw UnknownStoredValue(column: column(), value: text) }
         return value
     }
 }
