@@ -182,8 +182,8 @@ public struct TakeSlotCommand: StoreOperation {
     public var slot: RateSlot
     public init(_ slot: RateSlot) { self.slot = slot }
     public var now: Timestamp { slot.at }
-    public var reads: Reads { Reads() }
-    public func plan(_ facts: Facts) -> Plan<Void> { Plan((), [.takeSlot(slot)]) }
+    public var reads: [FactKey] { [] }
+    public func plan(_ facts: Facts) throws -> Plan<Void> { Plan((), [.takeSlot(slot)]) }
 }
 
 /// Gives back a slot taken by `TakeSlotCommand` when nothing was tried after all (the hash
@@ -195,8 +195,8 @@ public struct GiveBackSlotCommand: StoreOperation {
         self.slot = slot
         self.now = now
     }
-    public var reads: Reads { Reads() }
-    public func plan(_ facts: Facts) -> Plan<Void> { Plan((), [.giveBackSlot(slot)]) }
+    public var reads: [FactKey] { [] }
+    public func plan(_ facts: Facts) throws -> Plan<Void> { Plan((), [.giveBackSlot(slot)]) }
 }
 
 extension TransferService {

@@ -204,11 +204,12 @@ public struct LeaseOutboxCommand: StoreOperation {
         self.policy = policy
     }
 
-    public var reads: Reads { Reads(dueOutbox: DueOutboxQuery(limit: limit, kind: kind)) }
+    var query: DueOutboxQuery { DueOutboxQuery(limit: limit, kind: kind) }
+    public var reads: [FactKey] { [.dueOutbox(query)] }
 
-    public func plan(_ facts: Facts) -> Plan<[OutboxMessage]> {
+    public func plan(_ facts: Facts) throws -> Plan<[OutboxMessage]> {
         let until = now + policy.lease
-        let leased = facts.dueOutbox.map {
+        let leased = try facts.dueOutbox(query).map {
             var message = $0
             message.leasedUntil = until
             message.leaseID = leaseID
@@ -218,7 +219,7 @@ public struct LeaseOutboxCommand: StoreOperation {
     }
 }
 
-public struct DueOutboxQuery: Sendable, Equatable {
+public struct DueOutboxQuery: Sendable, Hashable {
     public var limit: Int
     public var kind: OutboxKind
     public init(limit: Int, kind: OutboxKind) {
@@ -242,10 +243,10 @@ public struct RecordDeliveryCommand: StoreOperation {
         self.policy = policy
     }
 
-    public var reads: Reads { Reads(outboxMessage: message.id) }
+    public var reads: [FactKey] { [.outboxMessage(id: message.id)] }
 
-    public func plan(_ facts: Facts) -> Plan<OutboxMessage.State?> {
-        guard let stored = facts.outboxMessage, stored.state == .pending, stored.leaseID == message.leaseID, stored.leaseID != nil
+    public func plan(_ facts: Facts) throws -> Plan<OutboxMessage.State?> {
+        guard let stored = try facts.outboxMessage(message.id), stored.state == .pending, stored.leaseID == message.leaseID, stored.leaseID != nil
         else { return Plan(nil) }
         switch outcome {
         case .delivered:
@@ -275,11 +276,11 @@ public struct RetryOutboxCommand: StoreOperation {
         self.reason = reason
     }
 
-    public var reads: Reads { id.map { Reads(outboxMessage: $0) } ?? Reads(failedOutbox: true) }
+    public var reads: [FactKey] { [id.map { .outboxMessage(id: $0) } ?? .failedOutbox] }
 
     /// The messages sent again; empty when the asked one is not failed.
-    public func plan(_ facts: Facts) -> Plan<[OutboxMessage]> {
-        let failed = (id == nil ? facts.failedOutbox : [facts.outboxMessage].compactMap { $0 }).filter { $0.state == .failed }
+    public func plan(_ facts: Facts) throws -> Plan<[OutboxMessage]> {
+        let failed = try (id.map { [try facts.outboxMessage($0)].compactMap { $0 } } ?? facts.failedOutbox()).filter { $0.state == .failed }
         guard !failed.isEmpty else { return Plan([]) }
         return Plan(failed, failed.map { .retryOutbox(id: $0.id, at: now, giveUpAt: now + OutboxPolicy.retryFor) } + [
             .audit(AuditEvent(

@@ -29,15 +29,15 @@ public final class PostgresStore: SQLStore {
         // An operation that reads nothing and writes one statement (a rate-limit slot taken or
         // given back before a claim or a set-up) needs no transaction: the statement is atomic
         // on its own, and BEGIN and COMMIT would triple its round trips.
-        if operation.reads == Reads() {
-            let plan = operation.plan(Facts())
+        if operation.reads.isEmpty {
+            let plan = try operation.plan(Facts())
             if plan.effects.count == 1, let effect = plan.effects.first, let sql = effect.checkedStatement ?? effect.single {
                 try await withConnection { [self] conn in try effect.check(await all(conn, Self.query(sql))) }
                 return plan.result
             }
         }
         return try await transaction { [self] conn in
-            let plan = operation.plan(try await read(conn, FactsPlan(operation.reads, at: operation.now, dialect: .postgres)))
+            let plan = try operation.plan(try await read(conn, FactsPlan(operation.reads, at: operation.now, lock: true, dialect: .postgres)))
             var outbox: [Effect] = []
             for effect in plan.effects {
                 if case .enqueue = effect {
@@ -87,4 +87,6 @@ public final class PostgresStore: SQLStore {
     public func read<Plan: ReadPlan>(_ plan: Plan) async throws -> Plan.Output {
         try await withConnection { [self] conn in try await read(conn, plan) }
     }
+
+    public var dialect: SQLDialect { .postgres }
 }

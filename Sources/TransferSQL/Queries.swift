@@ -29,7 +29,7 @@ extension SQL {
     }
 }
 
-/// Every read statement, written once; the decoders are in `Rows`.
+/// The read statements outside facts, written once; the decoders are in `Rows`.
 public enum Queries {
     /// 1 when the account has an open (pending, unexpired) transfer, else 0: its migration flag.
     public static func openTransferCount(accountID: String, at now: Timestamp) -> SQL {
@@ -46,48 +46,6 @@ public enum Queries {
         SELECT p.*, a.user_name, a.deleted_at IS NOT NULL AS deleted, \(SQL.migrationFlag(at: now)) AS flag
         FROM device_accounts p JOIN accounts a ON a.id = p.account_id
         WHERE p.device_id = \(id) ORDER BY p.added_at, p.account_id\(lock ? SQL.forUpdateOfPairs : "")
-        """
-    }
-
-    public static func transfer(id: String) -> SQL { "SELECT * FROM transfers WHERE id = \(id)\(SQL.forUpdate)" }
-
-    public static func pendingTransfers(_ q: PendingTransferQuery) -> SQL {
-        """
-        SELECT * FROM transfers WHERE state = 'pending' AND (account_id = \(q.accountID) OR email_key = \(q.emailKey))
-        ORDER BY created_at, id\(SQL.forUpdate)
-        """
-    }
-
-    /// Which session a refresh token is or was the token of.
-    public static func refreshToken(_ hash: SecretHash) -> SQL {
-        """
-        SELECT device_id, account_id, session_id, \(SQL.nullText) AS client_id FROM device_accounts WHERE refresh_hash = \(hash)
-        UNION ALL
-        SELECT device_id, account_id, session_id, client_id FROM sibling_sessions WHERE refresh_hash = \(hash)
-        UNION ALL
-        SELECT device_id, account_id, session_id, client_id FROM rotated_refresh_tokens WHERE token_hash = \(hash)
-        LIMIT 1
-        """
-    }
-
-    public static func siblingSession(_ lookup: RefreshTokenLookup, client: String) -> SQL {
-        """
-        SELECT * FROM sibling_sessions
-        WHERE device_id = \(lookup.deviceID) AND account_id = \(lookup.accountID) AND client_id = \(client)\(SQL.forUpdate)
-        """
-    }
-
-    public static func handoffCodeDevice(_ hash: SecretHash) -> SQL { "SELECT device_id FROM handoff_codes WHERE code_hash = \(hash)" }
-    public static func handoffCode(_ hash: SecretHash) -> SQL { "SELECT * FROM handoff_codes WHERE code_hash = \(hash)\(SQL.forUpdate)" }
-
-    public static func activeDevices(ofAccount account: String) -> SQL {
-        "SELECT device_id FROM device_accounts WHERE account_id = \(account) AND state = 'active'"
-    }
-
-    public static func account(_ id: String, at now: Timestamp) -> SQL {
-        """
-        SELECT a.id AS account_id, a.user_name, a.deleted_at, a.protected_at, \(SQL.migrationFlag(at: now)) AS flag FROM accounts a
-        WHERE a.id = \(id)\(SQL.forUpdate)
         """
     }
 
@@ -141,36 +99,11 @@ public enum Queries {
     /// The first of this service's PostgreSQL advisory lock keys ("transfer"): + 0 migrations,
     /// + 1 signing keys, + 2 the pruner.
     public static let advisoryLockKey: Int64 = 0x7472_616E_7366_6572
-    public static let signingKeys: SQL = "SELECT kid, algorithm, private_key, created_at, retired_at FROM signing_keys ORDER BY created_at, kid"
 
-    public static func serviceKey(name: String) -> SQL { "SELECT * FROM service_keys WHERE name = \(name)\(SQL.forUpdate)" }
+    // Reads outside operations, each a single statement (the facts operations read are
+    // declared in `FactSQL.swift`).
+
     public static func serviceKey(hash: SecretHash) -> SQL { "SELECT * FROM service_keys WHERE key_hash = \(hash)" }
-    public static func attestationChallenge(_ hash: SecretHash, lock: Bool = true) -> SQL {
-        "SELECT expires_at FROM attestation_challenges WHERE challenge_hash = \(hash)\(lock ? SQL.forUpdate : "")"
-    }
-    public static func appleNonce(_ hash: SecretHash) -> SQL { "SELECT expires_at FROM apple_nonces WHERE nonce_hash = \(hash)\(SQL.forUpdate)" }
-    public static func appleLink(sub: String, lock: Bool) -> SQL { "SELECT * FROM apple_links WHERE sub = \(sub)\(lock ? SQL.forUpdate : "")" }
-    public static func appleLink(account: String, lock: Bool) -> SQL {
-        "SELECT * FROM apple_links WHERE account_id = \(account)\(lock ? SQL.forUpdate : "")"
-    }
-    public static func appleNotification(jti: String) -> SQL { "SELECT 1 AS seen FROM apple_notifications WHERE jti = \(jti)" }
-
-    /// Outbox messages due now, the oldest of their (kind, account) each: a later message of
-    /// an account is not due while an earlier one is pending. Rows another node is leasing
-    /// right now are skipped, not waited for.
-    public static func dueOutbox(_ q: DueOutboxQuery, at now: Timestamp) -> SQL {
-        """
-        SELECT * FROM outbox o
-        WHERE o.kind = \(q.kind) AND o.state = 'pending' AND o.next_attempt_at <= \(now) AND (o.leased_until IS NULL OR o.leased_until <= \(now))
-          AND NOT EXISTS (
-            SELECT 1 FROM outbox p WHERE p.kind = o.kind AND p.account_id = o.account_id AND p.state = 'pending' AND p.seq < o.seq)
-        ORDER BY o.seq LIMIT \(q.limit)\(SQL.forUpdateSkipLocked)
-        """
-    }
-    public static func outboxMessage(id: String) -> SQL { "SELECT * FROM outbox WHERE id = \(id)\(SQL.forUpdate)" }
-    public static let failedOutbox: SQL = "SELECT * FROM outbox WHERE state = 'failed' ORDER BY seq\(SQL.forUpdate)"
-
-    // Reads outside operations.
 
     public static func openSession(sessionID: String, accountID: String, deviceID: String, clientID: String?) -> SQL {
         if let clientID {
@@ -184,16 +117,6 @@ public enum Queries {
             SELECT 1 AS open FROM device_accounts
             WHERE device_id = \(deviceID) AND account_id = \(accountID) AND state = 'active' AND session_id = \(sessionID)
             """
-    }
-
-    public static func accountSummary(_ id: String) -> SQL { "SELECT user_name, created_at, moved_to_device_id FROM accounts WHERE id = \(id)" }
-
-    public static func openTransfer(ofAccount id: String, at now: Timestamp) -> SQL {
-        "SELECT method, email, created_at, expires_at FROM transfers WHERE account_id = \(id) AND state = 'pending' AND expires_at > \(now)"
-    }
-
-    public static func boundDevices(ofAccount id: String) -> SQL {
-        "SELECT device_id, added_at, last_login_at FROM device_accounts WHERE account_id = \(id) AND state = 'active' ORDER BY added_at"
     }
 
     /// The push tokens of the devices these accounts are active on, with what
@@ -220,7 +143,6 @@ public enum Queries {
     }
 
     public static func pendingTransfer(emailKey: String) -> SQL { "SELECT * FROM transfers WHERE email_key = \(emailKey) AND state = 'pending'" }
-    public static func transfer(codeHash: SecretHash) -> SQL { "SELECT * FROM transfers WHERE code_hash = \(codeHash)" }
 
     /// The latest transfer of the email that the device claimed since then (its claim may be repeated).
     public static func claimedTransfer(emailKey: String, by device: String, since: Timestamp) -> SQL {
@@ -230,11 +152,6 @@ public enum Queries {
         ORDER BY ended_at DESC LIMIT 1
         """
     }
-
-    public static func recoveryCode(ofAccount id: String, lock: Bool) -> SQL {
-        "SELECT * FROM recovery_codes WHERE account_id = \(id)\(lock ? SQL.forUpdate : "")"
-    }
-    public static func recoveryCode(hash: SecretHash) -> SQL { "SELECT * FROM recovery_codes WHERE code_hash = \(hash)" }
 
     // Support (the `transfer` command line).
 
@@ -250,30 +167,6 @@ public enum Queries {
         ) m JOIN accounts a ON a.id = m.account_id
         ORDER BY m.rank
         """
-    }
-
-    public static func accountRow(_ id: String) -> SQL { "SELECT * FROM accounts WHERE id = \(id)" }
-
-    /// Every device the account is or was on, in the order it was added.
-    public static func devicesEver(ofAccount id: String) -> SQL {
-        "SELECT device_id FROM device_accounts WHERE account_id = \(id) ORDER BY added_at, device_id"
-    }
-
-    public static func pendingTransfer(ofAccount id: String) -> SQL { "SELECT * FROM transfers WHERE account_id = \(id) AND state = 'pending'" }
-
-    public static func recentEvents(ofAccount id: String, limit: Int) -> SQL {
-        "SELECT * FROM (SELECT * FROM audit_events WHERE account_id = \(id) ORDER BY id DESC LIMIT \(limit)) e ORDER BY id"
-    }
-
-    public static func pushTokens(ofAccount id: String) -> SQL {
-        """
-        SELECT t.* FROM push_tokens t JOIN device_accounts p ON p.device_id = t.device_id
-        WHERE p.account_id = \(id) AND p.state = 'active' ORDER BY t.device_id, t.provider
-        """
-    }
-
-    public static func siblingSessions(ofAccount id: String) -> SQL {
-        "SELECT * FROM sibling_sessions WHERE account_id = \(id) ORDER BY device_id, client_id"
     }
 
     public static func history(ofAccount id: String) -> SQL { "SELECT * FROM audit_events WHERE account_id = \(id) ORDER BY id" }

@@ -70,6 +70,13 @@ public enum Rows {
         return DeviceAttestation(platform: platform, outcome: try AttestationOutcome(stored: outcome), key: key, at: at)
     }
 
+    /// An `accounts` row with its id as `account_id` and its migration flag as `flag`.
+    public static func account(_ row: some SQLRow) throws -> AccountRecord {
+        AccountRecord(
+            summary: try accountSummary(row), createdAt: try row.time("created_at"), movedToDeviceID: try row.textOrNil("moved_to_device_id"),
+            deletedAt: try row.timeOrNil("deleted_at"), protectedAt: try row.timeOrNil("protected_at"))
+    }
+
     /// `account_id`, `user_name` and `flag` of a row.
     public static func accountSummary(_ row: some SQLRow) throws -> AccountSummary {
         AccountSummary(accountID: try row.text("account_id"), userName: try row.text("user_name"), migrationFlag: try row.bool("flag"))

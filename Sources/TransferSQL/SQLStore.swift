@@ -7,6 +7,8 @@ import TransferCore
 public protocol SQLStore: SupportStore {
     /// Runs `plan` on one snapshot (SQLite: one read transaction; PostgreSQL: one connection).
     func read<Plan: ReadPlan>(_ plan: Plan) async throws -> Plan.Output
+    /// The dialect its statements are rendered in.
+    var dialect: SQLDialect { get }
 }
 
 extension SQLStore {
@@ -16,12 +18,27 @@ extension SQLStore {
         ) ?? false
     }
 
-    public func device(_ id: String, at now: Timestamp) async throws -> DeviceRecord? {
-        try await read(DevicePlan(id, at: now))
+    public func read(_ keys: [FactKey], at now: Timestamp) async throws -> Facts {
+        try await read(FactsPlan(keys, at: now, lock: false, dialect: dialect))
     }
 
-    public func profile(accountID: String, at now: Timestamp) async throws -> AccountProfile? {
-        try await read(ProfilePlan(accountID: accountID, at: now))
+    public func device(_ id: String, at now: Timestamp) async throws -> DeviceRecord? {
+        try await read([.device(id)], at: now).device(id)
+    }
+
+    public func profile(accountID id: String, at now: Timestamp) async throws -> AccountProfile? {
+        let facts = try await read(
+            [.account(.id(id)), .pendingTransfers(PendingTransferQuery(emailKey: nil, accountID: id)), .boundDevices(account: id),
+             .appleLink(.id(id)), .recoveryCode(.id(id))], at: now)
+        guard let account = try facts.account(id) else { return nil }
+        let open = try facts.pendingTransfers(PendingTransferQuery(emailKey: nil, accountID: id)).first { $0.accountID == id && $0.isOpen(at: now) }
+        return AccountProfile(
+            accountID: id, userName: account.summary.userName, createdAt: account.createdAt, movedToDeviceID: account.movedToDeviceID,
+            transfer: open.map {
+                AccountProfile.PendingTransfer(method: $0.method, email: $0.proof.email, createdAt: $0.createdAt, expiresAt: $0.expiresAt)
+            },
+            activeDevices: try facts.boundDevices(account: id), apple: try facts.appleLink(id),
+            recoveryCodeCreatedAt: try facts.recoveryCode(id).flatMap { $0.isUsable ? $0.createdAt : nil })
     }
 
     public func pushRoutes(accountIDs: [String]) async throws -> [PushRoute] {
@@ -36,11 +53,11 @@ extension SQLStore {
     }
 
     public func signingKeys() async throws -> [SigningKeyRecord] {
-        try await read(AllRows(Queries.signingKeys) { try Rows.signingKey($0) })
+        try await read([.signingKeys], at: Timestamp(milliseconds: 0)).signingKeys()
     }
 
     public func appleLink(sub: String) async throws -> AppleLink? {
-        try await read(FirstRow(Queries.appleLink(sub: sub, lock: false)) { try Rows.appleLink($0) })
+        try await read([.appleLinkBySub(sub)], at: Timestamp(milliseconds: 0)).appleLink(sub: sub)
     }
 
     public func serviceKey(hash: SecretHash) async throws -> ServiceKeyRecord? {
@@ -52,19 +69,11 @@ extension SQLStore {
     }
 
     public func attestationChallengeExpiry(hash: SecretHash) async throws -> Timestamp? {
-        try await read(FirstRow(Queries.attestationChallenge(hash, lock: false)) { try $0.time("expires_at") })
-    }
-
-    public func transfer(codeHash: SecretHash) async throws -> TransferRecord? {
-        try await read(FirstRow(Queries.transfer(codeHash: codeHash)) { try Rows.transfer($0) })
+        try await read([.attestationChallenge(hash)], at: Timestamp(milliseconds: 0)).attestationChallengeExpiry(hash)
     }
 
     public func claimedTransfer(emailKey: String, by device: String, since: Timestamp) async throws -> TransferRecord? {
         try await read(FirstRow(Queries.claimedTransfer(emailKey: emailKey, by: device, since: since)) { try Rows.transfer($0) })
-    }
-
-    public func recoveryCode(hash: SecretHash) async throws -> RecoveryCodeRecord? {
-        try await read(FirstRow(Queries.recoveryCode(hash: hash)) { try Rows.recoveryCode($0) })
     }
 
     // SupportStore
@@ -83,8 +92,18 @@ extension SQLStore {
         return matches
     }
 
-    public func report(accountID: String, at now: Timestamp, recentEvents: Int) async throws -> AccountReport? {
-        try await read(ReportPlan(accountID: accountID, at: now, recentEvents: recentEvents))
+    public func report(accountID id: String, at now: Timestamp, recentEvents: Int) async throws -> AccountReport? {
+        let pending = PendingTransferQuery(emailKey: nil, accountID: id)
+        let facts = try await read(
+            [.account(.id(id)), .devicesEver(account: id), .pendingTransfers(pending), .recentEvents(account: id, limit: recentEvents),
+             .pushTokens(account: id), .appleLink(.id(id)), .siblingSessions(account: id), .recoveryCode(.id(id))], at: now)
+        guard let account = try facts.account(id) else { return nil }
+        return AccountReport(
+            accountID: id, userName: account.summary.userName, createdAt: account.createdAt, movedToDeviceID: account.movedToDeviceID,
+            devices: try facts.devicesEver(account: id), transfer: try facts.pendingTransfers(pending).first { $0.accountID == id },
+            recentEvents: try facts.recentEvents(account: id, limit: recentEvents), pushTokens: try facts.pushTokens(account: id),
+            apple: try facts.appleLink(id), deletedAt: account.deletedAt, siblingSessions: try facts.siblingSessions(account: id),
+            recoveryCode: try facts.recoveryCode(id), protectedAt: account.protectedAt)
     }
 
     public func history(accountID: String) async throws -> [AuditEvent] {

@@ -81,7 +81,7 @@ public final class SQLiteStore: SQLStore {
     func apply<Operation: StoreOperation>(_ operation: Operation) async throws -> (result: Operation.Result, erased: Bool) {
         try await commits.write { db in
             // The writer holds the only write lock, so nothing read here changes before the effects are applied.
-            let plan = operation.plan(try db.read(FactsPlan(operation.reads, at: operation.now, dialect: .sqlite)))
+            let plan = try operation.plan(try db.read(FactsPlan(operation.reads, at: operation.now, lock: true, dialect: .sqlite)))
             for effect in plan.effects {
                 if let checked = effect.checkedStatement {
                     try effect.check(db.all(checked))
@@ -109,6 +109,8 @@ public final class SQLiteStore: SQLStore {
     public func read<Plan: ReadPlan>(_ plan: Plan) async throws -> Plan.Output {
         try await pool.read { db in try db.read(plan) }
     }
+
+    public var dialect: SQLDialect { .sqlite }
 
     public func ping() async throws {
         _ = try await pool.read { db in try Int.fetchOne(db.cachedStatement(sql: "SELECT 1")) }

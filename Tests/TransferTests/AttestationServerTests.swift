@@ -603,17 +603,15 @@ struct AttestationPlanTests {
     }
 
     func facts(challengeExpiresAt: Timestamp?) -> Facts {
-        var facts = Facts()
-        facts.attestationChallengeExpiresAt = challengeExpiresAt
-        return facts
+        Facts((.device(device.value), DeviceRecord?.none), (.attestationChallenge(challenge), challengeExpiresAt))
     }
 
     @Test("enforce refusals write nothing but the used challenge: no device, no account, no rate-limit slot")
     func refusals() {
-        let missing = command(.enforce, nil).plan(facts(challengeExpiresAt: nil))
+        let missing = planned(command(.enforce, nil), facts(challengeExpiresAt: nil))
         #expect(missing.result == .rejected(.attestationRequired))
         #expect(missing.effects.isEmpty, "\(missing.effects)")
-        let failed = command(.enforce, .failed(check: "nonce", message: "m")).plan(facts(challengeExpiresAt: t0 + .seconds(1)))
+        let failed = planned(command(.enforce, .failed(check: "nonce", message: "m")), facts(challengeExpiresAt: t0 + .seconds(1)))
         #expect(failed.result == .rejected(.invalidAttestation(check: "nonce", message: "m")))
         #expect(failed.effects == [.consumeAttestationChallenge(hash: challenge)], "\(failed.effects)")
     }
@@ -662,7 +660,7 @@ struct AttestationPlanTests {
     @Test("the challenge is checked first: unknown, used or expired fails whatever the verdict")
     func challengeFirst() {
         for expiresAt in [nil, t0, t0 - .seconds(1)] as [Timestamp?] {
-            let plan = command(.enforce, .verified(nil)).plan(facts(challengeExpiresAt: expiresAt))
+            let plan = planned(command(.enforce, .verified(nil)), facts(challengeExpiresAt: expiresAt))
             guard case .rejected(.invalidAttestation(let check, _)) = plan.result else {
                 Issue.record("\(String(describing: expiresAt)): \(plan.result)")
                 continue
@@ -674,7 +672,7 @@ struct AttestationPlanTests {
     @Test("a creation records the result on the new device after creating it, and the audit event says it")
     func creation() throws {
         let key = AttestedKey(keyID: Array(repeating: 1, count: 32), publicKey: [4] + Array(repeating: 2, count: 64), counter: 0)
-        let plan = command(.monitor, .verified(key)).plan(facts(challengeExpiresAt: t0 + .seconds(300)))
+        let plan = planned(command(.monitor, .verified(key)), facts(challengeExpiresAt: t0 + .seconds(300)))
         guard case .loggedIn(let grant) = plan.result else { throw TestFailure("\(plan.result)") }
         #expect(grant.attestation == AttestationResult(platform: .apple, outcome: .verified))
         let record = Effect.recordDeviceAttestation(

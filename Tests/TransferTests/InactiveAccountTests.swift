@@ -163,8 +163,8 @@ struct InactiveAccountTests {
     struct OpenTransferProbe: StoreOperation {
         var accountID: String
         var now: Timestamp
-        var reads: Reads { Reads() }
-        func plan(_ facts: Facts) -> Plan<Void> { Plan((), [.requireNoOpenTransfer(accountID: accountID, at: now)]) }
+        var reads: [FactKey] { [] }
+        func plan(_ facts: Facts) throws -> Plan<Void> { Plan((), [.requireNoOpenTransfer(accountID: accountID, at: now)]) }
     }
 
     @Test("an erasure asks for open transfers again after its locks: one set up meanwhile rolls it back and the round keeps the account",
@@ -398,6 +398,6 @@ extension InactiveAccountTests {
 private struct LinkApple: StoreOperation {
     var link: AppleLink
     var now: Timestamp
-    var reads: Reads { Reads() }
-    func plan(_ facts: Facts) -> Plan<Void> { Plan((), [.linkApple(link)]) }
+    var reads: [FactKey] { [] }
+    func plan(_ facts: Facts) throws -> Plan<Void> { Plan((), [.linkApple(link)]) }
 }

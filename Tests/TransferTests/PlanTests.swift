@@ -31,13 +31,11 @@ struct PlanTests {
     }
 
     func facts(_ transfer: TransferRecord?) -> Facts {
-        var f = Facts()
-        f.transfer = transfer
-        return f
+        Facts((.transfer(id: "t1"), transfer), (.transfer(id: "no-transfer"), TransferRecord?.none))
     }
 
     func failure(_ t: TransferRecord?, at now: Timestamp? = nil) -> Plan<FailedClaimResult> {
-        FailedClaimCommand(transferID: "t1", now: now ?? t0, policy: .standard, clientAddress: nil).plan(facts(t))
+        planned(FailedClaimCommand(transferID: "t1", now: now ?? t0, policy: .standard, clientAddress: nil), facts(t))
     }
 
     @Test("the 4th wrong password in a row is counted; the 5th locks for 15 minutes and restarts the count")
@@ -73,12 +71,11 @@ struct PlanTests {
 
     @Test("an Apple ID is never linked to an account deleted while its token was being checked; the nonce is used up")
     func noLinkToDeleted() {
-        var facts = Facts()
-        facts.account = AccountSummary(accountID: "acct", userName: "u", migrationFlag: false)
-        facts.accountDeletedAt = t0
-        facts.appleNonceExpiresAt = t0 + .seconds(60)
-        let plan = LinkAppleCommand(accountID: "acct", identity: AppleIdentity(sub: "s"), nonceHash: SecretHash(of: "n"), now: t0)
-            .plan(facts)
+        let facts = Facts(
+            (.account(.id("acct")), AccountRecord?.some(AccountRecord(
+                summary: AccountSummary(accountID: "acct", userName: "u", migrationFlag: false), createdAt: t0, deletedAt: t0))),
+            (.appleNonce(SecretHash(of: "n")), Timestamp?.some(t0 + .seconds(60))))
+        let plan = planned(LinkAppleCommand(accountID: "acct", identity: AppleIdentity(sub: "s"), nonceHash: SecretHash(of: "n"), now: t0), facts)
         #expect(plan.result == .rejected(.invalidToken))
         #expect(plan.effects == [.consumeAppleNonce(hash: SecretHash(of: "n"))])
     }
@@ -99,13 +96,15 @@ struct PlanTests {
         old: DeviceRecord? = nil, at now: Timestamp? = nil
     ) -> Plan<ClaimResult> {
         var f = facts(t)
-        f.account = AccountSummary(accountID: "acct", userName: "first-device", migrationFlag: true)
-        f.accountDevices = [old ?? record([("acct", .active)], id: "old-device")]
-        f.device = d
-        return ClaimCommand(
-            transferID: "t1", accountID: "acct", deviceID: device, deviceSecret: secret, replaceExistingAccount: replace, addAccount: add,
-            now: now ?? t0, fresh: fresh, clientAddress: nil
-        ).plan(f)
+        f.record(.account(.id("acct")), AccountRecord?.some(AccountRecord(
+            summary: AccountSummary(accountID: "acct", userName: "first-device", migrationFlag: true), createdAt: t0)))
+        f.record(.accountDevices(.id("acct")), [old ?? record([("acct", .active)], id: "old-device")])
+        f.record(.device(device.value), d)
+        return planned(
+            ClaimCommand(
+                PasswordProof(transferID: "t1", accountID: "acct"),
+                target: ClaimTarget(deviceID: device, deviceSecret: secret, replaceExistingAccount: replace, addAccount: add),
+                now: now ?? t0, fresh: fresh, clientAddress: nil), f)
     }
 
     @Test("claim order: the transfer first (gone, expired, locked), then the device (retired, secret, same account, other account, limit)")
@@ -171,12 +170,13 @@ struct PlanTests {
     @Test("set-up: an expired transfer frees its email; another account's open one holds it; the account's own is replaced")
     func setUp() {
         func plan(_ pending: [TransferRecord], at now: Timestamp) -> Plan<SetUpResult> {
-            var f = Facts()
-            f.pendingTransfers = pending
             let new = NewTransfer(
                 id: "t2", accountID: "acct", email: Email(display: "a@example.com", key: "a@example.com"), passwordHash: "$argon2id$y",
                 createdAt: now, expiresAt: now + .seconds(60), issuedBy: .device)
-            return SetUpCommand(transfer: new).plan(f)
+            let f = Facts(
+                (.pendingTransfers(PendingTransferQuery(emailKey: "a@example.com", accountID: "acct")), pending),
+                (.account(.id("acct")), AccountRecord?.none))
+            return planned(SetUpCommand(transfer: new), f)
         }
         var theirs = transfer(expiresIn: .seconds(60))
         theirs.accountID = "other"
@@ -190,12 +190,11 @@ struct PlanTests {
     }
 
     func login(_ device: DeviceRecord?, secret: String = "secret", _ target: LoginTarget = .current, slot: RateSlot? = nil) -> Plan<LoginResult> {
-        var f = Facts()
-        f.device = device
-        return LoginCommand(
-            deviceID: self.device, deviceSecret: secret, target: target, now: t0, newAccountID: "new", creationSlot: slot, fresh: fresh,
-            clientAddress: nil
-        ).plan(f)
+        let f = Facts((.device(self.device.value), device))
+        return planned(
+            LoginCommand(
+                deviceID: self.device, deviceSecret: secret, target: target, now: t0, newAccountID: "new", creationSlot: slot, fresh: fresh,
+                clientAddress: nil), f)
     }
 
     @Test("login: a wrong secret tells nothing about the device's state; a creation takes its limit's slot in its transaction, last")
@@ -254,10 +253,10 @@ struct PlanTests {
     @Test("removing an account: refused when it would strand the account; the most recent other becomes current; the last retires the device")
     func removal() {
         func remove(_ d: DeviceRecord, _ account: String, abandon: Bool = false, pending: [TransferRecord] = []) -> Plan<TransferError?> {
-            var f = Facts()
-            f.device = d
-            f.pendingTransfers = pending
-            return RemoveAccountCommand(deviceID: device.value, accountID: account, abandon: abandon, now: t0).plan(f)
+            let f = Facts(
+                (.device(device.value), DeviceRecord?.some(d)), (.pendingTransfers(.of(account)), pending),
+                (.appleLink(.id(account)), AppleLink?.none), (.recoveryCode(.id(account)), RecoveryCodeRecord?.none))
+            return planned(RemoveAccountCommand(deviceID: device.value, accountID: account, abandon: abandon, now: t0), f)
         }
         var three = record([("a", .active), ("b", .active), ("c", .active)])
         three.accounts[1].lastLoginAt = t0 + .seconds(5)
@@ -336,6 +335,20 @@ struct SessionKeyTests {
 }
 
 /// The same effects, in any order (each as often).
+extension Facts {
+    /// Facts given by hand, as a store would have read them.
+    init(_ values: (FactKey, any Sendable)...) {
+        self.init()
+        for (key, value) in values { record(key, value) }
+    }
+}
+
+/// An operation's plan in a test. A fact the test did not give stops the test where it is read
+/// (`Facts.value` asserts), so a throw here means the same.
+func planned<Operation: StoreOperation>(_ operation: Operation, _ facts: Facts) -> Plan<Operation.Result> {
+    do { return try operation.plan(facts) } catch { fatalError("\(error)") }
+}
+
 func sameEffects(_ a: [Effect], _ b: [Effect]) -> Bool {
     guard a.count == b.count else { return false }
     var rest = b

@@ -16,17 +16,15 @@ public protocol TransferStore: Sendable {
     /// account is still on the device; with `clientID`, while it is that sibling app's open
     /// session on the pair.
     func isSessionValid(sessionID: String, accountID: String, deviceID: String, clientID: String?) async throws -> Bool
+    /// Facts read on one snapshot, outside any operation: nothing is locked.
+    func read(_ facts: [FactKey], at: Timestamp) async throws -> Facts
     /// A device with every account it holds or held, read without locking.
     func device(_ id: String, at: Timestamp) async throws -> DeviceRecord?
     func profile(accountID: String, at: Timestamp) async throws -> AccountProfile?
     /// The pending transfer for an email key, if any (it may be expired or locked: the caller decides).
     func pendingTransfer(emailKey: String) async throws -> TransferRecord?
-    /// The transfer whose code has this SHA-256, in whatever state (the caller decides).
-    func transfer(codeHash: SecretHash) async throws -> TransferRecord?
     /// The latest transfer of this email key that `device` claimed at or after `since`.
     func claimedTransfer(emailKey: String, by device: String, since: Timestamp) async throws -> TransferRecord?
-    /// The recovery code with this SHA-256, used or not.
-    func recoveryCode(hash: SecretHash) async throws -> RecoveryCodeRecord?
     /// When the attestation challenge with this SHA-256 expires; nil when none is stored
     /// (never issued, or used). Read without a lock, before the proof is verified.
     func attestationChallengeExpiry(hash: SecretHash) async throws -> Timestamp?

@@ -58,9 +58,9 @@ public struct IssueNonceCommand: StoreOperation {
         self.slot = slot
     }
 
-    public var reads: Reads { Reads() }
+    public var reads: [FactKey] { [] }
 
-    public func plan(_ facts: Facts) -> Plan<Void> {
+    public func plan(_ facts: Facts) throws -> Plan<Void> {
         let stored: Effect =
             switch purpose {
             case .appleSignIn: .addAppleNonce(hash: hash, expiresAt: expiresAt, now: now)
@@ -92,21 +92,21 @@ public struct LinkAppleCommand: StoreOperation {
         self.now = now
     }
 
-    public var reads: Reads { Reads(account: accountID, appleNonce: nonceHash, appleSub: identity.sub, appleLink: accountID) }
+    public var reads: [FactKey] { [.account(.id(accountID)), .appleNonce(nonceHash), .appleLinkBySub(identity.sub), .appleLink(.id(accountID))] }
 
-    public func plan(_ facts: Facts) -> Plan<LinkAppleResult> {
+    public func plan(_ facts: Facts) throws -> Plan<LinkAppleResult> {
         // Revoking a refresh token at Apple ends the user's whole authorization of the app
         // (Apple then sends consent-revoked), so a grant is revoked only when its Apple ID
         // leaves this service. A grant that is not kept is just dropped.
-        if let refusal = facts.appleNonceRefusal(at: now) { return Plan(.rejected(refusal)) }
+        if let refusal = try facts.appleNonceRefusal(nonceHash, at: now) { return Plan(.rejected(refusal)) }
         var effects: [Effect] = [.consumeAppleNonce(hash: nonceHash)]
         // A code of another sign-in: its grant is not this Apple ID's to keep.
         if let grant, grant.sub != identity.sub {
             return Plan(.rejected(.invalidAuthorizationCode("it was issued for another Apple ID")), effects)
         }
         // Deleted while the token was being verified: nothing is linked to a tombstone.
-        guard facts.account != nil, facts.accountDeletedAt == nil else { return Plan(.rejected(.invalidToken), effects) }
-        if let holder = facts.appleLinkBySub {
+        guard let account = try facts.account(accountID), account.deletedAt == nil else { return Plan(.rejected(.invalidToken), effects) }
+        if let holder = try facts.appleLink(sub: identity.sub) {
             guard holder.accountID == accountID else { return Plan(.rejected(.appleIDInUse), effects) }
             // Signed in again: Apple sends the email on the first sign-in only; what it sends is kept.
             var link = holder
@@ -127,10 +127,11 @@ public struct LinkAppleCommand: StoreOperation {
         let link = AppleLink(
             accountID: accountID, sub: identity.sub, email: identity.email, isPrivateEmail: identity.isPrivateEmail, linkedAt: now,
             refreshToken: grant?.refreshToken, clientID: grant?.clientID)
-        effects += (facts.appleLink?.revocation(at: now) ?? []) + [
+        let replaced = try facts.appleLink(accountID)
+        effects += (replaced?.revocation(at: now) ?? []) + [
             .linkApple(link),
             .audit(AuditEvent(
-                at: now, kind: .appleLinked, accountID: accountID, reason: facts.appleLink == nil ? nil : "replaced the Apple ID linked before")),
+                at: now, kind: .appleLinked, accountID: accountID, reason: replaced == nil ? nil : "replaced the Apple ID linked before")),
             .webhook(.appleLinked, accountID: accountID, at: now),
         ]
         return Plan(.linked(link, created: true), effects)
@@ -149,10 +150,10 @@ public struct UnlinkAppleCommand: StoreOperation {
         self.reason = reason
     }
 
-    public var reads: Reads { Reads(appleLink: accountID) }
+    public var reads: [FactKey] { [.appleLink(.id(accountID))] }
 
-    public func plan(_ facts: Facts) -> Plan<AppleLink?> {
-        guard let link = facts.appleLink else { return Plan(nil) }
+    public func plan(_ facts: Facts) throws -> Plan<AppleLink?> {
+        guard let link = try facts.appleLink(accountID) else { return Plan(nil) }
         return Plan(link, link.revocation(at: now) + [
             .unlinkApple(accountID: accountID),
             .audit(AuditEvent(at: now, kind: .appleUnlinked, accountID: accountID, actor: by, reason: reason)),
@@ -161,99 +162,10 @@ public struct UnlinkAppleCommand: StoreOperation {
     }
 }
 
-// MARK: Moving an account to a new phone with Sign in with Apple
-
-/// `POST /v1/transfers/apple`: the device and the options of a claim; the way back is the
-/// verified Apple ID instead of an email and password.
-public struct AppleMoveRequest: Sendable {
-    public var identity: AppleIdentity
-    public var nonce: String
-    public var deviceID: DeviceID
-    public var deviceSecret: String
-    public var replaceExistingAccount: Bool
-    public var addAccount: Bool
-    public init(
-        identity: AppleIdentity, nonce: String, deviceID: DeviceID, deviceSecret: String, replaceExistingAccount: Bool, addAccount: Bool
-    ) {
-        self.identity = identity
-        self.nonce = nonce
-        self.deviceID = deviceID
-        self.deviceSecret = deviceSecret
-        self.replaceExistingAccount = replaceExistingAccount
-        self.addAccount = addAccount
-    }
-}
-
-extension TransferService {
-    /// Moves the account linked to the Apple ID onto this device, exactly as a claim would; a
-    /// pending transfer of the account is cancelled (the user came back another way).
-    public func moveWithApple(_ request: AppleMoveRequest, clientAddress: String?) async throws -> SessionGrant {
-        // Which account, read first: the command locks it and checks the link still holds.
-        let linked = try await store.appleLink(sub: request.identity.sub)
-        let now = clock.now()
-        let result = try await store.execute(AppleMoveCommand(
-            sub: request.identity.sub, accountID: linked?.accountID, nonceHash: SecretHash(of: request.nonce),
-            move: MoveToDevice(
-                accountID: linked?.accountID ?? "", deviceID: request.deviceID, deviceSecret: request.deviceSecret,
-                replaceExistingAccount: request.replaceExistingAccount, addAccount: request.addAccount,
-                maxAccounts: policy.maxAccountsPerDevice, now: now, fresh: freshSession(now: now), clientAddress: clientAddress,
-                method: .apple)))
-        return try await answer(result, (request.deviceID, request.deviceSecret), clientAddress: clientAddress)
-    }
-}
-
-public struct AppleMoveCommand: StoreOperation {
-    public var sub: String
-    /// The account linked to `sub` when the service looked; nil when none was.
-    public var accountID: String?
-    public var nonceHash: SecretHash
-    public var move: MoveToDevice
-    public init(sub: String, accountID: String?, nonceHash: SecretHash, move: MoveToDevice) {
-        self.sub = sub
-        self.accountID = accountID
-        self.nonceHash = nonceHash
-        self.move = move
-    }
-
-    public var now: Timestamp { move.now }
-
-    /// The same rows a claim locks, in the same order, then the nonce and the link.
-    public var reads: Reads {
-        guard let accountID else { return Reads(appleNonce: nonceHash, appleSub: sub) }
-        return Reads(
-            pendingTransfers: PendingTransferQuery(emailKey: nil, accountID: accountID), device: move.deviceID.value,
-            accountDevices: accountID, account: accountID, appleNonce: nonceHash, appleSub: sub)
-    }
-
-    public func plan(_ facts: Facts) -> Plan<ClaimResult> {
-        if let refusal = facts.appleNonceRefusal(at: now) { return Plan(.rejected(refusal)) }
-        let used: [Effect] = [.consumeAppleNonce(hash: nonceHash)]
-        // Unlinked (or linked to another account) since the service looked: as if never linked.
-        guard let accountID, facts.appleLinkBySub?.accountID == accountID, let account = facts.account, facts.accountDeletedAt == nil else {
-            return Plan(.rejected(.appleIDNotLinked), used)
-        }
-        // The device holds the account since a move moments ago: this is that move repeated
-        // (its answer was lost), with a fresh nonce. `ClaimRepeat`.
-        if let pair = facts.device?.account(accountID), pair.state == .active, ClaimRepeat.allows(wonAt: pair.addedAt, now: now) {
-            return Plan(.repeated(accountID: accountID), used)
-        }
-        switch move.plan(facts, account: account) {
-        case .failure(let error): return Plan(.rejected(error), used)
-        case .success(let (effects, grant)):
-            let cancelled = facts.cancelPendingTransfers(of: accountID, at: now, because: "the account moved with Sign in with Apple")
-            return Plan(.claimed(grant), used + effects + cancelled + [
-                .audit(AuditEvent(
-                    at: now, kind: .appleMoved, accountID: accountID, deviceID: move.deviceID.value, clientAddress: move.clientAddress)),
-                move.claimedEvent(facts, method: .apple),
-            ])
-        }
-    }
-}
-
 extension Facts {
     /// Why the read nonce cannot be used at `now` (never issued, used already, or expired); nil when it can.
-    func appleNonceRefusal(at now: Timestamp) -> TransferError? {
-        guard let expiresAt = appleNonceExpiresAt, now < expiresAt else {
+    func appleNonceRefusal(_ hash: SecretHash, at now: Timestamp) throws -> TransferError? {
+        guard let expiresAt = try appleNonceExpiry(hash), now < expiresAt else {
             return .invalidIdentityToken("the nonce was not issued by this service, was used already or expired")
         }
         return nil

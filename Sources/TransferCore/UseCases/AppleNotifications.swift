@@ -26,13 +26,13 @@ public struct AppleNotificationCommand: StoreOperation {
         self.now = now
     }
 
-    public var reads: Reads { Reads(appleSub: event.sub, appleNotification: event.jti) }
+    public var reads: [FactKey] { [.appleLinkBySub(event.sub), .appleNotificationSeen(jti: event.jti)] }
 
-    public func plan(_ facts: Facts) -> Plan<AppleNotificationOutcome> {
-        guard !facts.appleNotificationSeen else { return Plan(.repeated) }
+    public func plan(_ facts: Facts) throws -> Plan<AppleNotificationOutcome> {
+        guard try !facts.appleNotificationSeen(jti: event.jti) else { return Plan(.repeated) }
         guard now < event.issuedAt + AppleEvent.replayWindow else { return Plan(.stale) }
         var effects: [Effect] = [.recordAppleNotification(jti: event.jti, at: now)]
-        guard let link = facts.appleLinkBySub else { return Plan(.notLinked, effects) }
+        guard let link = try facts.appleLink(sub: event.sub) else { return Plan(.notLinked, effects) }
         let account = link.accountID
         switch event.kind {
         case .consentRevoked, .accountDeleted:

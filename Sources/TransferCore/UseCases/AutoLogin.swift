@@ -93,12 +93,15 @@ public struct LoginCommand: StoreOperation {
 
     public var secretHash: SecretHash { SecretHash(of: deviceSecret) }
 
-    public var reads: Reads { Reads(device: deviceID.value, attestationChallenge: attestation?.proof?.challengeHash) }
+    public var reads: [FactKey] {
+        guard let challenge = attestation?.proof?.challengeHash else { return [.device(deviceID.value)] }
+        return [.device(deviceID.value), .attestationChallenge(challenge)]
+    }
 
-    public func plan(_ facts: Facts) -> Plan<LoginResult> {
-        guard let device = facts.device else {
+    public func plan(_ facts: Facts) throws -> Plan<LoginResult> {
+        guard let device = try facts.device(deviceID.value) else {
             if case .account = target { return Plan(.rejected(.accountNotOnDevice)) }
-            return create(on: nil, facts)
+            return try create(on: nil, facts)
         }
         // The secret is checked first, so nobody learns a device's state without its secret.
         guard device.secretHash.matches(secretHash) else { return Plan(.rejected(.invalidDeviceCredentials)) }
@@ -111,7 +114,7 @@ public struct LoginCommand: StoreOperation {
             // A retired device holds nothing new: it answers as its plain login does.
             if device.retiredAt != nil { return logIn(device, device.currentAccountID.flatMap(device.account)) }
             guard device.active.count < maxAccounts else { return Plan(.rejected(.deviceAccountLimit(maxAccounts))) }
-            return create(on: device, facts)
+            return try create(on: device, facts)
         }
     }
 
@@ -122,12 +125,13 @@ public struct LoginCommand: StoreOperation {
     /// for each other only from that statement to the commit. While attestation is on, its
     /// gate decides first: refused, nothing is created (the challenge is still used up) and no
     /// slot is taken.
-    func create(on device: DeviceRecord?, _ facts: Facts) -> Plan<LoginResult> {
+    func create(on device: DeviceRecord?, _ facts: Facts) throws -> Plan<LoginResult> {
         let id = deviceID.value
         var attested: AttestationResult?
         var attestationEffects: [Effect] = []
         if let gate = attestation {
-            let decision = gate.decide(device: device, challengeExpiresAt: facts.attestationChallengeExpiresAt, now: now)
+            let expiresAt = try gate.proof.flatMap { try facts.attestationChallengeExpiry($0.challengeHash) }
+            let decision = gate.decide(device: device, challengeExpiresAt: expiresAt, now: now)
             if let refusal = decision.refusal { return Plan(.rejected(refusal), decision.effects) }
             attested = decision.result
             attestationEffects = decision.effects + (decision.record.map { [.recordDeviceAttestation(deviceID: id, $0)] } ?? [])

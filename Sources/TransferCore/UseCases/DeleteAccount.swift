@@ -41,21 +41,17 @@ public struct DeleteAccountCommand: StoreOperation {
     /// What a claim of the account locks, in the same order, and its Apple link: a claim or a
     /// move racing the deletion either finishes first (and the account is deleted on its new
     /// device) or finds no transfer and no link left.
-    public var reads: Reads {
-        Reads(
-            pendingTransfers: PendingTransferQuery(emailKey: nil, accountID: accountID), accountDevices: accountID,
-            account: accountID, appleLink: accountID)
-    }
+    public var reads: [FactKey] { [.pendingTransfers(.of(accountID)), .accountDevices(.id(accountID)), .account(.id(accountID)), .appleLink(.id(accountID))] }
 
-    public func plan(_ facts: Facts) -> Plan<DeleteAccountResult> {
-        guard facts.account != nil else { return Plan(.unknownAccount) }
-        guard facts.accountDeletedAt == nil else { return Plan(.alreadyDeleted) }
+    public func plan(_ facts: Facts) throws -> Plan<DeleteAccountResult> {
+        guard let account = try facts.account(accountID) else { return Plan(.unknownAccount) }
+        guard account.deletedAt == nil else { return Plan(.alreadyDeleted) }
         var effects: [Effect] = []
         // A device left with no account keeps this one as current: its login answers `account_deleted`.
-        for device in facts.accountDevices where device.holds(accountID) {
+        for device in try facts.accountDevices(accountID) where device.holds(accountID) {
             effects += device.leave(accountID, state: .removed, reason: "account deleted", at: now)
         }
-        effects += (facts.appleLink?.revocation(at: now) ?? []) + [
+        effects += (try facts.appleLink(accountID)?.revocation(at: now) ?? []) + [
             .eraseAccount(id: accountID, at: now),
             .audit(AuditEvent(at: now, kind: .accountDeleted, accountID: accountID, actor: by, reason: reason)),
             .webhook(.accountDeleted, accountID: accountID, at: now, ["reason": cause.rawValue]),

@@ -45,10 +45,10 @@ public struct SetCurrentAccountCommand: StoreOperation {
         self.now = now
     }
 
-    public var reads: Reads { Reads(device: deviceID) }
+    public var reads: [FactKey] { [.device(deviceID)] }
 
-    public func plan(_ facts: Facts) -> Plan<TransferError?> {
-        guard let device = facts.device, device.account(accountID)?.state == .active else { return Plan(.accountNotOnDevice) }
+    public func plan(_ facts: Facts) throws -> Plan<TransferError?> {
+        guard let device = try facts.device(deviceID), device.account(accountID)?.state == .active else { return Plan(.accountNotOnDevice) }
         guard device.currentAccountID != accountID else { return Plan(nil) }
         return Plan(nil, [.setCurrentAccount(deviceID: deviceID, accountID: accountID)])
     }
@@ -73,18 +73,14 @@ public struct RemoveAccountCommand: StoreOperation {
     /// The account's pending transfer, Apple link and recovery code are read (and locked) too:
     /// a cancel, an unlink or a deletion racing this removal must not leave the account on no
     /// device with no way back.
-    public var reads: Reads {
-        Reads(
-            pendingTransfers: PendingTransferQuery(emailKey: nil, accountID: accountID), device: deviceID, appleLink: accountID,
-            recoveryCode: accountID)
-    }
+    public var reads: [FactKey] { [.pendingTransfers(.of(accountID)), .device(deviceID), .appleLink(.id(accountID)), .recoveryCode(.id(accountID))] }
 
-    public func plan(_ facts: Facts) -> Plan<TransferError?> {
-        guard let device = facts.device, device.account(accountID)?.state == .active else {
+    public func plan(_ facts: Facts) throws -> Plan<TransferError?> {
+        guard let device = try facts.device(deviceID), device.account(accountID)?.state == .active else {
             return Plan(.accountNotOnDevice)
         }
-        let wayBack = facts.pendingTransfers.contains { $0.accountID == accountID && $0.isOpen(at: now) } || facts.appleLink != nil
-            || facts.recoveryCode?.isUsable == true
+        let wayBack = try facts.pendingTransfers(.of(accountID)).contains { $0.accountID == accountID && $0.isOpen(at: now) }
+            || facts.appleLink(accountID) != nil || facts.recoveryCode(accountID)?.isUsable == true
         guard abandon || wayBack else { return Plan(.accountWouldBeLost) }
         var effects = device.leave(
             accountID, state: .removed, reason: abandon ? "removed by the app (abandoned)" : "removed by the app", at: now)
@@ -107,10 +103,10 @@ public struct RevokeDeviceCommand: StoreOperation {
         self.reason = reason
     }
 
-    public var reads: Reads { Reads(device: deviceID) }
+    public var reads: [FactKey] { [.device(deviceID)] }
 
-    public func plan(_ facts: Facts) -> Plan<[String]> {
-        guard let device = facts.device, device.retiredAt == nil else { return Plan([]) }
+    public func plan(_ facts: Facts) throws -> Plan<[String]> {
+        guard let device = try facts.device(deviceID), device.retiredAt == nil else { return Plan([]) }
         let accounts = device.active.map(\.account.accountID)
         var effects: [Effect] = []
         for account in accounts {

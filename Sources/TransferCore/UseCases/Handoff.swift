@@ -167,11 +167,11 @@ public struct CreateHandoffCodeCommand: StoreOperation {
         self.slot = slot
     }
 
-    public var reads: Reads { Reads(device: caller.deviceID) }
+    public var reads: [FactKey] { [.device(caller.deviceID)] }
 
-    public func plan(_ facts: Facts) -> Plan<Bool> {
+    public func plan(_ facts: Facts) throws -> Plan<Bool> {
         // The token was checked a moment ago; this holds it against a concurrent logout or claim.
-        guard let pair = facts.device?.account(caller.accountID), pair.state == .active, pair.session?.sessionID == caller.sessionID else {
+        guard let pair = try facts.device(caller.deviceID)?.account(caller.accountID), pair.state == .active, pair.session?.sessionID == caller.sessionID else {
             return Plan(false)
         }
         return Plan(true, (slot.map { [.takeSlot($0)] } ?? []) + [.addHandoffCode(code)])
@@ -210,13 +210,13 @@ public struct RedeemHandoffCommand: StoreOperation {
         self.clientAddress = clientAddress
     }
 
-    /// The store reads the code, then its device as `device`.
-    public var reads: Reads { Reads(handoffCode: codeHash) }
+    /// The code's device, then the code (the lock order).
+    public var reads: [FactKey] { [.handoffCodeDevice(codeHash), .handoffCode(codeHash)] }
 
-    public func plan(_ facts: Facts) -> Plan<RedeemResult> {
+    public func plan(_ facts: Facts) throws -> Plan<RedeemResult> {
         // A wrong client or verifier leaves the code as it is: the verifier has 256 bits, and
         // someone who intercepted only the code must not be able to spend or revoke anything.
-        guard let code = facts.handoffCode, code.clientID == clientID, PKCE.verify(verifier, challenge: code.challenge) else {
+        guard let code = try facts.handoffCode(codeHash), code.clientID == clientID, PKCE.verify(verifier, challenge: code.challenge) else {
             return Plan(.refused)
         }
         if let redeemed = code.siblingSessionID {
@@ -228,7 +228,7 @@ public struct RedeemHandoffCommand: StoreOperation {
                     at: now, kind: .handoffReuse, accountID: code.accountID, deviceID: code.deviceID, reason: clientID, clientAddress: clientAddress)),
             ])
         }
-        guard now < code.expiresAt, let device = facts.device, let pair = device.account(code.accountID), pair.state == .active,
+        guard now < code.expiresAt, let device = try facts.handoffCodeDevice(codeHash), let pair = device.account(code.accountID), pair.state == .active,
             pair.session?.sessionID == code.hostSessionID
         else { return Plan(.refused) }
         let session = SiblingSession(

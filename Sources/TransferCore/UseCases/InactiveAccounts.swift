@@ -87,18 +87,18 @@ public struct EraseInactiveAccountCommand: StoreOperation {
     /// The deletion's reads (pending transfers, the account's device, the account, its Apple
     /// link), in its order: a login renewing the pair, a claim or a link waits for this
     /// transaction or is seen by it.
-    public var reads: Reads { deletion.reads }
+    public var reads: [FactKey] { deletion.reads }
 
     /// The same rule as the candidates' query (`Queries.inactiveAccounts`); what can change
     /// between that read and this transaction is checked here: protection, a transfer set up,
     /// an Apple ID linked, a login (of the account, or of another account on a device that
     /// still holds this one: the contract counts the account's devices, not its own logins).
-    public func keeps(_ facts: Facts) -> KeptBecause? {
-        guard facts.account != nil, facts.accountDeletedAt == nil else { return .gone }
-        if facts.accountProtectedAt != nil { return .protected }
-        if facts.pendingTransfers.contains(where: { $0.accountID == accountID && $0.isOpen(at: now) }) { return .pendingTransfer }
-        if facts.appleLink != nil { return .appleLink }
-        for device in facts.accountDevices {
+    public func keeps(_ facts: Facts) throws -> KeptBecause? {
+        guard let account = try facts.account(accountID), account.deletedAt == nil else { return .gone }
+        if account.protectedAt != nil { return .protected }
+        if try facts.pendingTransfers(.of(accountID)).contains(where: { $0.accountID == accountID && $0.isOpen(at: now) }) { return .pendingTransfer }
+        if try facts.appleLink(accountID) != nil { return .appleLink }
+        for device in try facts.accountDevices(accountID) {
             guard let pair = device.account(accountID) else { continue }
             // A pair that ended within the TTL is activity too: the account moved (a claim or a
             // recovery code that committed while this transaction waited for the old device).
@@ -116,9 +116,9 @@ public struct EraseInactiveAccountCommand: StoreOperation {
     /// The erasure begins by asking for open transfers again: the pending transfers were read
     /// before the account's lock, and a set-up (by the user or by support) may have committed
     /// in between; its transfer must not be deleted with the account.
-    public func plan(_ facts: Facts) -> Plan<EraseInactiveResult> {
-        if let reason = keeps(facts) { return Plan(.kept(reason)) }
-        let plan = deletion.plan(facts)
+    public func plan(_ facts: Facts) throws -> Plan<EraseInactiveResult> {
+        if let reason = try keeps(facts) { return Plan(.kept(reason)) }
+        let plan = try deletion.plan(facts)
         guard plan.result == .deleted else { return Plan(.kept(.gone)) }
         return Plan(.erased, [.requireNoOpenTransfer(accountID: accountID, at: now)] + plan.effects)
     }
@@ -136,12 +136,12 @@ public struct SetProtectionCommand: StoreOperation {
         self.now = now
     }
 
-    public var reads: Reads { Reads(account: accountID) }
+    public var reads: [FactKey] { [.account(.id(accountID))] }
 
-    public func plan(_ facts: Facts) -> Plan<Bool> {
-        guard facts.account != nil, facts.accountDeletedAt == nil else { return Plan(false) }
+    public func plan(_ facts: Facts) throws -> Plan<Bool> {
+        guard let account = try facts.account(accountID), account.deletedAt == nil else { return Plan(false) }
         // Asked again: nothing changes (a protection keeps the time it began).
-        guard protected != (facts.accountProtectedAt != nil) else { return Plan(true) }
+        guard protected != (account.protectedAt != nil) else { return Plan(true) }
         return Plan(true, [.setProtection(accountID: accountID, since: protected ? now : nil)])
     }
 }

@@ -64,10 +64,10 @@ public struct DevicePushCommand: StoreOperation {
         self.now = now
     }
 
-    public var reads: Reads { Reads(device: caller.deviceID) }
+    public var reads: [FactKey] { [.device(caller.deviceID)] }
 
-    public func plan(_ facts: Facts) -> Plan<TransferError?> {
-        guard let device = facts.device, device.holds(caller.accountID) else { return Plan(.invalidToken) }
+    public func plan(_ facts: Facts) throws -> Plan<TransferError?> {
+        guard let device = try facts.device(caller.deviceID), device.holds(caller.accountID) else { return Plan(.invalidToken) }
         return Plan(nil, effects)
     }
 }
@@ -85,9 +85,9 @@ public struct PushFeedbackCommand: StoreOperation {
     }
 
     /// The condition (registered again after the report?) is the statement's own, so nothing is read first.
-    public var reads: Reads { Reads() }
+    public var reads: [FactKey] { [] }
 
-    public func plan(_ facts: Facts) -> Plan<Void> {
+    public func plan(_ facts: Facts) throws -> Plan<Void> {
         Plan((), [.dropPushToken(provider: provider, tokenHash: tokenHash, reportedAt: reportedAt)])
     }
 }

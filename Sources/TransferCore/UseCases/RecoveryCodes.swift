@@ -1,6 +1,6 @@
 // Recovery codes (`PUT` / `DELETE /v1/me/recovery-code`): a way back for an account whose
-// phone is lost before a transfer was set up. The claim with one is `ClaimCommand` with
-// `.recoveryCode`, the same move as every other claim.
+// phone is lost before a transfer was set up. The claim with one is `RecoveryCodeProof`
+// (`Claim/Proof+RecoveryCode.swift`), the same move as every other claim.
 
 extension TransferService {
     /// Makes the account's recovery code, replacing the one it had; returned once, stored
@@ -31,15 +31,15 @@ public struct SetRecoveryCodeCommand: StoreOperation {
         self.now = now
     }
 
-    public var reads: Reads { Reads(account: accountID, recoveryCode: accountID) }
+    public var reads: [FactKey] { [.account(.id(accountID)), .recoveryCode(.id(accountID))] }
 
     /// False when the account was deleted.
-    public func plan(_ facts: Facts) -> Plan<Bool> {
-        guard facts.account != nil, facts.accountDeletedAt == nil else { return Plan(false) }
+    public func plan(_ facts: Facts) throws -> Plan<Bool> {
+        guard let account = try facts.account(accountID), account.deletedAt == nil else { return Plan(false) }
         return Plan(true, [
             .setRecoveryCode(accountID: accountID, hash: hash, at: now),
             .audit(AuditEvent(
-                at: now, kind: .recoveryCodeSet, accountID: accountID, reason: facts.recoveryCode == nil ? nil : "replaces the earlier code")),
+                at: now, kind: .recoveryCodeSet, accountID: accountID, reason: try facts.recoveryCode(accountID) == nil ? nil : "replaces the earlier code")),
         ])
     }
 }
@@ -52,10 +52,10 @@ public struct DeleteRecoveryCodeCommand: StoreOperation {
         self.now = now
     }
 
-    public var reads: Reads { Reads(recoveryCode: accountID) }
+    public var reads: [FactKey] { [.recoveryCode(.id(accountID))] }
 
-    public func plan(_ facts: Facts) -> Plan<Bool> {
-        guard facts.recoveryCode != nil else { return Plan(false) }
+    public func plan(_ facts: Facts) throws -> Plan<Bool> {
+        guard try facts.recoveryCode(accountID) != nil else { return Plan(false) }
         return Plan(true, [
             .deleteRecoveryCode(accountID: accountID),
             .audit(AuditEvent(at: now, kind: .recoveryCodeDeleted, accountID: accountID)),

@@ -94,10 +94,10 @@ public struct CreateServiceKeyCommand: StoreOperation {
         self.reason = reason
     }
 
-    public var reads: Reads { Reads(serviceKey: name) }
+    public var reads: [FactKey] { [.serviceKey(name: name)] }
 
-    public func plan(_ facts: Facts) -> Plan<ServiceKeyRecord?> {
-        guard facts.serviceKey == nil else { return Plan(nil) }
+    public func plan(_ facts: Facts) throws -> Plan<ServiceKeyRecord?> {
+        guard try facts.serviceKey(name: name) == nil else { return Plan(nil) }
         return Plan(ServiceKeyRecord(name: name, createdAt: now, createdBy: by.description), [
             .createServiceKey(name: name, keyHash: keyHash, at: now, by: by),
             .audit(AuditEvent(at: now, kind: .serviceKeyCreated, accountID: nil, actor: by, reason: "service key \(name): \(reason)")),
@@ -117,10 +117,10 @@ public struct RevokeServiceKeyCommand: StoreOperation {
         self.reason = reason
     }
 
-    public var reads: Reads { Reads(serviceKey: name) }
+    public var reads: [FactKey] { [.serviceKey(name: name)] }
 
-    public func plan(_ facts: Facts) -> Plan<ServiceKeyRecord?> {
-        guard let key = facts.serviceKey else { return Plan(nil) }
+    public func plan(_ facts: Facts) throws -> Plan<ServiceKeyRecord?> {
+        guard let key = try facts.serviceKey(name: name) else { return Plan(nil) }
         guard key.revokedAt == nil else { return Plan(key) }
         return Plan(key, [
             .revokeServiceKey(name: name, at: now, by: by),
@@ -137,10 +137,10 @@ public struct TouchServiceKeyCommand: StoreOperation {
         self.now = now
     }
 
-    public var reads: Reads { Reads() }
+    public var reads: [FactKey] { [] }
 
     /// Concurrent calls of one key all get here; the statement's condition keeps it to one write a minute.
-    public func plan(_ facts: Facts) -> Plan<Void> {
+    public func plan(_ facts: Facts) throws -> Plan<Void> {
         Plan((), [.touchServiceKey(name: name, at: now, olderThan: now - ServiceKeys.usageResolution)])
     }
 }

@@ -69,13 +69,13 @@ public struct RefreshCommand: StoreOperation {
         self.fallbackKey = fallbackKey
     }
 
-    public var reads: Reads { Reads(refreshToken: tokenHash) }
+    public var reads: [FactKey] { [.refreshToken(tokenHash), .refreshTokenDevice(tokenHash), .refreshTokenSiblingSession(tokenHash)] }
 
-    public func plan(_ facts: Facts) -> Plan<RefreshResult> {
-        guard let lookup = facts.refreshToken, let device = facts.device, let pair = device.account(lookup.accountID),
+    public func plan(_ facts: Facts) throws -> Plan<RefreshResult> {
+        guard let lookup = try facts.refreshToken(tokenHash), let device = try facts.refreshTokenDevice(tokenHash), let pair = device.account(lookup.accountID),
             pair.state == .active
         else { return Plan(.rejected) }
-        if lookup.clientID != nil { return planSibling(facts.siblingSession, lookup: lookup, pair: pair) }
+        if lookup.clientID != nil { return planSibling(try facts.refreshTokenSiblingSession(tokenHash), lookup: lookup, pair: pair) }
         guard let session = pair.session, session.sessionID == lookup.sessionID else { return Plan(.rejected) }
         let hash = tokenHash
         guard session.refreshHash.matches(hash) else {
@@ -135,9 +135,9 @@ public struct LogoutCommand: StoreOperation {
         self.now = now
     }
 
-    public var reads: Reads { Reads() }
+    public var reads: [FactKey] { [] }
 
-    public func plan(_ facts: Facts) -> Plan<Void> {
+    public func plan(_ facts: Facts) throws -> Plan<Void> {
         let close: Effect =
             caller.clientID == nil
             ? .closeSession(deviceID: caller.deviceID, accountID: caller.accountID) : .closeSiblingSession(sessionID: caller.sessionID)

@@ -72,11 +72,12 @@ public struct SigningKeysCommand: StoreOperation {
         self.now = now
     }
 
-    public var reads: Reads { Reads(signingKeys: true) }
+    public var reads: [FactKey] { [.signingKeys] }
 
-    public func plan(_ facts: Facts) -> Plan<[SigningKeyRecord]> {
-        guard SigningKeys.current(facts.signingKeys) == nil else { return Plan(facts.signingKeys) }
-        return Plan(facts.signingKeys + [candidate], [.addSigningKey(candidate)])
+    public func plan(_ facts: Facts) throws -> Plan<[SigningKeyRecord]> {
+        let keys = try facts.signingKeys()
+        guard SigningKeys.current(keys) == nil else { return Plan(keys) }
+        return Plan(keys + [candidate], [.addSigningKey(candidate)])
     }
 }
 
@@ -104,10 +105,10 @@ public struct RotateSigningKeyCommand: StoreOperation {
         self.reason = reason
     }
 
-    public var reads: Reads { Reads(signingKeys: true) }
+    public var reads: [FactKey] { [.signingKeys] }
 
-    public func plan(_ facts: Facts) -> Plan<RotationResult> {
-        let current = SigningKeys.current(facts.signingKeys)
+    public func plan(_ facts: Facts) throws -> Plan<RotationResult> {
+        let current = SigningKeys.current(try facts.signingKeys())
         if let replacing, let current, current.kid != replacing { return Plan(.alreadyRotated(current: current)) }
         var retired = current
         retired?.retiredAt = now

@@ -90,17 +90,16 @@ public struct SetUpCommand: StoreOperation {
     }
 
     public var now: Timestamp { transfer.createdAt }
-    public var reads: Reads {
-        Reads(pendingTransfers: PendingTransferQuery(emailKey: transfer.proof.emailKey, accountID: transfer.accountID), account: transfer.accountID)
-    }
+    var pending: PendingTransferQuery { PendingTransferQuery(emailKey: transfer.proof.emailKey, accountID: transfer.accountID) }
+    public var reads: [FactKey] { [.pendingTransfers(pending), .account(.id(transfer.accountID))] }
 
-    public func plan(_ facts: Facts) -> Plan<SetUpResult> {
+    public func plan(_ facts: Facts) throws -> Plan<SetUpResult> {
         // Support may issue a transfer for an account that is on no device; never for a deleted one.
-        guard facts.accountDeletedAt == nil else { return Plan(.accountDeleted) }
+        guard try facts.account(transfer.accountID)?.deletedAt == nil else { return Plan(.accountDeleted) }
         var effects: [Effect] = []
         var open: [TransferRecord] = []
         // A pending transfer past its expiry no longer holds its email.
-        for pending in facts.pendingTransfers {
+        for pending in try facts.pendingTransfers(pending) {
             if pending.isOpen(at: now) {
                 open.append(pending)
             } else {
@@ -144,10 +143,10 @@ public struct CancelTransferCommand: StoreOperation {
         self.reason = reason
     }
 
-    public var reads: Reads { Reads(pendingTransfers: PendingTransferQuery(emailKey: nil, accountID: accountID)) }
+    public var reads: [FactKey] { [.pendingTransfers(.of(accountID))] }
 
-    public func plan(_ facts: Facts) -> Plan<Bool> {
-        guard let pending = facts.pendingTransfers.first(where: { $0.accountID == accountID }) else { return Plan(false) }
+    public func plan(_ facts: Facts) throws -> Plan<Bool> {
+        guard let pending = try facts.pendingTransfers(.of(accountID)).first(where: { $0.accountID == accountID }) else { return Plan(false) }
         guard pending.isOpen(at: now) else { return Plan(true, [pending.markedExpired]) }
         return Plan(true, [
             .endTransfer(id: pending.id, state: .cancelled, at: now),
@@ -170,10 +169,10 @@ public struct UnlockTransferCommand: StoreOperation {
         self.reason = reason
     }
 
-    public var reads: Reads { Reads(pendingTransfers: PendingTransferQuery(emailKey: nil, accountID: accountID)) }
+    public var reads: [FactKey] { [.pendingTransfers(.of(accountID))] }
 
-    public func plan(_ facts: Facts) -> Plan<TransferRecord?> {
-        guard let pending = facts.pendingTransfers.first(where: { $0.accountID == accountID }) else { return Plan(nil) }
+    public func plan(_ facts: Facts) throws -> Plan<TransferRecord?> {
+        guard let pending = try facts.pendingTransfers(.of(accountID)).first(where: { $0.accountID == accountID }) else { return Plan(nil) }
         return Plan(pending, [
             .unlockTransfer(id: pending.id),
             .audit(AuditEvent(at: now, kind: .transferUnlocked, accountID: accountID, transferID: pending.id, actor: by, reason: reason)),

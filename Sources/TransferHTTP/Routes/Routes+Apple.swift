@@ -62,11 +62,7 @@ struct AppleRoutes<Context: AppRequestContext>: Sendable {
         let address = api.clientAddress(request, context)
         let grant = try await service.withClaimSlot(client: address) {
             let identity = try await apple.verify(token, nonce: nonce, now: service.clock.now())
-            return try await service.moveWithApple(
-                AppleMoveRequest(
-                    identity: identity, nonce: nonce, deviceID: target.deviceID, deviceSecret: target.secret,
-                    replaceExistingAccount: target.replace, addAccount: target.add),
-                clientAddress: address)
+            return try await service.claim(ClaimRequest(proof: .apple(identity, nonce: nonce), target: target), clientAddress: address)
         }
         context.log.accountID = grant.account.accountID
         return try await api.session(grant, status: .ok)

@@ -75,11 +75,7 @@ extension API {
             proof = code ?? .transferCode("")
         }
         let address = clientAddress(request, context)
-        let grant = try await service.claim(
-            ClaimRequest(
-                proof: proof, deviceID: target.deviceID, deviceSecret: target.secret, replaceExistingAccount: target.replace,
-                addAccount: target.add),
-            clientAddress: address)
+        let grant = try await service.claim(ClaimRequest(proof: proof, target: target), clientAddress: address)
         context.log.accountID = grant.account.accountID
         return try await session(grant, status: .ok)
     }
@@ -89,18 +85,14 @@ extension API {
     }
 }
 
-/// The device a claim (with a password or with Apple) binds, and its options.
-struct ClaimTarget {
-    let deviceID: DeviceID
-    let secret: String
-    let replace: Bool
-    let add: Bool
-
+extension ClaimTarget {
+    /// The device a claim (with a password, a code or Apple) binds, and its options, from the body.
     init(_ body: JSONBody) throws {
-        deviceID = try FieldRules.deviceID(try body.string("deviceId"))
-        secret = try FieldRules.deviceSecret(try body.string("deviceSecret"))
-        replace = try body.bool("replaceExistingAccount", default: false)
-        add = try body.bool("addAccount", default: false)
+        let deviceID = try FieldRules.deviceID(try body.string("deviceId"))
+        let secret = try FieldRules.deviceSecret(try body.string("deviceSecret"))
+        let replace = try body.bool("replaceExistingAccount", default: false)
+        let add = try body.bool("addAccount", default: false)
+        self.init(deviceID: deviceID, deviceSecret: secret, replaceExistingAccount: replace, addAccount: add)
         if replace && add { throw APIError.invalidRequest("replaceExistingAccount and addAccount cannot both be true.") }
     }
 }

@@ -44,9 +44,10 @@ struct StoreCalls {
         at now: Timestamp, address: String? = nil, maxAccounts: Int = 5
     ) async throws -> ClaimResult {
         try await store.execute(ClaimCommand(
-            transferID: transfer, accountID: account, deviceID: device, deviceSecret: secret ?? Self.secret(device),
-            replaceExistingAccount: replace, addAccount: add, maxAccounts: maxAccounts, now: now,
-            fresh: FreshSession(sessionID: Identifier.make(), key: .random(), expiresAt: now + .seconds(3600)), clientAddress: address))
+            PasswordProof(transferID: transfer, accountID: account),
+            target: ClaimTarget(deviceID: device, deviceSecret: secret ?? Self.secret(device), replaceExistingAccount: replace, addAccount: add),
+            maxAccounts: maxAccounts, now: now, fresh: FreshSession(sessionID: Identifier.make(), key: .random(), expiresAt: now + .seconds(3600)),
+            clientAddress: address))
     }
 
     func refresh(_ token: String, at now: Timestamp) async throws -> RefreshResult {

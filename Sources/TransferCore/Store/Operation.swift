@@ -1,0 +1,31 @@
+/// How every change reaches the database.
+///
+/// A use case is a `StoreOperation`: it lists the facts its decision depends on (`reads`,
+/// declared in `Facts.swift`), and `plan` decides from what was read (`Facts`) and lists the
+/// changes to make (`Effect`s, in `Effect.swift`), as a pure function. A store runs each
+/// operation in one transaction: it reads (locking what it read), calls `plan`, applies the
+/// effects in order, and commits. The rules, the order of
+/// steps and every audit text therefore live once, in the use case; a store only translates
+/// reads and effects into its SQL dialect.
+public protocol StoreOperation: Sendable {
+    associatedtype Result: Sendable
+    /// The time the operation happens at; reads that depend on time (the migration flag) use it.
+    var now: Timestamp { get }
+    /// What `plan` depends on. The store reads it inside the transaction and locks it, in
+    /// the facts' rank order (whatever the order listed here).
+    var reads: [FactKey] { get }
+    /// The decision and its effects. Pure: the same facts give the same plan. Throws only
+    /// when it reads a fact it did not list (`UndeclaredFact`).
+    func plan(_ facts: Facts) throws -> Plan<Result>
+}
+
+/// A decision: the answer, and the changes that make it true.
+public struct Plan<Result: Sendable>: Sendable {
+    public var result: Result
+    public var effects: [Effect]
+    public init(_ result: Result, _ effects: [Effect] = []) {
+        self.result = result
+        self.effects = effects
+    }
+}
+

@@ -1,0 +1,250 @@
+// The claim on the new device (`POST /v1/transfers/claim`, `POST /v1/transfers/apple`): the
+// user proves they hold the account (a `ClaimProof`, one file each: `Proof+*.swift`), then one
+// transaction checks the proof against what it read, moves the account onto the device
+// (`MoveToDevice`) and consumes the proof; or changes nothing but what a refusal spends.
+
+/// The device a claim binds, and its options.
+public struct ClaimTarget: Sendable {
+    public var deviceID: DeviceID
+    public var deviceSecret: String
+    /// The device's accounts give way to the claimed one (kept, reachable by support).
+    public var replaceExistingAccount: Bool
+    /// Add the account beside those the device holds (never together with `replaceExistingAccount`).
+    public var addAccount: Bool
+    public init(deviceID: DeviceID, deviceSecret: String, replaceExistingAccount: Bool = false, addAccount: Bool = false) {
+        self.deviceID = deviceID
+        self.deviceSecret = deviceSecret
+        self.replaceExistingAccount = replaceExistingAccount
+        self.addAccount = addAccount
+    }
+}
+
+/// What a device sends to claim an account: a proof, and itself.
+public struct ClaimRequest: Sendable {
+    public enum Proof: Sendable {
+        /// An email and temporary password (`temporaryPassword` has passed `FieldRules.claimPassword`).
+        case password(Email, String)
+        /// A transfer code as the user typed or scanned it (read by `OneTimeCode`'s rules).
+        case transferCode(String)
+        /// The account's recovery code as the user typed it (the same rules).
+        case recoveryCode(String)
+        /// A verified Sign in with Apple identity and the nonce its token carried.
+        case apple(AppleIdentity, nonce: String)
+    }
+    public var proof: Proof
+    public var target: ClaimTarget
+    public init(proof: Proof, target: ClaimTarget) {
+        self.proof = proof
+        self.target = target
+    }
+}
+
+/// One way to prove a claim on an account: what it reads in the claim's transaction, how it
+/// checks what was read, and what winning consumes and records. Adding a way is one file
+/// with one type conforming to this, and one case in `ClaimRequest.Proof`.
+public protocol ClaimProof: Sendable {
+    /// The account the proof leads to, as the claim's statements name it (a code leads to its
+    /// account inside the transaction: no read before it).
+    var account: AccountRef { get }
+    /// What the proof reads besides what every move reads (the new device, the account and its device).
+    var reads: [FactKey] { get }
+    /// The refusal when the proof's account is not there (deleted meanwhile).
+    var accountGone: TransferError { get }
+    /// Checks the proof against what was read.
+    func check(_ facts: Facts, target: ClaimTarget, now: Timestamp, clientAddress: String?) throws -> ProofCheck
+    /// What winning consumes and records (after the move's own effects), and the webhook's `method`.
+    func won(_ facts: Facts, move: MoveToDevice) throws -> (effects: [Effect], method: WebhookEvent.ClaimMethod)
+}
+
+extension ClaimProof {
+    public var accountGone: TransferError { .invalidTransferCredentials }
+}
+
+/// What a proof's check found. `spent` is applied whatever the claim then decides (a used-up
+/// Apple nonce, a failed code guess's audit).
+public enum ProofCheck: Sendable, Equatable {
+    /// The proof holds for this account: the move is decided next.
+    case holds(accountID: String, method: MoveMethod, spent: [Effect] = [])
+    /// The device already holds the account through this very proof: the winner repeats its
+    /// claim (its answer may have been lost). The service answers with a session (`ClaimRepeat`).
+    case repeated(accountID: String, spent: [Effect] = [])
+    case refused(TransferError, spent: [Effect] = [])
+}
+
+public enum ClaimResult: Sendable, Equatable {
+    case claimed(SessionGrant)
+    /// The device already holds the account through this move, recently: its answer may have
+    /// been lost. The service answers with a session (`ClaimRepeat`).
+    case repeated(accountID: String)
+    case rejected(TransferError)
+}
+
+/// The claim's transaction: checks the proof, puts the account on the new device (beside its
+/// accounts, or in place of them), takes it off its old device (which keeps its other
+/// accounts, and is retired when none is left), consumes the proof and opens a session.
+public struct ClaimCommand<Proof: ClaimProof>: StoreOperation {
+    public var proof: Proof
+    public var target: ClaimTarget
+    public var maxAccounts: Int
+    public var now: Timestamp
+    public var fresh: FreshSession
+    public var clientAddress: String?
+    /// A code claim's `--claim-limit` slot, taken as the transaction's last statement whatever
+    /// the claim decides (a password claim took its slot before argon2 ran, an Apple move before
+    /// its identity token was verified).
+    public var slot: RateSlot?
+
+    public init(
+        _ proof: Proof, target: ClaimTarget, maxAccounts: Int = 5, now: Timestamp, fresh: FreshSession, clientAddress: String?,
+        slot: RateSlot? = nil
+    ) {
+        self.proof = proof
+        self.target = target
+        self.maxAccounts = maxAccounts
+        self.now = now
+        self.fresh = fresh
+        self.clientAddress = clientAddress
+        self.slot = slot
+    }
+
+    /// The proof's rows, then what every move locks: the new device, the account's device, the account.
+    public var reads: [FactKey] {
+        proof.reads + [.device(target.deviceID.value), .accountDevices(proof.account), .account(proof.account)]
+    }
+
+    public func plan(_ facts: Facts) throws -> Plan<ClaimResult> {
+        var plan = try decide(facts)
+        if let slot { plan.effects.append(.takeSlot(slot)) }
+        return plan
+    }
+
+    func decide(_ facts: Facts) throws -> Plan<ClaimResult> {
+        switch try proof.check(facts, target: target, now: now, clientAddress: clientAddress) {
+        case .refused(let error, let spent):
+            return Plan(.rejected(error), spent)
+        case .repeated(let accountID, let spent):
+            return Plan(.repeated(accountID: accountID), spent)
+        case .holds(let accountID, let method, let spent):
+            guard let account = try facts.account(proof.account), account.id == accountID, account.deletedAt == nil else {
+                return Plan(.rejected(proof.accountGone), spent)
+            }
+            let move = MoveToDevice(
+                account: proof.account, accountID: accountID, target: target, maxAccounts: maxAccounts, now: now, fresh: fresh,
+                clientAddress: clientAddress, method: method)
+            switch try move.plan(facts, account: account.summary) {
+            case .failure(let error):
+                return Plan(.rejected(error), spent)
+            case .success(let (effects, grant)):
+                let won = try proof.won(facts, move: move)
+                return Plan(.claimed(grant), spent + effects + won.effects + [try move.claimedEvent(facts, method: won.method)])
+            }
+        }
+    }
+}
+
+extension TransferService {
+    /// The claim. A password is verified first, always exactly once (against a dummy hash
+    /// for an unknown email), so only someone who knows it learns anything about the device.
+    /// A code is looked up by its hash inside the claim's transaction: no hash worker, no
+    /// lockout (80 bits and `--claim-limit` make guessing hopeless). Either way, every failure
+    /// is the same `invalid_transfer_credentials`.
+    ///
+    /// Each claim takes a slot of `--claim-limit` for the client. A password claim takes it in
+    /// a statement of its own before argon2 runs (given back when nothing was tried); a code
+    /// claim, which costs no hash, takes it as the last statement of its transaction: one
+    /// write, not two. An Apple move's route took it before the identity token was verified
+    /// (`withClaimSlot`).
+    public func claim(_ request: ClaimRequest, clientAddress: String?) async throws -> SessionGrant {
+        let slot = policy.limits.slot(.claim, client: clientAddress, now: clock.now())
+        switch request.proof {
+        case .password(let email, let password):
+            return try await withSlot(slot, keepsSlot: Self.wasTried) {
+                try await claim(email: email, password: password, request.target, clientAddress: clientAddress)
+            }
+        case .transferCode(let typed):
+            return try await claim(TransferCodeProof(typed: typed), request.target, slot: slot, clientAddress: clientAddress)
+        case .recoveryCode(let typed):
+            return try await claim(RecoveryCodeProof(typed: typed), request.target, slot: slot, clientAddress: clientAddress)
+        case .apple(let identity, let nonce):
+            return try await claim(
+                AppleProof(sub: identity.sub, nonceHash: SecretHash(of: nonce)), request.target, slot: nil, clientAddress: clientAddress)
+        }
+    }
+
+    /// Runs the claim's transaction with `proof`, and answers.
+    func claim(_ proof: some ClaimProof, _ target: ClaimTarget, slot: RateSlot?, clientAddress: String?) async throws -> SessionGrant {
+        let now = clock.now()
+        let result = try await store.execute(
+            ClaimCommand(
+                proof, target: target, maxAccounts: policy.maxAccountsPerDevice, now: now, fresh: freshSession(now: now),
+                clientAddress: clientAddress, slot: slot))
+        switch result {
+        case .claimed(let grant):
+            observer.claimWon()
+            return grant
+        case .repeated(let accountID):
+            return try await repeatedClaim(of: accountID, target, clientAddress: clientAddress)
+        case .rejected(let error):
+            if error == .invalidTransferCredentials { observer.claimFailed() }
+            throw error
+        }
+    }
+
+    /// The winner's repeated claim answers as the first did: a session for the account on the
+    /// device (a login of the pair, which checks the device secret), and changes nothing else.
+    /// An account that left the device since is no claim to repeat. Any refusal, a wrong
+    /// device secret included, is the claim's one 401: who won a claim is not told to
+    /// someone who holds its used-up credentials and the winner's device id.
+    func repeatedClaim(of accountID: String, _ target: ClaimTarget, clientAddress: String?) async throws -> SessionGrant {
+        do {
+            return try await login(
+                deviceID: target.deviceID, deviceSecret: target.deviceSecret, target: .account(accountID), clientAddress: clientAddress)
+        } catch is TransferError {
+            observer.claimFailed()
+            throw TransferError.invalidTransferCredentials
+        }
+    }
+}
+
+// What the two transfer proofs (password, code) share: a pending transfer claimed.
+extension TransferRecord {
+    /// Checks a transfer found for a claim (nil: none): claimed meanwhile by this very device
+    /// (the same claim sent twice, a retry while the first was still queued, is the winner's
+    /// repeat, not a wrong code), or open and not locked. It may have been claimed, cancelled,
+    /// replaced or voided since the service looked.
+    static func claimCheck(_ transfer: TransferRecord?, target: ClaimTarget, now: Timestamp, refusalSpends spent: [Effect]) -> ProofCheck {
+        guard let transfer else { return .refused(.invalidTransferCredentials, spent: spent) }
+        if transfer.wasClaimed(by: target.deviceID, repeatableAt: now) { return .repeated(accountID: transfer.accountID) }
+        guard transfer.isOpen(at: now) else { return .refused(.invalidTransferCredentials, spent: spent) }
+        if let until = transfer.lock(at: now) { return .refused(.tooManyAttempts(retryAfterSeconds: now.secondsUntil(until))) }
+        return .holds(accountID: transfer.accountID, method: .transfer(id: transfer.id))
+    }
+
+    /// The transfer claimed: ended, audited, and the webhook's method (support's, or the user's kind).
+    func claimed(by move: MoveToDevice) -> (effects: [Effect], method: WebhookEvent.ClaimMethod) {
+        let device = move.target.deviceID.value
+        return (
+            [
+                .endTransfer(id: id, state: .claimed, at: move.now, claimedBy: device),
+                .audit(AuditEvent(
+                    at: move.now, kind: .transferClaimed, accountID: accountID, deviceID: device, transferID: id,
+                    clientAddress: move.clientAddress)),
+            ],
+            issuedBy != .device ? .support : method == .code ? .code : .password
+        )
+    }
+}
+
+extension Facts {
+    /// Cancels the account's pending transfers (`query` is how the claim read them): the user
+    /// came back another way.
+    func cancelPendingTransfers(_ query: PendingTransferQuery, of accountID: String, at now: Timestamp, because reason: String) throws -> [Effect] {
+        try pendingTransfers(query).filter { $0.accountID == accountID }.flatMap { transfer -> [Effect] in
+            [
+                .endTransfer(id: transfer.id, state: .cancelled, at: now),
+                .audit(AuditEvent(at: now, kind: .transferCancelled, accountID: accountID, transferID: transfer.id, actor: .system, reason: reason)),
+                .webhook(.transferCancelled, accountID: accountID, at: now, ["transferId": transfer.id]),
+            ]
+        }
+    }
+}

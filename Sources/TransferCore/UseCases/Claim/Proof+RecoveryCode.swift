@@ -1,0 +1,40 @@
+// A claim with the account's recovery code: looked up by its hash inside the claim's
+// transaction, which reads the code and, through it, the account; used once.
+
+/// A recovery code as the user typed it.
+public struct RecoveryCodeProof: ClaimProof {
+    /// The code's SHA-256 (a text that cannot be a code: a hash no code has).
+    public var codeHash: SecretHash
+    public init(typed: String) {
+        codeHash = OneTimeCode(typed: typed, characters: RecoveryCodeRecord.length)?.hash ?? SecretHash(bytes: [])
+    }
+
+    public var account: AccountRef { .ofRecoveryCode(codeHash) }
+    /// The account's pending transfers too: the move cancels them.
+    public var reads: [FactKey] { [.pendingTransfers(.of(account)), .recoveryCode(account)] }
+
+    public func check(_ facts: Facts, target: ClaimTarget, now: Timestamp, clientAddress: String?) throws -> ProofCheck {
+        guard let code = try facts.recoveryCode(account), code.codeHash.matches(codeHash) else {
+            return .refused(.invalidTransferCredentials, spent: [.guessedCode(at: now, clientAddress: clientAddress)])
+        }
+        if code.usedByDevice == target.deviceID.value, ClaimRepeat.allows(wonAt: code.usedAt, now: now) {
+            return .repeated(accountID: code.accountID)
+        }
+        // Used or replaced since: as if unknown.
+        guard code.isUsable else {
+            return .refused(.invalidTransferCredentials, spent: [.guessedCode(at: now, clientAddress: clientAddress)])
+        }
+        return .holds(accountID: code.accountID, method: .recoveryCode)
+    }
+
+    public func won(_ facts: Facts, move: MoveToDevice) throws -> (effects: [Effect], method: WebhookEvent.ClaimMethod) {
+        let device = move.target.deviceID.value
+        let effects: [Effect] = [
+            .useRecoveryCode(accountID: move.accountID, deviceID: device, at: move.now),
+            .audit(AuditEvent(at: move.now, kind: .recoveryCodeUsed, accountID: move.accountID, deviceID: device, clientAddress: move.clientAddress)),
+        ]
+        let cancelled = try facts.cancelPendingTransfers(
+            .of(account), of: move.accountID, at: move.now, because: "the account moved with its recovery code")
+        return (effects + cancelled, .recoveryCode)
+    }
+}
