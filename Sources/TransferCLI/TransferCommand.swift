@@ -14,6 +14,9 @@ struct TransferCommand: AsyncParsableCommand {
             email of a pending or past transfer. Commands that change something need --reason and \
             record it with the operator in the account's audit trail.
             Exit codes: 0 done, 1 not found, 2 usage error, 3 ambiguous or conflicting, 4 database unreachable.
+            Every command takes --database URL (the servers' database; default: TRANSFER_DATABASE, else \
+            sqlite:transfer.sqlite) and --json, before or after the command: \
+            transfer --database URL account ACCOUNT, or transfer account ACCOUNT --database URL.
             """,
         subcommands: [
             Account.self, History.self, Cancel.self, Unlock.self, Issue.self, RevokeDevice.self, Stats.self, ServiceKey.self,
@@ -23,7 +26,7 @@ struct TransferCommand: AsyncParsableCommand {
     /// Runs the command and turns every failure into one sentence and the contract's exit code.
     static func main() async {
         do {
-            var command = try parseAsRoot()
+            var command = try parseAsRoot(commandFirst(Array(CommandLine.arguments.dropFirst())))
             if var command = command as? AsyncParsableCommand {
                 try await command.run()
             } else {
@@ -47,6 +50,30 @@ struct TransferCommand: AsyncParsableCommand {
             Foundation.exit(2)
         }
     }
+}
+
+/// The options every command takes (`CommonOptions`) may stand before the command, as support
+/// staff type them (`transfer --database URL account X`, as with `psql` or `git -C`): they are
+/// moved behind the command's own words (before a `--`), where the command reads them. Anything
+/// else before the command (`--help`) is left where it is.
+func commandFirst(_ arguments: [String]) -> [String] {
+    var leading: [String] = []
+    var rest = arguments[...]
+    while let first = rest.first {
+        if first == "--json" || first.hasPrefix("--database=") {
+            leading.append(first)
+            rest.removeFirst()
+        } else if first == "--database", rest.count >= 2 {
+            leading += rest.prefix(2)
+            rest.removeFirst(2)
+        } else {
+            break
+        }
+    }
+    guard !leading.isEmpty, let command = rest.first, !command.hasPrefix("-") else { return arguments }
+    var moved = Array(rest)
+    moved.insert(contentsOf: leading, at: moved.firstIndex(of: "--") ?? moved.endIndex)
+    return moved
 }
 
 /// A failure the user can act on: one sentence and an exit code.

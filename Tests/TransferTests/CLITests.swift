@@ -51,6 +51,26 @@ struct CLITests {
         }
     }
 
+    @Test("the database and --json may stand before the command, as support staff type them, or after it", arguments: StoreKind.available)
+    func optionsBeforeTheCommand(store: StoreKind) async throws {
+        try await withHarness(store) { harness in
+            try await harness.run { api, _ in
+                let account = try #require(try await api.login(Device())["accountId"] as? String)
+                let db = harness.databaseArgument
+                let before = try Executable.run("transfer", ["--database", db, "--json", "account", account], environment: ["USER": "agent-smith"])
+                #expect(before.code == 0, "\(before)")
+                #expect(try before.json["accountId"] as? String == account)
+                let equals = try Executable.run("transfer", ["--database=\(db)", "history", account], environment: ["USER": "agent-smith"])
+                #expect(equals.code == 0, "\(equals)")
+                let after = try Self.transfer(["account", account, "--json"], database: db)
+                #expect(try after.json["accountId"] as? String == account)
+                let help = try Executable.run("transfer", ["--help"], environment: [:])
+                #expect(help.out.split(whereSeparator: \.isWhitespace).joined(separator: " ").contains("--json, before or after the command"),
+                    "--help says where the shared options go: \(help.out)")
+            }
+        }
+    }
+
     @Test("account shows, for each device, the other accounts it holds and which is current", arguments: StoreKind.available)
     func otherAccounts(store: StoreKind) async throws {
         try await withHarness(store) { harness in
