@@ -75,7 +75,7 @@ extension PostgresStore {
                 rule.skipsLocked
                 ? """
                 x AS (
-                    -- Rows a login or claim holds are skipped (next round), never waited for.
+                    -- Rows a request holds are skipped (next round), never waited for.
                     SELECT \(key) FROM \(table) JOIN w USING (\(key)) WHERE (\(condition)) FOR UPDATE OF \(table) SKIP LOCKED
                 ), d AS (\(change("(\(key)) IN (SELECT \(key) FROM x)")))
                 """
