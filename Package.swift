@@ -166,7 +166,7 @@ let package = Package(
         .executableTarget(
             name: "BenchSeed",
             dependencies: [
-                "TransferCore", "TransferArgon2", "TransferSQLite", "TransferPostgres", "TransferStorage",
+                "TransferCore", "TransferArgon2", "TransferSQLite", "TransferStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log"),
             ],
