@@ -121,11 +121,12 @@ let package = Package(
                 "TransferCore",
                 "TransferArgon2",
                 "TransferAttestation",
-                "TransferPostgres",
                 "TransferStorage",
                 "TransferSettings",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                // The pool a PostgreSQL store opens with runs as one of the server's services.
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -165,7 +166,7 @@ let package = Package(
         .executableTarget(
             name: "BenchSeed",
             dependencies: [
-                "TransferCore", "TransferArgon2", "TransferSQLite", "TransferPostgres", "TransferStorage",
+                "TransferCore", "TransferArgon2", "TransferSQLite", "TransferStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log"),
             ],

@@ -4,7 +4,6 @@ import Logging
 import PostgresNIO
 import TransferArgon2
 import TransferCore
-import TransferPostgres
 import TransferSQLite
 import TransferStorage
 

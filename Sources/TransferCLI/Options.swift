@@ -3,7 +3,6 @@ import Foundation
 import TransferArgon2
 import TransferCore
 import Logging
-import TransferPostgres
 import TransferSettings
 import TransferStorage
 
@@ -25,7 +24,7 @@ struct CommonOptions: ParsableArguments {
         do {
             return try await Storage.withStore(location, poolSize: 2, logger: quiet, mustExist: true, migrate: false) { store in
                 do {
-                    try await PostgresStore.withTimeout(.seconds(10)) { try await store.ping() }
+                    try await Storage.withTimeout(.seconds(10)) { try await store.ping() }
                 } catch {
                     throw Failure.unreachable("the database at \(DatabaseLocation.redacted(text)) does not answer.")
                 }

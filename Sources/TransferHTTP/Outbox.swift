@@ -7,8 +7,8 @@ import NIOCore
 import NIOHTTP1
 import ServiceLifecycle
 import TransferCore
-import TransferPostgres
 import TransferSettings
+import TransferStorage
 
 /// `--webhook-url` and `--webhook-secret`.
 public struct WebhookConfiguration: Sendable {
@@ -116,7 +116,7 @@ struct OutboxWorker: Service {
             do {
                 sent = try await round()
             } catch {
-                logger.error("outbox round failed", metadata: ["kind": "\(kind.rawValue)", "error": "\(PostgresStore.describe(error))"])
+                logger.error("outbox round failed", metadata: ["kind": "\(kind.rawValue)", "error": "\(Storage.describe(error))"])
             }
             if ContinuousClock.now - lastStats >= .seconds(5) {
                 lastStats = ContinuousClock.now
@@ -163,7 +163,7 @@ struct OutboxWorker: Service {
             }
         } catch {
             // Not recorded: the lease runs out and the message is sent again (at least once).
-            logger.error("recording a delivery failed", metadata: ["id": "\(message.id)", "error": "\(PostgresStore.describe(error))"])
+            logger.error("recording a delivery failed", metadata: ["id": "\(message.id)", "error": "\(Storage.describe(error))"])
         }
     }
 }

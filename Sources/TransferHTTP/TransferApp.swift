@@ -8,7 +8,6 @@ import PostgresNIO
 import ServiceLifecycle
 import TransferArgon2
 import TransferCore
-import TransferPostgres
 import TransferStorage
 
 /// Builds the whole server from a configuration: store, hasher, service, tokens, routes.
@@ -47,9 +46,9 @@ public enum TransferApp {
             let where_ = DatabaseLocation.redacted(configuration.database.argument)
             prepare = {
                 do {
-                    try await PostgresStore.withTimeout(.seconds(15)) { try await opened.migrate() }
+                    try await Storage.withTimeout(.seconds(15)) { try await opened.migrate() }
                 } catch {
-                    throw StartupError(description: "PostgreSQL at \(where_) does not answer or cannot be migrated (\(PostgresStore.describe(error)))")
+                    throw StartupError(description: "PostgreSQL at \(where_) does not answer or cannot be migrated (\(Storage.describe(error)))")
                 }
             }
         }

@@ -35,6 +35,9 @@ extension PostgresStore {
     }
 
     /// A prepared statement: each pooled connection plans it once, not on every login.
+    /// PostgresNIO numbers its parameters, so the migration flag (written once in TransferSQL)
+    /// comes in as a fragment that binds nothing; `unboundText` stops the program, and the
+    /// login tests fail, the day it binds a value.
     struct RenewOpenSession: PostgresPreparedStatement {
         static let sql = """
             WITH p AS (
@@ -47,7 +50,7 @@ extension PostgresStore {
                           d.current_account_id
             )
             SELECT p.account_id, a.user_name,
-                   \(SQL.migrationFlag(now: "$2").render(.postgres).text) AS flag,
+                   \(SQL.migrationFlag(now: "$2").unboundText(.postgres)) AS flag,
                    p.session_id, p.session_started_at, p.refresh_generation, p.refresh_hash, p.key_by_device, p.current_account_id,
                    ARRAY(SELECT o.account_id FROM device_accounts o
                          WHERE o.device_id = $4 AND o.state = 'active' ORDER BY o.added_at, o.account_id) AS ids,

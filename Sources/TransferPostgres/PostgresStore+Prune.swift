@@ -4,11 +4,12 @@ import TransferCore
 import TransferSQL
 
 extension PostgresStore {
-    /// The pruner. One node at a time: the first to take a session advisory lock prunes, the
-    /// others find it taken and skip this round (nil). Every batch is a statement of its own
-    /// (no long transaction); tables without an index for the condition are walked in key
-    /// order, so every batch costs the same however much was pruned before it. Inactive accounts
-    /// are erased last, one short transaction each (`SQLStore.eraseInactiveAccounts`).
+    /// The pruner: TransferSQL's rules (`PruneRule.all`), then inactive accounts. One node at a
+    /// time: the first to take a session advisory lock prunes, the others find it taken and
+    /// skip this round (nil). Every batch is a statement of its own (no long transaction); a
+    /// rule whose condition no index serves walks its table in key order, so every batch costs
+    /// the same however much was pruned before it. Inactive accounts are erased last, one
+    /// short transaction each (`SQLStore.eraseInactiveAccounts`).
     public func prune(_ cutoffs: PruneCutoffs, batchSize: Int) async throws -> PruneCounts? {
         try await withConnection { [self] conn in
             let key = Self.advisoryLockKey + 2
@@ -32,124 +33,10 @@ extension PostgresStore {
     }
 
     private func prune(_ conn: PostgresConnection, _ cutoffs: PruneCutoffs, batchSize: Int) async throws -> PruneCounts {
-        let now = cutoffs.now.milliseconds, since = cutoffs.retainedSince.milliseconds, limit = Int64(batchSize)
         var counts = PruneCounts()
-        // Expired sessions lose their secrets, in windows of the primary key.
-        var after = ("", "")
-        while true {
-            guard let row = try await one(conn, """
-                WITH w AS (
-                    SELECT device_id, account_id FROM device_accounts WHERE (device_id, account_id) > (\(after.0), \(after.1))
-                    ORDER BY device_id, account_id LIMIT \(limit)
-                ), x AS (
-                    -- Rows a login or claim holds are skipped (next round), never waited for.
-                    SELECT p.device_id, p.account_id FROM device_accounts p JOIN w USING (device_id, account_id)
-                    WHERE p.session_id IS NOT NULL AND p.refresh_expires_at <= \(now)
-                    FOR UPDATE OF p SKIP LOCKED
-                ), u AS (
-                    UPDATE device_accounts p SET \(unescaped: SQL.noSession.render(.postgres).text) FROM x
-                    WHERE p.device_id = x.device_id AND p.account_id = x.account_id
-                    RETURNING 1
-                )
-                SELECT (SELECT count(*) FROM u) AS n, last.device_id, last.account_id
-                FROM (SELECT device_id, account_id FROM w ORDER BY device_id DESC, account_id DESC LIMIT 1) last
-                """) else { break }
-            counts.expiredSessions += Int(try row["n"].decode(Int64.self))
-            after = (try row["device_id"].decode(String.self), try row["account_id"].decode(String.self))
-        }
-        counts.expiredSessions += try await batches(conn, limit, """
-            WITH d AS (
-                DELETE FROM sibling_sessions WHERE session_id IN (
-                    SELECT session_id FROM sibling_sessions WHERE refresh_expires_at <= \(now) LIMIT \(limit) FOR UPDATE SKIP LOCKED)
-                RETURNING 1
-            ) SELECT count(*) AS n FROM d
-            """)
-        // Rotated refresh tokens that expired or whose session ended, in windows of the primary key.
-        var afterToken = Data()
-        while true {
-            guard let row = try await one(conn, """
-                WITH w AS (
-                    SELECT token_hash FROM rotated_refresh_tokens WHERE token_hash > \(afterToken) ORDER BY token_hash LIMIT \(limit)
-                ), d AS (
-                    DELETE FROM rotated_refresh_tokens r USING w
-                    WHERE r.token_hash = w.token_hash
-                      AND (r.expires_at <= \(now)
-                        OR (r.client_id IS NULL AND NOT EXISTS (
-                          SELECT 1 FROM device_accounts p
-                          WHERE p.device_id = r.device_id AND p.account_id = r.account_id AND p.session_id = r.session_id))
-                        OR (r.client_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM sibling_sessions s WHERE s.session_id = r.session_id)))
-                    RETURNING 1
-                )
-                SELECT (SELECT count(*) FROM d) AS n, (SELECT token_hash FROM w ORDER BY token_hash DESC LIMIT 1) AS last
-                """), let last = try row["last"].decode(Data?.self) else { break }
-            counts.rotatedTokens += Int(try row["n"].decode(Int64.self))
-            afterToken = last
-        }
-        counts.handoffCodes = try await batches(conn, limit, """
-            WITH d AS (
-                DELETE FROM handoff_codes WHERE code_hash IN (
-                    SELECT code_hash FROM handoff_codes WHERE expires_at <= \(now) LIMIT \(limit) FOR UPDATE SKIP LOCKED)
-                RETURNING 1
-            ) SELECT count(*) AS n FROM d
-            """)
-        // Rate-limit windows that ended (a new event opens a new one).
-        counts.rateSlots = try await batches(conn, limit, """
-            WITH d AS (
-                DELETE FROM rate_slots WHERE (kind, client) IN (
-                    SELECT kind, client FROM rate_slots WHERE window_end <= \(now) LIMIT \(limit) FOR UPDATE SKIP LOCKED)
-                RETURNING 1
-            ) SELECT count(*) AS n FROM d
-            """)
-        // Attestation challenges that expired unused (v13).
-        counts.attestationChallenges = try await batches(conn, limit, """
-            WITH d AS (
-                DELETE FROM attestation_challenges WHERE challenge_hash IN (
-                    SELECT challenge_hash FROM attestation_challenges WHERE expires_at <= \(now) LIMIT \(limit) FOR UPDATE SKIP LOCKED)
-                RETURNING 1
-            ) SELECT count(*) AS n FROM d
-            """)
-        counts.expiredTransfers = try await batches(conn, limit, """
-            WITH d AS (
-                UPDATE transfers SET state = 'expired', ended_at = expires_at
-                WHERE id IN (SELECT id FROM transfers WHERE state = 'pending' AND expires_at <= \(now) LIMIT \(limit) FOR UPDATE SKIP LOCKED)
-                RETURNING 1
-            ) SELECT count(*) AS n FROM d
-            """)
-        counts.endedTransfers = try await batches(conn, limit, """
-            WITH d AS (
-                DELETE FROM transfers WHERE id IN (SELECT id FROM transfers WHERE state <> 'pending' AND ended_at < \(since) LIMIT \(limit))
-                RETURNING 1
-            ) SELECT count(*) AS n FROM d
-            """)
-        counts.auditEvents = try await batches(conn, limit, """
-            WITH d AS (
-                DELETE FROM audit_events WHERE id IN (SELECT id FROM audit_events WHERE at < \(since) ORDER BY at LIMIT \(limit))
-                RETURNING 1
-            ) SELECT count(*) AS n FROM d
-            """)
-        counts.outbox = try await batches(conn, limit, """
-            WITH d AS (
-                DELETE FROM outbox WHERE seq IN (
-                    SELECT seq FROM outbox
-                    WHERE (kind = 'webhook' AND state = 'pending' AND attempts = 0 AND give_up_at <= \(now)) OR (state = 'failed' AND failed_at < \(since))
-                    LIMIT \(limit) FOR UPDATE SKIP LOCKED)
-                RETURNING 1
-            ) SELECT count(*) AS n FROM d
-            """)
-        let notificationsSince = cutoffs.appleNotificationsSince.milliseconds
-        counts.appleNotifications = try await batches(conn, limit, """
-            WITH d AS (
-                DELETE FROM apple_notifications WHERE jti IN (
-                    SELECT jti FROM apple_notifications WHERE received_at < \(notificationsSince) LIMIT \(limit) FOR UPDATE SKIP LOCKED)
-                RETURNING 1
-            ) SELECT count(*) AS n FROM d
-            """)
-        if let retiredBefore = cutoffs.signingKeysRetiredBefore?.milliseconds {
-            // A handful of rows: one statement, not batches.
-            counts.signingKeys = Int(try await one(conn, """
-                WITH d AS (DELETE FROM signing_keys WHERE retired_at IS NOT NULL AND retired_at < \(retiredBefore) RETURNING 1)
-                SELECT count(*) AS n FROM d
-                """)?["n"].decode(Int64.self) ?? 0)
+        for rule in PruneRule.all {
+            guard let condition = rule.condition(cutoffs) else { continue }
+            counts[keyPath: rule.counts] += try await prune(conn, rule, condition, limit: Int64(batchSize))
         }
         // Inactive accounts, each erased in a transaction of its own on another pooled
         // connection (this one holds the pruner's lock), rechecked under the rows' locks; four
@@ -159,11 +46,66 @@ extension PostgresStore {
         return counts
     }
 
+    /// Applies one of TransferSQL's rules (`PruneRule`) in statements of at most `limit` rows,
+    /// each counting what it changed as `n`; returns the rows changed.
+    private func prune(_ conn: PostgresConnection, _ rule: PruneRule, _ condition: SQL, limit: Int64) async throws -> Int {
+        let table = rule.tableName
+        let key = SQL.join(rule.key.map(\.column), separator: ", ")
+        let lock: SQL = rule.skipsLocked ? " FOR UPDATE SKIP LOCKED" : ""
+        func change(_ rows: SQL) -> SQL {
+            switch rule.change {
+            case .delete: "DELETE FROM \(table) WHERE \(rows) RETURNING 1"
+            case .update(let assignments): "UPDATE \(table) SET \(assignments) WHERE \(rows) RETURNING 1"
+            }
+        }
+        switch rule.walk {
+        case .atOnce:
+            return Int(try await one(conn, Self.query("WITH d AS (\(change(condition))) SELECT count(*) AS n FROM d"))?["n"].decode(Int64.self) ?? 0)
+        case .byCondition(let orderBy):
+            let order: SQL = orderBy.map { " ORDER BY \($0)" } ?? ""
+            return try await batches(conn, limit, """
+                WITH d AS (
+                    \(change("(\(key)) IN (SELECT \(key) FROM \(table) WHERE (\(condition))\(order) LIMIT \(limit)\(lock))"))
+                ) SELECT count(*) AS n FROM d
+                """)
+        case .inKeyWindows:
+            // Windows of the key, in key order; the statement answers the window's last key.
+            let descending = SQL.join(rule.key.map { "\($0.column) DESC" }, separator: ", ")
+            let changed: SQL =
+                rule.skipsLocked
+                ? """
+                x AS (
+                    -- Rows a request holds are skipped (next round), never waited for.
+                    SELECT \(key) FROM \(table) JOIN w USING (\(key)) WHERE (\(condition)) FOR UPDATE OF \(table) SKIP LOCKED
+                ), d AS (\(change("(\(key)) IN (SELECT \(key) FROM x)")))
+                """
+                : "d AS (\(change("(\(key)) IN (SELECT \(key) FROM w) AND (\(condition))")))"
+            var after = rule.key.map(\.lowest), total = 0
+            while true {
+                let position = SQL.join(after.map { "\($0)" }, separator: ", ")
+                guard let row = try await one(conn, Self.query("""
+                    WITH w AS (
+                        SELECT \(key) FROM \(table) WHERE (\(key)) > (\(position)) ORDER BY \(key) LIMIT \(limit)
+                    ), \(changed)
+                    SELECT (SELECT count(*) FROM d) AS n, last.* FROM (SELECT \(key) FROM w ORDER BY \(descending) LIMIT 1) last
+                    """)) else { return total }
+                total += Int(try row["n"].decode(Int64.self))
+                after = try rule.key.map { column in
+                    switch column.kind {
+                    case .text: .text(try row[column.name].decode(String.self))
+                    case .blob: .blob([UInt8](try row[column.name].decode(Data.self)))
+                    case .integer: .integer(try row[column.name].decode(Int64.self))
+                    }
+                }
+            }
+        }
+    }
+
     /// Runs `query` (which answers `n`, the rows it changed, at most `limit`) until it changes fewer.
-    private func batches(_ conn: PostgresConnection, _ limit: Int64, _ query: PostgresQuery) async throws -> Int {
+    private func batches(_ conn: PostgresConnection, _ limit: Int64, _ query: SQL) async throws -> Int {
         var changed = 0
         while true {
-            let n = try await one(conn, query)?["n"].decode(Int64.self) ?? 0
+            let n = try await one(conn, Self.query(query))?["n"].decode(Int64.self) ?? 0
             changed += Int(n)
             if n < limit { return changed }
         }

@@ -1,9 +1,9 @@
 import Foundation
-import PostgresNIO
 
 extension PostgresStore {
     /// Runs `operation`, or throws `TimedOut` after `limit` (a database that does not answer
-    /// makes connection leases wait; callers that must answer promptly bound them).
+    /// makes connection leases wait; callers that must answer promptly bound them). The server
+    /// and the CLI reach it as `Storage.withTimeout`.
     public static func withTimeout<T: Sendable>(_ limit: Duration, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
         try await withThrowingTaskGroup(of: T.self) { group in
             group.addTask { try await operation() }
@@ -18,15 +18,5 @@ extension PostgresStore {
 
     public struct TimedOut: Error, CustomStringConvertible {
         public var description: String { "timed out" }
-    }
-
-    /// A short, secret-free description of a database error for one-line messages.
-    public static func describe(_ error: any Error) -> String {
-        if let error = error as? PSQLError {
-            if let message = error.serverInfo?[.message] { return message }
-            return "\(error.code)"
-        }
-        if error is TimedOut { return "timed out" }
-        return "\(type(of: error))"
     }
 }

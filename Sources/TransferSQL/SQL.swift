@@ -19,9 +19,9 @@ public enum SQLValue: Sendable, Equatable {
 /// Interpolated values become bound parameters, never SQL text: `"… WHERE id = \(id)"` binds
 /// `id`. A store renders the statement in its dialect (`?` placeholders and GRDB arguments
 /// for SQLite, `$n` and PostgresNIO bindings for PostgreSQL), as sql-kit's `SQLQueryString`
-/// and `SQLDialect.bindPlaceholder` do. The few places where the dialects differ are
-/// `SQL.Dialectal` fragments, spelled out in `SQL+Dialect.swift`, never two copies of a
-/// statement. Values are typed the way the schema stores them: times as integer milliseconds,
+/// and `SQLDialect.bindPlaceholder` do. The few places where the dialects differ are named
+/// `SQL(sqlite:postgres:)` fragments (`SQL.forUpdate` and its neighbours in `Queries.swift`),
+/// never two copies of a statement. Values are typed the way the schema stores them: times as integer milliseconds,
 /// flags as integers 0/1, hashes as blobs, enums as their raw text.
 public struct SQL: Sendable, ExpressibleByStringInterpolation, CustomStringConvertible {
     enum Piece: Sendable {
@@ -123,6 +123,16 @@ public struct SQL: Sendable, ExpressibleByStringInterpolation, CustomStringConve
 }
 
 extension SQL {
+    /// The text of a fragment that binds nothing, for a statement whose parameters another
+    /// library numbers (PostgreSQL's prepared login statement). Stops the program if the
+    /// fragment binds a value: spliced as text, its `$n` would be numbered against the wrong
+    /// statement and bind something else, silently.
+    public func unboundText(_ dialect: SQLDialect) -> String {
+        let (text, binds) = render(dialect)
+        precondition(binds.isEmpty, "this fragment binds \(binds.count) value(s) and cannot be spliced as text: \(text)")
+        return text
+    }
+
     /// Joins statements' fragments with `separator`.
     public static func join(_ fragments: [SQL], separator: String) -> SQL {
         var pieces: [Piece] = []

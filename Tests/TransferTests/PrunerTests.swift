@@ -4,6 +4,7 @@ import PostgresNIO
 import Testing
 import TransferCore
 @testable import TransferPostgres
+import TransferSQL
 import TransferStorage
 
 /// Storage grows with devices and accounts, not with launches: what the pruner removes, and
@@ -90,5 +91,17 @@ struct PrunerTests {
                 #expect(try await store.prune(PruneCutoffs(now: t0, retainedSince: t0), batchSize: 10) != nil)
             }
         }
+    }
+
+    @Test("every count of a round but inactive accounts comes from a rule declared once in TransferSQL")
+    func everyCountHasARule() {
+        func field(_ counts: PruneCounts) -> String? { Mirror(reflecting: counts).children.first { $0.value as? Int == 1 }?.label }
+        let counted = Set(PruneRule.all.compactMap { rule -> String? in
+            var counts = PruneCounts()
+            counts[keyPath: rule.counts] = 1
+            return field(counts)
+        })
+        let fields = Set(Mirror(reflecting: PruneCounts()).children.compactMap(\.label))
+        #expect(counted == fields.subtracting(["inactiveAccounts"]), "no rule counts \(fields.subtracting(counted).subtracting(["inactiveAccounts"]).sorted())")
     }
 }

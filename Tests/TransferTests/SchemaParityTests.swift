@@ -1,56 +1,193 @@
 import Foundation
+import GRDB
+import Logging
+import PostgresNIO
 import Testing
+import TransferSQLite
+import TransferStorage
 
-/// `schema.sql` (SQLite) is the current schema; `schema.postgres.sql` says the same in
-/// PostgreSQL's dialect. Their tables, columns, checks and indexes must not drift apart.
-@Suite("Schema parity")
+/// `schema.sql` and `schema.postgres.sql` are generated from freshly migrated databases, never
+/// edited: each test here fails while a committed file differs from what the migrations build,
+/// and `scripts/schema.sh` (these tests with `TRANSFER_WRITE_SCHEMA=1`) writes them anew. The
+/// two dialects' databases must also keep the same tables, columns, indexes and constraints.
+@Suite("Schema files and parity")
 struct SchemaParityTests {
-    struct Shape: Equatable, CustomStringConvertible {
-        var tables: [String: [String]] = [:]
-        var checks: [String: [String]] = [:]
-        var indexes: [String] = []
-        var description: String { "tables \(tables)\nchecks \(checks)\nindexes \(indexes)" }
+    static let regenerate = "scripts/schema.sh (with TRANSFER_TEST_POSTGRES_URL set)"
+    static var writing: Bool { ProcessInfo.processInfo.environment["TRANSFER_WRITE_SCHEMA"] == "1" }
+
+    /// Compares `generated` with the committed `file`, or writes it when regenerating.
+    static func check(_ generated: String, against file: String) throws {
+        let url = Repository.root.appendingPathComponent(file)
+        if writing {
+            try generated.write(to: url, atomically: true, encoding: .utf8)
+            return
+        }
+        let committed = try String(contentsOf: url, encoding: .utf8)
+        let same = committed == generated
+        let firstDifference = zip(lines(of: committed), lines(of: generated)).enumerated().first { $0.element.0 != $0.element.1 }
+        #expect(
+            same,
+            """
+            \(file) is not what the migrations build: regenerate it with \(regenerate). \
+            First difference at line \((firstDifference?.offset ?? min(lines(of: committed).count, lines(of: generated).count)) + 1): \
+            committed \(firstDifference.map { "`\($0.element.0)`" } ?? "(end)"), generated \(firstDifference.map { "`\($0.element.1)`" } ?? "(end)")
+            """)
     }
 
-    static func shape(of file: String) throws -> Shape {
-        let text = try String(contentsOf: ProcessTests.root.appendingPathComponent(file), encoding: .utf8)
-        let sql = text.split(separator: "\n").map { line in line.range(of: "--").map { String(line[..<$0.lowerBound]) } ?? String(line) }
-            .joined(separator: "\n")
-        var shape = Shape()
-        for statement in sql.components(separatedBy: ";") {
-            let s = statement.trimmingCharacters(in: .whitespacesAndNewlines)
-            if s.hasPrefix("CREATE TABLE") {
-                let name = s.split(separator: " ")[2].description
-                let body = s[s.index(after: s.firstIndex(of: "(")!)..<s.lastIndex(of: ")")!]
-                var columns: [String] = [], checks: [String] = []
-                for line in body.split(separator: "\n").map({ $0.trimmingCharacters(in: .whitespaces) }) where !line.isEmpty {
-                    if line.hasPrefix("FOREIGN KEY") {
-                        continue  // PostgreSQL adds the circular devices → device_accounts key with ALTER TABLE
-                    } else if line.hasPrefix("CHECK") {
-                        checks.append(line.trimmingCharacters(in: CharacterSet(charactersIn: ",")))
-                    } else {
-                        columns.append(String(line.split(separator: " ")[0]))
-                        if let check = line.range(of: "CHECK") {
-                            checks.append(String(line[check.lowerBound...]).trimmingCharacters(in: CharacterSet(charactersIn: ",")))
-                        }
-                    }
+    // MARK: The files
+
+    /// What a freshly migrated SQLite database holds: each object's statement as SQLite keeps it
+    /// (`sqlite_master`), a table followed by its indexes and triggers, tables by name.
+    static func sqliteSchema() throws -> String {
+        let file = TempDatabase()
+        defer { file.remove() }
+        try SQLiteStore(path: file.path).close()
+        let queue = try DatabaseQueue(path: file.path)
+        defer { try? queue.close() }
+        let statements = try queue.read { db in
+            try String.fetchAll(db, sql: """
+                SELECT sql FROM sqlite_master
+                WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' AND tbl_name <> 'grdb_migrations'
+                ORDER BY tbl_name, CASE type WHEN 'table' THEN 0 WHEN 'index' THEN 1 ELSE 2 END, name
+                """)
+        }
+        let header = """
+            -- The schema of the device-transfer service, SQLite dialect: what the migrations build
+            -- (Sources/TransferSQLite/Resources/migrations/v1…v13.sql, then TransferSQL's
+            -- SchemaMigration.shared), as sqlite_master keeps it. Generated by scripts/schema.sh: do
+            -- not edit; a test fails while it is stale. Times are milliseconds since 1970 UTC; ids
+            -- are lower-case UUID strings.
+            """
+        return ([header] + statements.map { trimmed($0) + ";" }).joined(separator: "\n\n") + "\n"
+    }
+
+    /// What `pg_dump --schema-only` says of a freshly migrated PostgreSQL database, without what
+    /// changes from run to run or machine to machine: comments (versions), session settings,
+    /// `\restrict` keys.
+    static func postgresSchema() async throws -> String {
+        try await TestPostgres.withDatabase(empty: true) { url in
+            try await Storage.withStore(.postgres(url: url), logger: quiet) { _ in }
+            let dump = try Executable.run(
+                "pg_dump", ["pg_dump", "--schema-only", "--no-owner", "--no-privileges", "--exclude-table=schema_migrations", "--dbname=\(url)"],
+                executable: URL(fileURLWithPath: "/usr/bin/env"))
+            guard dump.code == 0 else { throw TestFailure("pg_dump (PostgreSQL's client, the server's version or later) failed: \(dump)") }
+            var kept: [Substring] = []
+            for line in lines(of: dump.out) {
+                if line.hasPrefix("--") || line.hasPrefix("SET ") || line.hasPrefix("SELECT pg_catalog.set_config(") || line.hasPrefix("\\") {
+                    continue
                 }
-                shape.tables[name] = columns
-                shape.checks[name] = checks
-            } else if s.hasPrefix("CREATE UNIQUE INDEX") || s.hasPrefix("CREATE INDEX") {
-                shape.indexes.append(s.split(whereSeparator: \.isWhitespace).joined(separator: " "))
+                if line.isEmpty && (kept.last?.isEmpty ?? true) { continue }
+                kept.append(line)
+            }
+            while kept.last?.isEmpty == true { kept.removeLast() }
+            let header = """
+                -- The schema of the device-transfer service, PostgreSQL dialect: what the migrations build
+                -- (Sources/TransferPostgres/Resources/migrations/v1…v13.sql, then TransferSQL's
+                -- SchemaMigration.shared), as pg_dump --schema-only prints it. Generated by
+                -- scripts/schema.sh: do not edit; a test fails while it is stale.
+                """
+            return header + "\n\n" + kept.joined(separator: "\n") + "\n"
+        }
+    }
+
+    static var quiet: Logger {
+        var logger = Logger(label: "test.schema")
+        logger.logLevel = .error
+        return logger
+    }
+
+    static func trimmed(_ statement: String) -> String {
+        statement.split(separator: "\n", omittingEmptySubsequences: false)
+            .map { line in String(line[..<(line.lastIndex { !$0.isWhitespace }.map(line.index(after:)) ?? line.startIndex)]) }
+            .joined(separator: "\n")
+    }
+
+    @Test("schema.sql is what the SQLite migrations build")
+    func sqliteFile() throws {
+        try Self.check(try Self.sqliteSchema(), against: "schema.sql")
+    }
+
+    @Test(
+        "schema.postgres.sql is what the PostgreSQL migrations build",
+        .enabled(if: StoreKind.available.contains(.postgres), "needs PostgreSQL: set TRANSFER_TEST_POSTGRES_URL (CI does)"))
+    func postgresFile() async throws {
+        try Self.check(try await Self.postgresSchema(), against: "schema.postgres.sql")
+    }
+
+    // MARK: Parity
+
+    /// A database's shape in terms both dialects share: each table's columns (by name: a column
+    /// a store added later may stand elsewhere in the other's table, as `transfers.method`), its
+    /// indexes written out (name, unique, partial; not those a key or UNIQUE makes), and how many
+    /// CHECK and foreign-key constraints it has (their text is each dialect's own).
+    static func sqliteShape() throws -> [String] {
+        let file = TempDatabase()
+        defer { file.remove() }
+        try SQLiteStore(path: file.path).close()
+        let queue = try DatabaseQueue(path: file.path)
+        defer { try? queue.close() }
+        return try queue.read { db in
+            var lines: [String] = []
+            let tables = try Row.fetchAll(db, sql: """
+                SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'grdb_migrations' ORDER BY name
+                """)
+            for table in tables {
+                let name: String = table["name"]
+                let columns = try String.fetchAll(db, sql: "SELECT name FROM pragma_table_info(?) ORDER BY name", arguments: [name])
+                lines.append("table \(name): \(columns.joined(separator: ", "))")
+                let indexes = try Row.fetchAll(db, sql: "SELECT name, \"unique\", partial FROM pragma_index_list(?) WHERE origin = 'c' ORDER BY name", arguments: [name])
+                for index in indexes {
+                    lines.append("index \(name).\(index["name"] as String) unique=\(index["unique"] as Int) partial=\(index["partial"] as Int)")
+                }
+                let sql: String = table["sql"]
+                let code = sql.split(separator: "\n").map { line in line.range(of: "--").map { line[..<$0.lowerBound] } ?? line }.joined(separator: "\n")
+                let checks = code.components(separatedBy: "CHECK").count - 1
+                let foreignKeys = try Int.fetchOne(db, sql: "SELECT count(DISTINCT id) FROM pragma_foreign_key_list(?)", arguments: [name]) ?? 0
+                lines.append("constraints \(name): check=\(checks) foreign=\(foreignKeys)")
+            }
+            return lines
+        }
+    }
+
+    static func postgresShape() async throws -> [String] {
+        try await TestPostgres.withDatabase(empty: true) { url in
+            try await Storage.withStore(.postgres(url: url), logger: quiet) { _ in }
+            return try await TestPostgres.withClient(url) { client in
+                var lines: [String] = []
+                let query: PostgresQuery = """
+                    SELECT t.relname::text,
+                      (SELECT string_agg(a.attname::text, ', ' ORDER BY a.attname::text COLLATE "C") FROM pg_attribute a
+                       WHERE a.attrelid = t.oid AND a.attnum > 0 AND NOT a.attisdropped),
+                      (SELECT coalesce(string_agg('index ' || t.relname || '.' || i.relname || ' unique=' || x.indisunique::int
+                                                  || ' partial=' || (x.indpred IS NOT NULL)::int, E'\n' ORDER BY i.relname), '')
+                       FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
+                       WHERE x.indrelid = t.oid AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = x.indexrelid)),
+                      (SELECT count(*) FROM pg_constraint k WHERE k.conrelid = t.oid AND k.contype = 'c'),
+                      (SELECT count(*) FROM pg_constraint k WHERE k.conrelid = t.oid AND k.contype = 'f')
+                    FROM pg_class t JOIN pg_namespace n ON n.oid = t.relnamespace
+                    WHERE n.nspname = 'public' AND t.relkind = 'r' AND t.relname <> 'schema_migrations'
+                    ORDER BY t.relname
+                    """
+                for try await (table, columns, indexes, checks, foreignKeys) in try await client.query(query).decode(
+                    (String, String, String, Int64, Int64).self)
+                {
+                    lines.append("table \(table): \(columns)")
+                    if !indexes.isEmpty { lines += indexes.split(separator: "\n").map(String.init) }
+                    lines.append("constraints \(table): check=\(checks) foreign=\(foreignKeys)")
+                }
+                return lines
             }
         }
-        return shape
     }
 
-    @Test("both dialects define the same tables, columns, checks and indexes")
-    func sameShape() throws {
-        let sqlite = try Self.shape(of: "schema.sql")
-        let postgres = try Self.shape(of: "schema.postgres.sql")
-        #expect(sqlite.tables.count == 18, "v13 added attestation_challenges: \(sqlite.tables.keys.sorted())")
-        #expect(sqlite.tables == postgres.tables)
-        #expect(sqlite.checks == postgres.checks)
-        #expect(sqlite.indexes == postgres.indexes)
+    @Test(
+        "both dialects' migrations build the same tables, columns, indexes and constraints",
+        .enabled(if: StoreKind.available.contains(.postgres), "needs PostgreSQL: set TRANSFER_TEST_POSTGRES_URL (CI does)"))
+    func sameShape() async throws {
+        let sqlite = try Self.sqliteShape()
+        let postgres = try await Self.postgresShape()
+        #expect(sqlite.count > 40, "too little was read to compare: \(sqlite)")
+        let same = sqlite == postgres
+        #expect(same, "differs: SQLite only \(sqlite.filter { !postgres.contains($0) }), PostgreSQL only \(postgres.filter { !sqlite.contains($0) })")
     }
 }

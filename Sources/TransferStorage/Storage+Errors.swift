@@ -1,0 +1,24 @@
+import PostgresNIO
+import TransferPostgres
+
+// What the server and the CLI need around a store beyond opening it, so that only this
+// module (and the tests) import a store's module.
+extension Storage {
+    /// Runs `operation`, or throws `TimedOut` after `limit` (a database that does not answer
+    /// makes connection leases wait; callers that must answer promptly bound them).
+    public static func withTimeout<T: Sendable>(_ limit: Duration, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await PostgresStore.withTimeout(limit, operation)
+    }
+
+    public typealias TimedOut = PostgresStore.TimedOut
+
+    /// A short, secret-free description of a database error for one-line messages.
+    public static func describe(_ error: any Error) -> String {
+        if let error = error as? PSQLError {
+            if let message = error.serverInfo?[.message] { return message }
+            return "\(error.code)"
+        }
+        if error is TimedOut { return "timed out" }
+        return "\(type(of: error))"
+    }
+}
