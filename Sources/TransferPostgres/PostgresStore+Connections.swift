@@ -158,7 +158,7 @@ extension PostgresStore {
     }
 
     /// A statement written once in TransferSQL, rendered with `$n` binds.
-    static func query(_ sql: SQL) -> PostgresQuery {
+    static func query(_ sql: SQLText) -> PostgresQuery {
         let (text, values) = sql.render(.postgres)
         var binds = PostgresBindings(capacity: values.count)
         for value in values {
@@ -172,7 +172,7 @@ extension PostgresStore {
         return PostgresQuery(unsafeSQL: text, binds: binds)
     }
 
-    func run(_ conn: PostgresConnection, _ statements: [SQL]) async throws {
+    func run(_ conn: PostgresConnection, _ statements: [SQLText]) async throws {
         for sql in statements { try await run(conn, Self.query(sql)) }
     }
 

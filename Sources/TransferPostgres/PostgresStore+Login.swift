@@ -50,7 +50,7 @@ extension PostgresStore {
                           d.current_account_id
             )
             SELECT p.account_id, a.user_name,
-                   \(SQL.migrationFlag(now: "$2").unboundText(.postgres)) AS flag,
+                   \(SQLText.migrationFlag(now: "$2").unboundText(.postgres)) AS flag,
                    p.session_id, p.session_started_at, p.refresh_generation, p.refresh_hash, p.key_by_device, p.current_account_id,
                    ARRAY(SELECT o.account_id FROM device_accounts o
                          WHERE o.device_id = $4 AND o.state = 'active' ORDER BY o.added_at, o.account_id) AS ids,

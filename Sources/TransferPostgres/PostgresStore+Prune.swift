@@ -48,11 +48,11 @@ extension PostgresStore {
 
     /// Applies one of TransferSQL's rules (`PruneRule`) in statements of at most `limit` rows,
     /// each counting what it changed as `n`; returns the rows changed.
-    private func prune(_ conn: PostgresConnection, _ rule: PruneRule, _ condition: SQL, limit: Int64) async throws -> Int {
+    private func prune(_ conn: PostgresConnection, _ rule: PruneRule, _ condition: SQLText, limit: Int64) async throws -> Int {
         let table = rule.tableName
-        let key = SQL.join(rule.key.map(\.column), separator: ", ")
-        let lock: SQL = rule.skipsLocked ? " FOR UPDATE SKIP LOCKED" : ""
-        func change(_ rows: SQL) -> SQL {
+        let key = SQLText.join(rule.key.map(\.column), separator: ", ")
+        let lock: SQLText = rule.skipsLocked ? " FOR UPDATE SKIP LOCKED" : ""
+        func change(_ rows: SQLText) -> SQLText {
             switch rule.change {
             case .delete: "DELETE FROM \(table) WHERE \(rows) RETURNING 1"
             case .update(let assignments): "UPDATE \(table) SET \(assignments) WHERE \(rows) RETURNING 1"
@@ -62,7 +62,7 @@ extension PostgresStore {
         case .atOnce:
             return Int(try await one(conn, Self.query("WITH d AS (\(change(condition))) SELECT count(*) AS n FROM d"))?["n"].decode(Int64.self) ?? 0)
         case .byCondition(let orderBy):
-            let order: SQL = orderBy.map { " ORDER BY \($0)" } ?? ""
+            let order: SQLText = orderBy.map { " ORDER BY \($0)" } ?? ""
             return try await batches(conn, limit, """
                 WITH d AS (
                     \(change("(\(key)) IN (SELECT \(key) FROM \(table) WHERE (\(condition))\(order) LIMIT \(limit)\(lock))"))
@@ -70,8 +70,8 @@ extension PostgresStore {
                 """)
         case .inKeyWindows:
             // Windows of the key, in key order; the statement answers the window's last key.
-            let descending = SQL.join(rule.key.map { "\($0.column) DESC" }, separator: ", ")
-            let changed: SQL =
+            let descending = SQLText.join(rule.key.map { "\($0.column) DESC" }, separator: ", ")
+            let changed: SQLText =
                 rule.skipsLocked
                 ? """
                 x AS (
@@ -82,7 +82,7 @@ extension PostgresStore {
                 : "d AS (\(change("(\(key)) IN (SELECT \(key) FROM w) AND (\(condition))")))"
             var after = rule.key.map(\.lowest), total = 0
             while true {
-                let position = SQL.join(after.map { "\($0)" }, separator: ", ")
+                let position = SQLText.join(after.map { "\($0)" }, separator: ", ")
                 guard let row = try await one(conn, Self.query("""
                     WITH w AS (
                         SELECT \(key) FROM \(table) WHERE (\(key)) > (\(position)) ORDER BY \(key) LIMIT \(limit)
@@ -102,7 +102,7 @@ extension PostgresStore {
     }
 
     /// Runs `query` (which answers `n`, the rows it changed, at most `limit`) until it changes fewer.
-    private func batches(_ conn: PostgresConnection, _ limit: Int64, _ query: SQL) async throws -> Int {
+    private func batches(_ conn: PostgresConnection, _ limit: Int64, _ query: SQLText) async throws -> Int {
         var changed = 0
         while true {
             let n = try await one(conn, Self.query(query))?["n"].decode(Int64.self) ?? 0

@@ -3,7 +3,7 @@ import TransferCore
 extension Effect {
     /// The statements that make this effect true, in order, for either store. (PostgreSQL
     /// writes `enqueue` effects last, under per-account locks: see `PostgresStore.execute`.)
-    public var statements: [SQL] {
+    public var statements: [SQLText] {
         switch self {
         case .createAccount(let id, let userName, let at):
             return ["INSERT INTO accounts (id, user_name, created_at) VALUES (\(id), \(userName), \(at))"]
@@ -23,7 +23,7 @@ extension Effect {
             return [
                 "DELETE FROM sibling_sessions WHERE device_id = \(device) AND account_id = \(account)",
                 """
-                UPDATE device_accounts SET state = \(state), ended_at = \(at), ended_reason = \(reason), \(SQL.noSession)
+                UPDATE device_accounts SET state = \(state), ended_at = \(at), ended_reason = \(reason), \(SQLText.noSession)
                 WHERE device_id = \(device) AND account_id = \(account) AND state = 'active'
                 """,
             ]
@@ -64,7 +64,7 @@ extension Effect {
             ]
         case .closeSession(let device, let account):
             return [
-                "UPDATE device_accounts SET \(SQL.noSession) WHERE device_id = \(device) AND account_id = \(account)",
+                "UPDATE device_accounts SET \(SQLText.noSession) WHERE device_id = \(device) AND account_id = \(account)",
                 "DELETE FROM sibling_sessions WHERE device_id = \(device) AND account_id = \(account)",
             ]
         case .addHandoffCode(let c):
@@ -314,7 +314,7 @@ extension RateSlot {
     /// Counts the slot in its window (opening a new one when the last has ended) and answers
     /// the window's count and end: one statement, atomic on both stores, so concurrent
     /// requests on any node never count past the limit unseen.
-    var take: SQL {
+    var take: SQLText {
         """
         INSERT INTO rate_slots (kind, client, window_end, used) VALUES (\(kind.rawValue), \(key), \(windowEnd), 1)
         ON CONFLICT (kind, client) DO UPDATE SET
@@ -328,7 +328,7 @@ extension RateSlot {
 extension Effect {
     /// The statement of an effect whose answer decides whether the transaction goes on
     /// (`takeSlot`): the store runs it instead of `statements` and hands its rows to `check`.
-    public var checkedStatement: SQL? {
+    public var checkedStatement: SQLText? {
         switch self {
         case .takeSlot(let slot): slot.take
         case .requireNoOpenTransfer(let accountID, let at): Queries.openTransferCount(accountID: accountID, at: at)
@@ -338,7 +338,7 @@ extension Effect {
 
     /// The effect's statement when it is one (and no outbox message, which PostgreSQL writes
     /// under its per-account lock).
-    public var single: SQL? {
+    public var single: SQLText? {
         if case .enqueue = self { return nil }
         let statements = statements
         return statements.count == 1 ? statements[0] : nil

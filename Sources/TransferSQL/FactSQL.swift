@@ -49,7 +49,7 @@ extension FactKey {
 
 extension AccountRef {
     /// The account's id in a statement: bound, or looked up by the code that leads to it.
-    var sql: SQL {
+    var sql: SQLText {
         switch self {
         case .id(let id): "\(id)"
         case .ofTransferCode(let hash): "(SELECT account_id FROM transfers WHERE code_hash = \(hash))"
@@ -79,11 +79,11 @@ struct FactReading: Sendable {
         devices = DeviceReads(now: now, lock: lock)
     }
 
-    private var forUpdate: SQL { lock ? SQL.forUpdate : "" }
+    private var forUpdate: SQLText { lock ? SQLText.forUpdate : "" }
 
     /// The fact's next statement, or nil once its value is read. `facts` holds the facts read
     /// before it (a chained fact's source).
-    mutating func next(after facts: Facts, dialect: SQLDialect) -> SQL? {
+    mutating func next(after facts: Facts, dialect: SQLDialect) -> SQLText? {
         guard !done else { return nil }
         switch key {
         case .transfer(let id):
@@ -97,7 +97,7 @@ struct FactReading: Sendable {
                 """
         case .refreshToken(let hash):
             return """
-                SELECT device_id, account_id, session_id, \(SQL.nullText) AS client_id FROM device_accounts WHERE refresh_hash = \(hash)
+                SELECT device_id, account_id, session_id, \(SQLText.nullText) AS client_id FROM device_accounts WHERE refresh_hash = \(hash)
                 UNION ALL
                 SELECT device_id, account_id, session_id, client_id FROM sibling_sessions WHERE refresh_hash = \(hash)
                 UNION ALL
@@ -136,7 +136,7 @@ struct FactReading: Sendable {
         case .account(let account):
             return """
                 SELECT a.id AS account_id, a.user_name, a.created_at, a.moved_to_device_id, a.deleted_at, a.protected_at,
-                       \(SQL.migrationFlag(at: now)) AS flag
+                       \(SQLText.migrationFlag(at: now)) AS flag
                 FROM accounts a WHERE a.id = \(account.sql)\(forUpdate)
                 """
         case .signingKeys:
@@ -166,7 +166,7 @@ struct FactReading: Sendable {
                   AND (o.leased_until IS NULL OR o.leased_until <= \(now))
                   AND NOT EXISTS (
                     SELECT 1 FROM outbox p WHERE p.kind = o.kind AND p.account_id = o.account_id AND p.state = 'pending' AND p.seq < o.seq)
-                ORDER BY o.seq LIMIT \(q.limit)\(lock ? SQL.forUpdateSkipLocked : "")
+                ORDER BY o.seq LIMIT \(q.limit)\(lock ? SQLText.forUpdateSkipLocked : "")
                 """
         case .outboxMessage(let id):
             return "SELECT * FROM outbox WHERE id = \(id)\(forUpdate)"
@@ -239,7 +239,7 @@ struct FactReading: Sendable {
     }
 
     /// The devices' statements; once every device is read, the fact's value.
-    private mutating func devicesNext() -> SQL? {
+    private mutating func devicesNext() -> SQLText? {
         if let sql = devices.next() { return sql }
         switch key {
         case .accountDevices, .devicesEver: finish(devices.devices)

@@ -10,14 +10,14 @@ public struct PruneRule: Sendable {
     public enum Change: Sendable {
         case delete
         /// `UPDATE … SET` these assignments: the row stays (a pair keeps its history).
-        case update(SQL)
+        case update(SQLText)
     }
 
     /// How the rows are found, which decides how a store walks them.
     public enum Walk: Sendable {
         /// An index serves the condition: batches of the first matching rows (in `orderBy`,
         /// when given) until a batch finds fewer than it may take.
-        case byCondition(orderBy: SQL? = nil)
+        case byCondition(orderBy: SQLText? = nil)
         /// No index serves the condition: the table is walked in windows of its key (SQLite:
         /// of its rowid), so every batch costs the same however much was pruned before it.
         case inKeyWindows
@@ -34,7 +34,7 @@ public struct PruneRule: Sendable {
         public static func blob(_ name: String) -> KeyColumn { KeyColumn(name: name, kind: .blob) }
         public static func integer(_ name: String) -> KeyColumn { KeyColumn(name: name, kind: .integer) }
         /// The column in a statement.
-        public var column: SQL { SQL(stringLiteral: name) }
+        public var column: SQLText { SQLText(stringLiteral: name) }
         /// A value below every key, where a walk in key order starts.
         public var lowest: SQLValue {
             switch kind {
@@ -57,10 +57,10 @@ public struct PruneRule: Sendable {
     /// The rows' condition at these cutoffs, its columns unqualified or qualified with the
     /// table's own name (never an alias: each store writes its own statement around it);
     /// nil: this round leaves the table alone.
-    public let condition: @Sendable (PruneCutoffs) -> SQL?
+    public let condition: @Sendable (PruneCutoffs) -> SQLText?
 
     /// The table in a statement.
-    public var tableName: SQL { SQL(stringLiteral: table) }
+    public var tableName: SQLText { SQLText(stringLiteral: table) }
 }
 
 extension PruneRule {
@@ -70,7 +70,7 @@ extension PruneRule {
     public static let all: [PruneRule] = [
         // Expired sessions lose their secrets; the pair stays.
         PruneRule(
-            table: "device_accounts", key: [.text("device_id"), .text("account_id")], change: .update(SQL.noSession),
+            table: "device_accounts", key: [.text("device_id"), .text("account_id")], change: .update(SQLText.noSession),
             walk: .inKeyWindows, skipsLocked: true, counts: \.expiredSessions
         ) { "session_id IS NOT NULL AND refresh_expires_at <= \($0.now)" },
         // Sibling apps' sessions are rows of their own: an expired one goes.

@@ -1,30 +1,30 @@
 import TransferCore
 
 // The few places where the dialects differ, each spelled once.
-extension SQL {
+extension SQLText {
     /// Locks the rows read until the transaction ends. PostgreSQL: `FOR UPDATE`, so concurrent
     /// operations on any node serialise on them. SQLite: nothing, its writer holds the only write lock.
-    public static let forUpdate = SQL(sqlite: "", postgres: " FOR UPDATE")
+    public static let forUpdate = SQLText(sqlite: "", postgres: " FOR UPDATE")
     /// `forUpdate` for a join: only the pair rows (`p`) are locked.
-    public static let forUpdateOfPairs = SQL(sqlite: "", postgres: " FOR UPDATE OF p")
+    public static let forUpdateOfPairs = SQLText(sqlite: "", postgres: " FOR UPDATE OF p")
     /// `forUpdate`, skipping rows another transaction holds instead of waiting for them.
-    public static let forUpdateSkipLocked = SQL(sqlite: "", postgres: " FOR UPDATE SKIP LOCKED")
+    public static let forUpdateSkipLocked = SQLText(sqlite: "", postgres: " FOR UPDATE SKIP LOCKED")
     /// A NULL the union's other branches type as text (PostgreSQL cannot guess it).
-    public static let nullText = SQL(sqlite: "NULL", postgres: "NULL::text")
+    public static let nullText = SQLText(sqlite: "NULL", postgres: "NULL::text")
 
     /// The session columns of `device_accounts`, cleared.
-    public static let noSession: SQL = """
+    public static let noSession: SQLText = """
         session_id = NULL, session_started_at = NULL, refresh_hash = NULL, refresh_generation = NULL,
         refresh_expires_at = NULL, key_by_device = NULL, key_by_token = NULL
         """
 
     /// Account `a`'s migration flag at `now`: a pending transfer that has not expired
     /// (`TransferRecord.isOpen(at:)` in SQL).
-    public static func migrationFlag(at now: Timestamp) -> SQL { migrationFlag(now: "\(now)") }
+    public static func migrationFlag(at now: Timestamp) -> SQLText { migrationFlag(now: "\(now)") }
 
     /// The same with `now` given as SQL: PostgreSQL's prepared login statement passes its own
     /// parameter (`"$2"`), so the flag is written here once for every statement that answers it.
-    public static func migrationFlag(now: SQL) -> SQL {
+    public static func migrationFlag(now: SQLText) -> SQLText {
         "EXISTS (SELECT 1 FROM transfers t WHERE t.account_id = a.id AND t.state = 'pending' AND t.expires_at > \(now))"
     }
 }
@@ -32,20 +32,20 @@ extension SQL {
 /// The read statements outside facts, written once; the decoders are in `Rows`.
 public enum Queries {
     /// 1 when the account has an open (pending, unexpired) transfer, else 0: its migration flag.
-    public static func openTransferCount(accountID: String, at now: Timestamp) -> SQL {
-        "SELECT CASE WHEN \(SQL.migrationFlag(at: now)) THEN 1 ELSE 0 END AS open FROM accounts a WHERE a.id = \(accountID)"
+    public static func openTransferCount(accountID: String, at now: Timestamp) -> SQLText {
+        "SELECT CASE WHEN \(SQLText.migrationFlag(at: now)) THEN 1 ELSE 0 END AS open FROM accounts a WHERE a.id = \(accountID)"
     }
 
-    public static func device(_ id: String, lock: Bool) -> SQL {
-        "SELECT * FROM devices WHERE id = \(id)\(lock ? SQL.forUpdate : "")"
+    public static func device(_ id: String, lock: Bool) -> SQLText {
+        "SELECT * FROM devices WHERE id = \(id)\(lock ? SQLText.forUpdate : "")"
     }
 
     /// A device's pairs, oldest first, each with its account's name, deletion and migration flag.
-    public static func pairs(ofDevice id: String, at now: Timestamp, lock: Bool) -> SQL {
+    public static func pairs(ofDevice id: String, at now: Timestamp, lock: Bool) -> SQLText {
         """
-        SELECT p.*, a.user_name, a.deleted_at IS NOT NULL AS deleted, \(SQL.migrationFlag(at: now)) AS flag
+        SELECT p.*, a.user_name, a.deleted_at IS NOT NULL AS deleted, \(SQLText.migrationFlag(at: now)) AS flag
         FROM device_accounts p JOIN accounts a ON a.id = p.account_id
-        WHERE p.device_id = \(id) ORDER BY p.added_at, p.account_id\(lock ? SQL.forUpdateOfPairs : "")
+        WHERE p.device_id = \(id) ORDER BY p.added_at, p.account_id\(lock ? SQLText.forUpdateOfPairs : "")
         """
     }
 
@@ -55,7 +55,7 @@ public enum Queries {
     /// The same rule as `EraseInactiveAccountCommand.keeps`, which checks it again under lock.
     /// Each condition is a lookup by account (the pairs', transfers' and Apple links' account
     /// indexes) or, for a device's other pairs, by device (the pairs' primary key).
-    static func inactive(before: Timestamp, at now: Timestamp) -> SQL {
+    static func inactive(before: Timestamp, at now: Timestamp) -> SQLText {
         """
         a.deleted_at IS NULL AND a.created_at < \(before)
           AND NOT EXISTS (
@@ -63,7 +63,7 @@ public enum Queries {
             WHERE p.account_id = a.id AND (COALESCE(p.last_login_at, p.added_at) >= \(before) OR p.ended_at >= \(before)
               OR (p.ended_at IS NULL AND EXISTS (
                 SELECT 1 FROM device_accounts q WHERE q.device_id = p.device_id AND COALESCE(q.last_login_at, q.added_at) >= \(before)))))
-          AND NOT \(SQL.migrationFlag(at: now))
+          AND NOT \(SQLText.migrationFlag(at: now))
           AND NOT EXISTS (SELECT 1 FROM apple_links l WHERE l.account_id = a.id)
         """
     }
@@ -74,7 +74,7 @@ public enum Queries {
     /// rows (an index lookup by account each) and every window costs the same however many
     /// accounts come before it; as a filter on the whole table, or evaluated on a plain
     /// `LIMIT`ed scan, it merged or hashed the whole pairs table in each batch.
-    public static func inactiveWindow(before: Timestamp, at now: Timestamp, after: String, limit: Int) -> SQL {
+    public static func inactiveWindow(before: Timestamp, at now: Timestamp, after: String, limit: Int) -> SQLText {
         """
         SELECT a.id, (a.protected_at IS NULL AND \(inactive(before: before, at: now))) AS inactive
         FROM (SELECT id FROM accounts WHERE id > \(after) ORDER BY id LIMIT \(limit)) w JOIN accounts a ON a.id = w.id
@@ -83,7 +83,7 @@ public enum Queries {
     }
 
     /// `transfer inactive`: the inactive accounts, erasable and protected, and every protected account.
-    public static func inactiveCounts(before: Timestamp, at now: Timestamp) -> SQL {
+    public static func inactiveCounts(before: Timestamp, at now: Timestamp) -> SQLText {
         """
         SELECT COALESCE(SUM(CASE WHEN a.protected_at IS NULL THEN 1 ELSE 0 END), 0) AS erasable,
                COALESCE(SUM(CASE WHEN a.protected_at IS NULL THEN 0 ELSE 1 END), 0) AS protected_inactive,
@@ -95,7 +95,7 @@ public enum Queries {
     /// Serialises writers that read the signing keys: nodes starting together on an empty
     /// table, one inserts the key and the others then read it. PostgreSQL only: SQLite's
     /// writer is already alone.
-    public static let signingKeysLock: SQL = "SELECT pg_advisory_xact_lock(\(advisoryLockKey + 1))"
+    public static let signingKeysLock: SQLText = "SELECT pg_advisory_xact_lock(\(advisoryLockKey + 1))"
     /// The first of this service's PostgreSQL advisory lock keys ("transfer"): + 0 migrations,
     /// + 1 signing keys, + 2 the pruner.
     public static let advisoryLockKey: Int64 = 0x7472_616E_7366_6572
@@ -103,9 +103,9 @@ public enum Queries {
     // Reads outside operations, each a single statement (the facts operations read are
     // declared in `FactSQL.swift`).
 
-    public static func serviceKey(hash: SecretHash) -> SQL { "SELECT * FROM service_keys WHERE key_hash = \(hash)" }
+    public static func serviceKey(hash: SecretHash) -> SQLText { "SELECT * FROM service_keys WHERE key_hash = \(hash)" }
 
-    public static func openSession(sessionID: String, accountID: String, deviceID: String, clientID: String?) -> SQL {
+    public static func openSession(sessionID: String, accountID: String, deviceID: String, clientID: String?) -> SQLText {
         if let clientID {
             // A sibling session exists only while its pair is active (the schema's triggers).
             return """
@@ -122,7 +122,7 @@ public enum Queries {
     /// The push tokens of the devices these accounts are active on, with what
     /// `DeviceRecord.routesPushes(pushEnabled:mode:isCurrent:)` decides by (`Rows.pushRoute` applies it,
     /// reading the columns by position: keep their order).
-    public static func pushRoutes(accountIDs: [String]) -> SQL {
+    public static func pushRoutes(accountIDs: [String]) -> SQLText {
         """
         SELECT t.provider, t.token, t.environment, t.device_id, p.account_id,
                p.push_enabled, d.push_mode, CASE WHEN d.current_account_id = p.account_id THEN 1 ELSE 0 END AS is_current
@@ -134,7 +134,7 @@ public enum Queries {
         """
     }
 
-    public static func outboxStats(kind: OutboxKind) -> SQL {
+    public static func outboxStats(kind: OutboxKind) -> SQLText {
         """
         SELECT COUNT(*) FILTER (WHERE state = 'pending') AS pending, COUNT(*) FILTER (WHERE state = 'failed') AS failed,
                MIN(created_at) FILTER (WHERE state = 'pending') AS oldest
@@ -142,10 +142,10 @@ public enum Queries {
         """
     }
 
-    public static func pendingTransfer(emailKey: String) -> SQL { "SELECT * FROM transfers WHERE email_key = \(emailKey) AND state = 'pending'" }
+    public static func pendingTransfer(emailKey: String) -> SQLText { "SELECT * FROM transfers WHERE email_key = \(emailKey) AND state = 'pending'" }
 
     /// The latest transfer of the email that the device claimed since then (its claim may be repeated).
-    public static func claimedTransfer(emailKey: String, by device: String, since: Timestamp) -> SQL {
+    public static func claimedTransfer(emailKey: String, by device: String, since: Timestamp) -> SQLText {
         """
         SELECT * FROM transfers
         WHERE claimed_by_device = \(device) AND email_key = \(emailKey) AND state = 'claimed' AND ended_at >= \(since)
@@ -156,7 +156,7 @@ public enum Queries {
     // Support (the `transfer` command line).
 
     /// Accounts `query` names, the first way each matched first.
-    public static func findAccounts(lower: String, emailKey: String) -> SQL {
+    public static func findAccounts(lower: String, emailKey: String) -> SQLText {
         """
         SELECT m.account_id, m.field, a.user_name FROM (
             SELECT id AS account_id, 'accountId' AS field, 1 AS rank FROM accounts WHERE id = \(lower)
@@ -169,9 +169,9 @@ public enum Queries {
         """
     }
 
-    public static func history(ofAccount id: String) -> SQL { "SELECT * FROM audit_events WHERE account_id = \(id) ORDER BY id" }
+    public static func history(ofAccount id: String) -> SQLText { "SELECT * FROM audit_events WHERE account_id = \(id) ORDER BY id" }
 
-    public static func stats(at now: Timestamp) -> SQL {
+    public static func stats(at now: Timestamp) -> SQLText {
         let dayAgo = now - .seconds(86_400)
         return """
             SELECT
@@ -195,6 +195,6 @@ public enum Queries {
             """
     }
 
-    public static let serviceKeys: SQL = "SELECT * FROM service_keys ORDER BY created_at, name"
-    public static func outbox(limit: Int) -> SQL { "SELECT * FROM outbox ORDER BY seq LIMIT \(limit)" }
+    public static let serviceKeys: SQLText = "SELECT * FROM service_keys ORDER BY created_at, name"
+    public static func outbox(limit: Int) -> SQLText { "SELECT * FROM outbox ORDER BY seq LIMIT \(limit)" }
 }

@@ -9,24 +9,24 @@ import TransferCore
 /// and PostgreSQL's asynchronous ones run the same plan.
 public protocol ReadPlan: Sendable {
     associatedtype Output: Sendable
-    mutating func next() -> SQL?
+    mutating func next() -> SQLText?
     mutating func take<Row: SQLRow>(_ rows: [Row]) throws
     func finish() throws -> Output
 }
 
 /// One statement; its rows decoded one by one.
 public struct AllRows<Value: Sendable>: ReadPlan {
-    let sql: SQL
+    let sql: SQLText
     let decode: @Sendable (any SQLRow) throws -> Value
     var sent = false
     var values: [Value] = []
 
-    public init(_ sql: SQL, _ decode: @escaping @Sendable (any SQLRow) throws -> Value) {
+    public init(_ sql: SQLText, _ decode: @escaping @Sendable (any SQLRow) throws -> Value) {
         self.sql = sql
         self.decode = decode
     }
 
-    public mutating func next() -> SQL? {
+    public mutating func next() -> SQLText? {
         if sent { return nil }
         sent = true
         return sql
@@ -43,8 +43,8 @@ public struct AllRows<Value: Sendable>: ReadPlan {
 /// One statement; its first row decoded, if any.
 public struct FirstRow<Value: Sendable>: ReadPlan {
     var all: AllRows<Value>
-    public init(_ sql: SQL, _ decode: @escaping @Sendable (any SQLRow) throws -> Value) { all = AllRows(sql, decode) }
-    public mutating func next() -> SQL? { all.next() }
+    public init(_ sql: SQLText, _ decode: @escaping @Sendable (any SQLRow) throws -> Value) { all = AllRows(sql, decode) }
+    public mutating func next() -> SQLText? { all.next() }
     public mutating func take<Row: SQLRow>(_ rows: [Row]) throws { try all.take(rows.prefix(1).map { $0 }) }
     public func finish() -> Value? { all.values.first }
 }
@@ -68,7 +68,7 @@ struct DeviceReads: Sendable {
 
     mutating func add(_ id: String) { steps.append(.row(id)) }
 
-    func next() -> SQL? {
+    func next() -> SQLText? {
         switch steps.first {
         case .row(let id): Queries.device(id, lock: lock)
         case .pairs(let device): Queries.pairs(ofDevice: device.id, at: now, lock: lock)
@@ -112,7 +112,7 @@ public struct FactsPlan: ReadPlan {
         pending = all.enumerated().sorted { ($0.element.rank, $0.offset) < ($1.element.rank, $1.offset) }.map(\.element)
     }
 
-    public mutating func next() -> SQL? {
+    public mutating func next() -> SQLText? {
         while true {
             if reading == nil {
                 guard !pending.isEmpty else { return nil }

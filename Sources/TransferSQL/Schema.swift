@@ -1,6 +1,6 @@
 /// Schema text (DDL) written once for both stores.
 ///
-/// Unlike `SQL` it binds nothing, since a schema statement takes no parameters: its only
+/// Unlike `SQLText` it binds nothing, since a schema statement takes no parameters: its only
 /// interpolations are the column types whose spelling differs by dialect (`\(.integer)`,
 /// `\(.blob)`, `\(.serialKey)`) and, for anything else that differs, `\(sqlite: …, postgres: …)`.
 public struct DDL: Sendable, Equatable, ExpressibleByStringInterpolation {

@@ -24,9 +24,9 @@ extension SQLiteStore {
 
     /// Applies one of TransferSQL's rules (`PruneRule`) in batches of `batchSize` rows, each a
     /// write of its own; returns the rows changed.
-    private func prune(_ rule: PruneRule, _ condition: TransferSQL.SQL, batchSize: Int) async throws -> Int {
+    private func prune(_ rule: PruneRule, _ condition: SQLText, batchSize: Int) async throws -> Int {
         let table = rule.tableName
-        @Sendable func change(_ rows: TransferSQL.SQL) -> TransferSQL.SQL {
+        @Sendable func change(_ rows: SQLText) -> SQLText {
             switch rule.change {
             case .delete: "DELETE FROM \(table) WHERE \(rows)"
             case .update(let assignments): "UPDATE \(table) SET \(assignments) WHERE \(rows)"
@@ -39,7 +39,7 @@ extension SQLiteStore {
                 return db.changesCount
             }
         case .byCondition(let orderBy):
-            let order: TransferSQL.SQL = orderBy.map { " ORDER BY \($0)" } ?? ""
+            let order: SQLText = orderBy.map { " ORDER BY \($0)" } ?? ""
             return try await batches(batchSize) { db in
                 try db.run(change("rowid IN (SELECT rowid FROM \(table) WHERE (\(condition))\(order) LIMIT \(batchSize))"))
             }

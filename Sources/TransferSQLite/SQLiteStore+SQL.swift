@@ -34,17 +34,17 @@ extension SQLValue {
 
 extension Database {
     /// The statement, prepared once per connection and cached by its text.
-    func statement(_ sql: TransferSQL.SQL) throws -> (Statement, StatementArguments) {
+    func statement(_ sql: SQLText) throws -> (Statement, StatementArguments) {
         let (text, binds) = sql.render(.sqlite)
         return (try cachedStatement(sql: text), StatementArguments(binds.map(\.argument)))
     }
 
-    func all(_ sql: TransferSQL.SQL) throws -> [Row] {
+    func all(_ sql: SQLText) throws -> [Row] {
         let (statement, arguments) = try statement(sql)
         return try Row.fetchAll(statement, arguments: arguments)
     }
 
-    func run(_ sql: TransferSQL.SQL) throws {
+    func run(_ sql: SQLText) throws {
         let (statement, arguments) = try statement(sql)
         try statement.execute(arguments: arguments)
     }

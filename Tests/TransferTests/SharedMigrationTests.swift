@@ -101,7 +101,7 @@ struct SharedMigrationTests {
 
     @Test("the login's prepared statement splices only SQL that binds nothing")
     func preparedLoginSplicesNoBinds() {
-        #expect(SQL.migrationFlag(now: "$2").render(.postgres).binds.isEmpty, "the migration flag now binds a value: pass it as a parameter of RenewOpenSession")
+        #expect(SQLText.migrationFlag(now: "$2").render(.postgres).binds.isEmpty, "the migration flag now binds a value: pass it as a parameter of RenewOpenSession")
         #expect(PostgresStore.RenewOpenSession.sql.contains("t.expires_at > $2"))
     }
 }

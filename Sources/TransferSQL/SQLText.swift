@@ -20,10 +20,10 @@ public enum SQLValue: Sendable, Equatable {
 /// `id`. A store renders the statement in its dialect (`?` placeholders and GRDB arguments
 /// for SQLite, `$n` and PostgresNIO bindings for PostgreSQL), as sql-kit's `SQLQueryString`
 /// and `SQLDialect.bindPlaceholder` do. The few places where the dialects differ are named
-/// `SQL(sqlite:postgres:)` fragments (`SQL.forUpdate` and its neighbours in `Queries.swift`),
+/// `SQLText(sqlite:postgres:)` fragments (`SQLText.forUpdate` and its neighbours in `Queries.swift`),
 /// never two copies of a statement. Values are typed the way the schema stores them: times as integer milliseconds,
 /// flags as integers 0/1, hashes as blobs, enums as their raw text.
-public struct SQL: Sendable, ExpressibleByStringInterpolation, CustomStringConvertible {
+public struct SQLText: Sendable, ExpressibleByStringInterpolation, CustomStringConvertible {
     enum Piece: Sendable {
         case text(String)
         case bind(SQLValue)
@@ -58,7 +58,7 @@ public struct SQL: Sendable, ExpressibleByStringInterpolation, CustomStringConve
         }
 
         /// A fragment of SQL (a clause written once, a dialectal part): its text and its binds.
-        public mutating func appendInterpolation(_ fragment: SQL) { pieces.append(contentsOf: fragment.pieces) }
+        public mutating func appendInterpolation(_ fragment: SQLText) { pieces.append(contentsOf: fragment.pieces) }
 
         public mutating func appendInterpolation(_ value: SQLValue) { pieces.append(.bind(value)) }
         public mutating func appendInterpolation(_ value: String) { pieces.append(.bind(.text(value))) }
@@ -122,7 +122,7 @@ public struct SQL: Sendable, ExpressibleByStringInterpolation, CustomStringConve
     }
 }
 
-extension SQL {
+extension SQLText {
     /// The text of a fragment that binds nothing, for a statement whose parameters another
     /// library numbers (PostgreSQL's prepared login statement). Stops the program if the
     /// fragment binds a value: spliced as text, its `$n` would be numbered against the wrong
@@ -134,12 +134,12 @@ extension SQL {
     }
 
     /// Joins statements' fragments with `separator`.
-    public static func join(_ fragments: [SQL], separator: String) -> SQL {
+    public static func join(_ fragments: [SQLText], separator: String) -> SQLText {
         var pieces: [Piece] = []
         for (i, fragment) in fragments.enumerated() {
             if i > 0 { pieces.append(.text(separator)) }
             pieces.append(contentsOf: fragment.pieces)
         }
-        return SQL(pieces: pieces)
+        return SQLText(pieces: pieces)
     }
 }
