@@ -31,6 +31,8 @@ public struct KeychainCredentialStore: CredentialStore {
     public func read(_ key: String) throws -> Data? { try items.read(key) }
     public func write(_ data: Data, for key: String) throws { try items.write(data, for: key) }
     public func remove(_ key: String) throws { try items.remove(key) }
+    /// `SecItemAdd`; on `errSecDuplicateItem`, the item that is there (see ``CredentialStore/add(_:for:)``).
+    public func add(_ data: Data, for key: String) throws -> Data? { try items.add(data, for: key) }
 }
 
 /// The four `SecItem` calls, each attribute mapped to its one `kSec…` key.

@@ -121,9 +121,10 @@ enum KeychainStatus {
 ///   An item not found at the location is looked for at each of `previous` (an earlier
 ///   service or group of the app); one found there is moved (written here, then deleted there),
 ///   so that changing the location never loses the identity (a lost identity would look like
-///   a restore onto a new phone).
+///   a restore onto a new phone). The move adds: an item another process wrote here meanwhile wins.
 /// - Writes add the item, and update it when it exists (`errSecDuplicateItem`); an item
-///   deleted between the two is added once more.
+///   deleted between the two is added once more. ``add(_:for:)`` never updates: on
+///   `errSecDuplicateItem` it returns the item that is there.
 /// - Removes delete the item here only: a previous location's copy was deleted when it was
 ///   moved, and a location without an access group matches every group of the app, where a
 ///   sibling app's items may live.
@@ -153,9 +154,11 @@ struct KeychainItems: CredentialStore {
         if let data = try copy(key, at: location) { return data }
         for old in previous {
             guard let data = try copy(key, at: old) else { continue }
-            try write(data, for: key)
+            // Added, not written: an item another process put here since the read above (an
+            // extension sharing the new location) is newer than the old copy, and is the answer.
+            let kept = try add(data, for: key) ?? data
             try delete(key, at: old)
-            return data
+            return kept
         }
         return nil
     }
@@ -174,6 +177,18 @@ struct KeychainItems: CredentialStore {
 
     func remove(_ key: String) throws {
         try delete(key, at: location)
+    }
+
+    /// `SecItemAdd`, and on `errSecDuplicateItem` the item that is there: never an update, so
+    /// that of two processes adding at once the second adopts the first's item.
+    func add(_ data: Data, for key: String) throws -> Data? {
+        let query = Self.query(key, at: location)
+        while true {
+            let status = calls.add(query + Self.protection, data: data)
+            if status == KeychainStatus.success { return nil }
+            guard status == KeychainStatus.duplicateItem else { throw KeychainStatus.failure(status, "add", key) }
+            if let existing = try copy(key, at: location) { return existing }  // else deleted meanwhile: add again
+        }
     }
 
     private func copy(_ key: String, at place: KeychainLocation) throws -> Data? {

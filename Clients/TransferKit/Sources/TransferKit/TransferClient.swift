@@ -426,11 +426,15 @@ public actor TransferClient {
 
     /// A new identity, stored before it is used; throws (and emits ``TransferEvent/storageUnavailable(_:)``)
     /// when it cannot be stored, so that no account is ever created with a secret the phone does not keep.
+    ///
+    /// The identity is added, never written over: when another process sharing the store (an
+    /// extension starting at the same moment) stored one first, that one is adopted, so that
+    /// both work with one device and neither's account is stranded.
     func mintIdentity() throws -> DeviceIdentity {
         let minted = DeviceIdentity.generate()
         do {
-            try credentials.write(Wire.encode(minted), for: StoreKey.identity)
-            return minted
+            guard let existing = try credentials.add(Wire.encode(minted), for: StoreKey.identity) else { return minted }
+            return try Wire.decoder().decode(DeviceIdentity.self, from: existing)
         } catch {
             let failure = StorageError(error)
             hub.emit(.storageUnavailable(failure))
