@@ -141,7 +141,10 @@ extension SiblingSession {
     /// The session of the sibling app `clientId` (its bundle id) for iOS or macOS: its tokens in
     /// the Keychain (``KeychainCredentialStore``, this device only, the app's own location by
     /// default), under a key of this client id, so that sibling apps sharing an access group
-    /// keep their sessions apart. Its items are moved from `migratingFrom` on first read.
+    /// keep their sessions apart. Its items are moved from `migratingFrom` on first read. With a
+    /// shared location (an access group the app shares with its extensions), the session is
+    /// read from the Keychain at every call (`sharesSession`), so that the app and its
+    /// extensions never refresh over each other's renewals.
     public static func standard(
         baseURL: URL, clientId: String, keychain: KeychainLocation = .thisApp,
         urlSession: URLSession = .shared, headers: [String: String] = [:],
@@ -151,7 +154,8 @@ extension SiblingSession {
             baseURL: baseURL, clientId: clientId,
             credentials: KeychainCredentialStore(
                 location: keychain, migratingFrom: StandardLayout.previousLocations(previous, current: keychain)),
-            transport: .urlSession(urlSession, headers: headers))
+            transport: .urlSession(urlSession, headers: headers),
+            sharesSession: StandardLayout.sharesSessions(keychain: keychain, appGroup: nil))
     }
 }
 #endif

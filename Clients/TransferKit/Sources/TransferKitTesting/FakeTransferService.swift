@@ -262,12 +262,15 @@ public final class FakeTransferService: @unchecked Sendable {
             attestation: attestation)
     }
 
-    /// A sibling app's session with this service.
+    /// A sibling app's session with this service; `sharesSession` when the sibling app's
+    /// extensions use the same `keychain`.
     public func sibling(
         clientId: String = "com.example.news", keychain: any CredentialStore = MemoryCredentialStore(),
-        clock: ManualClock = ManualClock()
+        clock: ManualClock = ManualClock(), sharesSession: Bool = false
     ) -> SiblingSession {
-        SiblingSession(baseURL: Self.baseURL, clientId: clientId, credentials: keychain, transport: transport, clock: { clock.now })
+        SiblingSession(
+            baseURL: Self.baseURL, clientId: clientId, credentials: keychain, transport: transport, clock: { clock.now },
+            sharesSession: sharesSession)
     }
 
     // MARK: Transport

@@ -62,3 +62,70 @@ struct SharedSessionTests {
         #expect(phone.storedSessions[phone.accountId] != nil)
     }
 }
+
+@Suite("A sibling app and its extension on one shared session")
+struct SharedSiblingSessionTests {
+    @Test("the widget takes the app's renewal instead of presenting the rotated refresh token; neither ends the other's session")
+    func widgetTakesTheAppsRenewal() async throws {
+        let sibling = try await SiblingOnPhone()
+        let shared = sibling.keychain  // the sibling app's Keychain group, shared with its widget
+        let server = sibling.phone.server, clock = sibling.phone.clock
+        let widget = server.sibling(clientId: sibling.request.clientId, keychain: shared, clock: clock, sharesSession: true)
+        let app = server.sibling(clientId: sibling.request.clientId, keychain: shared, clock: clock, sharesSession: true)
+        let first = try await widget.accessToken()  // the widget holds the tokens
+        #expect(try await app.accessToken() == first)
+        clock.advance(by: 890)
+
+        let renewed = try await app.accessToken()  // the app refreshes: the refresh token rotates
+        let widgetToken = try await widget.withAccessToken { $0 }
+        #expect(widgetToken == renewed, "the widget renewed again instead of taking the app's renewal")
+        #expect(server.count("POST /v1/tokens/refresh") == 1, "the widget presented the rotated refresh token")
+        #expect(sibling.stored != nil, "the widget's end() deleted the shared session the app still uses")
+        #expect(try await app.account()?.id == sibling.account.id)
+        clock.advance(by: 890)
+        _ = try await app.accessToken()
+        #expect(server.count("POST /v1/tokens/refresh") == 2, "the app's session survived")
+    }
+
+    @Test("a refused refresh does not delete a shared session another process replaced meanwhile")
+    func refusedRefreshKeepsReplacedItem() async throws {
+        let sibling = try await SiblingOnPhone()
+        let server = sibling.phone.server, clock = sibling.phone.clock
+        let widget = server.sibling(clientId: sibling.request.clientId, keychain: sibling.keychain, clock: clock)
+        _ = try await widget.accessToken()  // read once: not shared, the old behaviour's worst case
+        clock.advance(by: 890)
+        // The app is handed the session again meanwhile (its old session ends).
+        let again = HandoffRequest.make(clientId: sibling.request.clientId)
+        let code = try await sibling.phone.client.createHandoffCode(forClient: again.clientId, codeChallenge: again.codeChallenge)
+        let app = server.sibling(clientId: again.clientId, keychain: sibling.keychain, clock: clock)
+        _ = try await app.redeemHandoff(code: code.code, request: again)
+        let replaced = try #require(sibling.stored)
+
+        let token = try await widget.accessToken()
+        #expect(token == replaced.tokens.accessToken, "the widget should take the new hand-off's session")
+        #expect(sibling.stored == replaced, "the widget deleted or overwrote the session the app was handed")
+    }
+
+    /// A view model of the sibling app: main-actor state, a result that is not `Sendable`.
+    @MainActor final class FeedModel {
+        final class Page { var bearer = "" }
+        var requests = 0
+        func load(_ session: SiblingSession) async throws -> Page {
+            try await session.withAccessToken { token in
+                requests += 1  // the body runs on the main actor
+                let page = Page()
+                page.bearer = token
+                return page
+            }
+        }
+    }
+
+    @Test("a main-actor view model calls withAccessToken with a body that touches its state and returns a non-Sendable value")
+    @MainActor
+    func mainActorCaller() async throws {
+        let sibling = try await SiblingOnPhone()
+        let model = FeedModel()
+        let page = try await model.load(sibling.sibling)
+        #expect(model.requests == 1 && page.bearer == sibling.stored?.tokens.accessToken)
+    }
+}
