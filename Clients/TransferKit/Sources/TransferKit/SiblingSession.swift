@@ -194,10 +194,12 @@ public actor SiblingSession {
     /// Renews the tokens; concurrent callers share one renewal (single flight).
     private func renew() async throws -> String {
         let flight = renewals.join(clientId) { flight in
-            Task { try await self.performRenewal(flight: flight) }
+            Task {
+                defer { self.renewals.finished(flight, for: clientId) }
+                return try await self.performRenewal(flight: flight)
+            }
         }
-        defer { renewals.finished(flight, for: clientId) }
-        return try await flight.task.value
+        return try await waitUnlessCancelled(flight.task)
     }
 
     /// `POST /v1/tokens/refresh`, after reading the store again: another process sharing it (the
