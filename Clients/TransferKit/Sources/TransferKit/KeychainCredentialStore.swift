@@ -62,6 +62,29 @@ struct SecItemBridge: SecItemCalls {
         SecItemDelete(Self.dictionary(query) as CFDictionary)
     }
 
+    func defaultAccessGroup(dataProtection: Bool) -> String? {
+        #if os(macOS)
+        guard dataProtection else { return nil }  // the file-based Keychain has no access groups
+        #endif
+        return Self.probedDefaultGroup
+    }
+
+    /// The group of an item added without one, read back from a probe item (then deleted); once
+    /// per process.
+    static let probedDefaultGroup: String? = {
+        var probe = dictionary([
+            .genericPassword, .service("transferkit.default-group-probe"), .account(UUID().uuidString), .notSynchronizable,
+            .dataProtectionKeychain, .accessibleAfterFirstUnlockThisDeviceOnly,
+        ])
+        probe[kSecReturnAttributes as String] = true
+        var result: CFTypeRef?
+        guard SecItemAdd(probe as CFDictionary, &result) == errSecSuccess else { return nil }
+        probe[kSecReturnAttributes as String] = nil
+        probe[kSecAttrAccessible as String] = nil
+        SecItemDelete(probe as CFDictionary)
+        return (result as? [String: Any])?[kSecAttrAccessGroup as String] as? String
+    }()
+
     static func dictionary(_ attributes: [KeychainAttribute]) -> [String: Any] {
         var dictionary: [String: Any] = [:]
         for attribute in attributes {

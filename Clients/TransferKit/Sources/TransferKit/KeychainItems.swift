@@ -88,6 +88,10 @@ protocol SecItemCalls: Sendable {
     func update(_ query: [KeychainAttribute], data: Data, attributes: [KeychainAttribute]) -> Int32
     /// `SecItemDelete` of the items `query` matches.
     func delete(_ query: [KeychainAttribute]) -> Int32
+    /// The access group an add without `kSecAttrAccessGroup` goes to (the first of the app's
+    /// `keychain-access-groups`, else its application identifier); nil when it cannot be told, or
+    /// when the Keychain has no access groups (macOS's file-based one: `dataProtection` false).
+    func defaultAccessGroup(dataProtection: Bool) -> String?
 }
 
 /// The `OSStatus` values TransferKit tells apart (Security's `errSec…`, as numbers, so that
@@ -152,7 +156,8 @@ struct KeychainItems: CredentialStore {
 
     func read(_ key: String) throws -> Data? {
         if let data = try copy(key, at: location) { return data }
-        for old in previous {
+        for previousLocation in previous {
+            let old = ownItems(at: previousLocation)
             guard let data = try copy(key, at: old) else { continue }
             // Added, not written: an item another process put here since the read above (an
             // extension sharing the new location) is newer than the old copy, and is the answer.
@@ -161,6 +166,18 @@ struct KeychainItems: CredentialStore {
             return kept
         }
         return nil
+    }
+
+    /// `place` narrowed to the app's own items: a location without an access group (TransferKit
+    /// 1's) matches every group of the app, and in a family with Keychain Sharing a sibling app's
+    /// TransferKit 1 items may sit in the shared group; moving them would take the sibling's
+    /// identity, and delete it from under the sibling. The app's own were added to its default group.
+    private func ownItems(at place: KeychainLocation) -> KeychainLocation {
+        guard place.accessGroup == nil, let group = calls.defaultAccessGroup(dataProtection: place.dataProtectionKeychain)
+        else { return place }
+        var own = place
+        own.accessGroup = group
+        return own
     }
 
     func write(_ data: Data, for key: String) throws {

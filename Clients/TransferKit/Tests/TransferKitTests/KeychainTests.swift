@@ -119,6 +119,8 @@ final class FakeKeychain: SecItemCalls, @unchecked Sendable {
         return found ? KeychainStatus.success : KeychainStatus.itemNotFound
     }
 
+    func defaultAccessGroup(dataProtection: Bool) -> String? { groups[0] }
+
     func delete(_ query: [KeychainAttribute]) -> Int32 {
         device.lock.lock()
         defer { device.lock.unlock() }
@@ -271,6 +273,28 @@ struct KeychainTests {
         #expect(read == Data("newer tokens".utf8), "the move returned the old location's stale copy: \(read.map { String(decoding: $0, as: UTF8.self) } ?? "nil")")
         #expect(try KeychainItems(location: shared, calls: widget).read(key) == Data("newer tokens".utf8), "the move overwrote the widget's newer item")
         #expect(try KeychainItems(location: own, calls: app).read(key) == nil, "the old copy is deleted once moved")
+    }
+
+    @Test("TransferKit 1's items are moved from the app's own group only: a sibling app's identity in the shared group is neither taken nor deleted")
+    func transferKit1MoveTakesOwnItemsOnly() throws {
+        let phone = FakeKeychain.Device()
+        // news lists its own group first; weather lists the shared group first (its adds land there).
+        let news = FakeKeychain(device: phone, groups: ["TEAM.com.example.news", "TEAM.shared"])
+        let weather = FakeKeychain(device: phone, groups: ["TEAM.shared", "TEAM.com.example.weather"])
+        try KeychainItems(location: .transferKit1, calls: weather).write(Data("weather identity".utf8), for: key)
+
+        let newsStore = KeychainItems(
+            location: .app(bundleIdentifier: "com.example.news"), previous: [.transferKit1], calls: news)
+        let taken = try newsStore.read(key)
+        #expect(taken == nil, "news took weather's TransferKit 1 identity: \(taken.map { String(decoding: $0, as: UTF8.self) } ?? "")")
+        #expect(
+            try KeychainItems(location: .transferKit1, calls: weather).read(key) == Data("weather identity".utf8),
+            "weather's identity was deleted by news's move")
+
+        // news's own TransferKit 1 items (in its default group) are still moved.
+        try KeychainItems(location: .transferKit1, calls: news).write(Data("news tokens".utf8), for: StoreKey.session("n"))
+        #expect(try newsStore.read(StoreKey.session("n")) == Data("news tokens".utf8))
+        #expect(phone.items.filter { $0.service == "TransferKit" }.map(\.group) == ["TEAM.shared"])
     }
 
     @Test("the standard layout: the account list in the App Group when there is one, per app on macOS; shared stores share sessions")
