@@ -390,6 +390,20 @@ public actor TransferClient {
         }
     }
 
+    /// With shared stores (``sharesSessions``), takes what another process changed since this
+    /// one read them: the app switched, added or removed accounts, or started over, while this
+    /// long-lived extension kept running. A store that cannot be read now changes nothing.
+    func followOtherProcesses() {
+        guard sharesSessions, restored, let stored = try? readStores() else { return }
+        if stored.identity != identity {
+            sessions = [:]
+            adopt(stored)
+        } else if let list = stored.list, list.deviceId == identity?.deviceId, list.accounts != accountList {
+            accountList = list.accounts
+            publish()
+        }
+    }
+
     // MARK: Identity
 
     /// The identity for a claim: the stored one, or a new one when the store says there is none.
@@ -457,6 +471,7 @@ public actor TransferClient {
     func resolve(_ accountId: String?) throws -> String {
         try restoreIfNeeded()
         if let accountId { return accountId.lowercased() }
+        followOtherProcesses()
         guard let current else {
             throw TransferError(.notSignedIn, "There is no current account: launch, claim, or pick one with switchAccount(to:).")
         }
@@ -466,6 +481,7 @@ public actor TransferClient {
     /// An account whose token device-wide endpoints accept: the current one, else any on the phone.
     func anyAccountOnDevice() throws -> String {
         try restoreIfNeeded()
+        followOtherProcesses()
         guard let id = current ?? accountList.first?.id else {
             throw TransferError(.notSignedIn, "There is no account on this phone: call launch() first.")
         }

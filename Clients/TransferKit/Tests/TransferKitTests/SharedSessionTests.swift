@@ -47,6 +47,26 @@ struct SharedSessionTests {
         #expect(phone.server.violations.isEmpty)
     }
 
+    @Test("a long-lived extension follows the current account the app picks: a switch, a new account, a start over")
+    func extensionFollowsCurrentAccount() async throws {
+        let (_, app, ext) = try await appAndExtension(shared: true)
+        let first = try #require(app.currentAccountId)
+        _ = try await ext.accessToken()
+        #expect(ext.currentAccountId == first)
+
+        let second = try await app.addAccount()  // the app's new account is now the current one
+        _ = try await ext.accessToken()
+        #expect(ext.currentAccountId == second.id, "the extension still uses the account it read once (\(first))")
+        try await app.switchAccount(to: first)
+        _ = try await ext.withAccessToken { $0 }
+        #expect(ext.currentAccountId == first, "the extension missed the app's switch back")
+
+        try await app.startOver()
+        await #expect("the extension still signs in to an account the app started over from") {
+            try await ext.accessToken()
+        } throws: { ($0 as? TransferError)?.code == .notSignedIn }
+    }
+
     @Test("each process writes only the account it changed: a sign-out in one is not undone by a renewal in the other")
     func writeOnlyTheChangedEntry() async throws {
         let (phone, app, ext) = try await appAndExtension(shared: true)
