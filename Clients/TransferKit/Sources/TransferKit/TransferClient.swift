@@ -316,7 +316,13 @@ public actor TransferClient {
     public func startOver() throws {
         renewals.dropAll()
         do {
-            for id in Set(accountList.map(\.id)).union(sessions.keys) {
+            // Before launch() nothing is in memory: the stored list names the accounts whose
+            // tokens are stored (whichever device id it belongs to).
+            var listed = Set(accountList.map(\.id)).union(sessions.keys)
+            if let stored = try? accountListStore.read(StoredAccountList.self, StoreKey.accountList) {
+                listed.formUnion(stored.accounts.map(\.id))
+            }
+            for id in listed {
                 try credentials.remove(StoreKey.session(id))
             }
             try credentials.remove(StoreKey.legacySessions)

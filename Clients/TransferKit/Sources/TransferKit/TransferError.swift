@@ -35,6 +35,22 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
     public let retryAfter: Int?
     /// With ``Code/storageUnavailable``: what the store said (locked, missing entitlement, …).
     public let storage: StorageError?
+    /// With ``Code/network``: what the transport threw (a `URLError` with `.urlSession`), so that
+    /// the app can tell "offline" (`.notConnectedToInternet`) from a timeout or a TLS failure.
+    /// Not compared by `==`.
+    public private(set) var underlyingError: (any Error)?
+
+    public static func == (lhs: TransferError, rhs: TransferError) -> Bool {
+        lhs.code == rhs.code && lhs.message == rhs.message && lhs.status == rhs.status
+            && lhs.retryAfter == rhs.retryAfter && lhs.storage == rhs.storage
+    }
+
+    /// A ``Code/network`` error for what the transport threw: its description in the message, the
+    /// error itself in ``underlyingError``.
+    init(network error: any Error) {
+        self.init(.network, "The service could not be reached: \(error.localizedDescription)")
+        underlyingError = error
+    }
 
     /// The same as ``code`` (TransferKit 1 called it `kind`).
     public var kind: Code { code }

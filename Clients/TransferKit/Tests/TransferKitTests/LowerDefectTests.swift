@@ -1,0 +1,42 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Testing
+@_spi(TransferKitTesting) @testable import TransferKit
+
+@Suite("Smaller promises an adopting app relies on")
+struct LowerDefectTests {
+    @Test("a network error keeps what the transport threw, so that the app can tell offline from a timeout")
+    func networkErrorKeepsItsCause() async throws {
+        let phone = try await Launched()
+        phone.server.loseAnswers(to: "GET /v1/devices/accounts")
+        do {
+            _ = try await phone.client.accounts()
+            Issue.record("the lost answer did not throw")
+        } catch let error as TransferError {
+            #expect(error.code == .network)
+            let cause = error.underlyingError as? URLError
+            #expect(cause?.code == .networkConnectionLost, "the network error lost its cause: \(String(describing: error.underlyingError))")
+        }
+    }
+
+    @Test("a push on a phone restored from another phone's backup names none of that phone's accounts, even at a cold start")
+    func notificationOnRestoredPhone() async throws {
+        let old = try await Launched()
+        let restored = old.server.client(keychain: MemoryCredentialStore(), appFiles: MemoryCredentialStore(old.appFiles.items))
+        let named = restored.account(forNotification: ["accountId": old.accountId])
+        #expect(named == nil, "the restored phone claims the old phone's account \(old.accountId) for a push")
+        #expect(old.server.client(keychain: old.keychain, appFiles: old.appFiles).account(forNotification: ["accountId": old.accountId])?.id == old.accountId)
+    }
+
+    @Test("startOver() before launch() removes every stored token, not only those in memory")
+    func startOverBeforeLaunch() async throws {
+        let phone = try await Launched()
+        _ = try await phone.client.addAccount()
+        #expect(phone.storedSessions.count == 2)
+        let fresh = phone.server.client(keychain: phone.keychain, appFiles: phone.appFiles)  // the app restarted
+        try await fresh.startOver()
+        #expect(phone.keychain.items.isEmpty, "startOver() left \(phone.keychain.items.keys.sorted())")
+    }
+}
