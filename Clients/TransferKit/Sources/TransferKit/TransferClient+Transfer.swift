@@ -183,7 +183,12 @@ extension TransferClient {
         await uploadPendingPushToken()
         if choice == .deleteExisting {
             for account in before where account.id != session.accountId && onDevice.contains(account.id) {
-                try? await deleteAccount(account.id)
+                do {
+                    try await deleteAccount(account.id)
+                } catch {
+                    let reason = error as? TransferError ?? TransferError(.unexpectedResponse, "\(error)")
+                    hub.emit(.accountNotDeleted(accountId: account.id, reason: reason))
+                }
             }
         }
         return accountList.first { $0.id == session.accountId }

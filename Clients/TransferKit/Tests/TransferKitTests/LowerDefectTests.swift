@@ -39,4 +39,19 @@ struct LowerDefectTests {
         try await fresh.startOver()
         #expect(phone.keychain.items.isEmpty, "startOver() left \(phone.keychain.items.keys.sorted())")
     }
+
+    @Test("a claim with deleteExisting whose deletion fails says so with accountNotDeleted; the account stays")
+    func deleteExistingFailureIsTold() async throws {
+        let old = try await Launched()
+        let offer = try await old.client.setUpTransferCode()
+        let phone = try await Launched(old.server)  // the new phone made an account of its own at its first launch
+        old.server.scriptError("DELETE /v1/me", status: 503, "unavailable")
+        let claimed = try await phone.client.claimTransfer(code: offer.code, existingAccounts: .deleteExisting)
+        #expect(claimed.id == old.accountId)
+        let told = phone.events.all.contains {
+            if case .accountNotDeleted(phone.accountId, let reason) = $0 { reason.code == .unavailable } else { false }
+        }
+        #expect(told, "the failed deletion of \(phone.accountId) was not told: \(phone.events.meaningful)")
+        #expect(phone.client.state.accounts.contains { $0.id == phone.accountId })
+    }
 }
