@@ -123,6 +123,10 @@ extension TransferClient {
     ///   - appGroup: an App Group identifier: the account list goes in its container, where
     ///     extensions find it. With a shared Keychain or an App Group, renewals log in instead
     ///     of refreshing (`sharesSessions`), so processes never revoke each other's tokens.
+    ///     An App Group needs a shared Keychain too (the extension would find the list without
+    ///     the identity, and take the phone for a restored one), and the group in the app's
+    ///     entitlements: otherwise a debug build stops here with what to fix (an assertion), and
+    ///     `logger` is told in every build.
     ///   - urlSession: the session requests go through.
     ///   - headers: added to every request (e.g. your app's version).
     ///   - logger: one line per request (method, path, status, duration), and nothing secret.
@@ -140,6 +144,12 @@ extension TransferClient {
     ) -> TransferClient {
         let support = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask)[0]
         let container = appGroup.flatMap { FileManager.default.containerURL(forSecurityApplicationGroupIdentifier: $0) }
+        if let problem = StandardLayout.misconfiguration(
+            keychain: keychain, appGroup: appGroup, appGroupContainerFound: container != nil)
+        {
+            logger?(problem)
+            assertionFailure(problem)
+        }
         #if os(macOS)
         let isMacOS = true
         #else

@@ -246,6 +246,25 @@ enum StandardLayout {
         return directory.appendingPathComponent("TransferKit", isDirectory: true)
     }
 
+    /// What is wrong with sharing through `appGroup` and `keychain`, in words for the developer;
+    /// nil when nothing is. An App Group without a shared Keychain location shares the account
+    /// list but not the identity: the extension reads a list of a device id it has no identity
+    /// for, and reports a restore onto a new phone. A group whose container is not found is not
+    /// in the app's entitlements: the list silently stays in the app's own container.
+    static func misconfiguration(keychain: KeychainLocation, appGroup: String?, appGroupContainerFound: Bool) -> String? {
+        guard let appGroup else { return nil }
+        if !appGroupContainerFound {
+            return "TransferKit: the App Group \(appGroup) has no container: add it to the app's and each extension's "
+                + "App Groups capability (the account list stays in this process's own container until then)."
+        }
+        if keychain.accessGroup == nil {
+            return "TransferKit: appGroup \(appGroup) shares the account list, but the Keychain location is the app's "
+                + "own: pass keychain: .shared(accessGroup:service:) too, in the app and each extension, so that they "
+                + "share the device identity (an extension would otherwise take the phone for a restored one)."
+        }
+        return nil
+    }
+
     /// Whether sessions are shared with other processes: a shared Keychain group or an App Group.
     static func sharesSessions(keychain: KeychainLocation, appGroup: String?) -> Bool {
         keychain.accessGroup != nil || appGroup != nil

@@ -54,4 +54,16 @@ struct LowerDefectTests {
         #expect(told, "the failed deletion of \(phone.accountId) was not told: \(phone.events.meaningful)")
         #expect(phone.client.state.accounts.contains { $0.id == phone.accountId })
     }
+
+    @Test("an App Group without a shared Keychain location, or without its container, is refused with what to fix")
+    func appGroupNeedsSharedKeychain() {
+        let shared = KeychainLocation.shared(accessGroup: "TEAM.com.example.shared", service: "com.example.transfer")
+        let ownOnly = StandardLayout.misconfiguration(
+            keychain: .app(bundleIdentifier: "com.example.app"), appGroup: "group.com.example", appGroupContainerFound: true)
+        #expect(ownOnly?.contains("keychain: .shared(accessGroup:service:)") == true, "appGroup without a shared Keychain was accepted")
+        let noContainer = StandardLayout.misconfiguration(keychain: shared, appGroup: "group.com.example", appGroupContainerFound: false)
+        #expect(noContainer?.contains("App Groups capability") == true)
+        #expect(StandardLayout.misconfiguration(keychain: shared, appGroup: "group.com.example", appGroupContainerFound: true) == nil)
+        #expect(StandardLayout.misconfiguration(keychain: .app(bundleIdentifier: "a"), appGroup: nil, appGroupContainerFound: false) == nil)
+    }
 }
