@@ -151,7 +151,7 @@ public actor SiblingSession {
 
     /// The account's profile (`GET /v1/me`), as the service describes it to this session.
     ///
-    /// - Throws: ``TransferError/Code/handoffRequired`` as ``withAccessToken(_:)`` does, network errors.
+    /// - Throws: ``TransferError/Code/handoffRequired`` as ``withAccessToken(isolation:_:)`` does, network errors.
     public func profile() async throws -> AccountProfile {
         let transport = transport, baseURL = baseURL
         let response = try await withAccessToken { token in try await transport.send(.me, baseURL: baseURL, token: token).succeeded() }

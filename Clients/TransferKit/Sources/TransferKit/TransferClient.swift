@@ -19,7 +19,7 @@ import FoundationNetworking
 /// }
 /// ```
 ///
-/// Every authorised call goes through one place, ``withAccessToken(of:_:)``: it hands out a valid
+/// Every authorised call goes through one place, ``withAccessToken(of:isolation:_:)``: it hands out a valid
 /// access token of the current or a named account, renews it a little before it expires (one
 /// renewal per account however many callers wait), and when the token is refused renews once
 /// and tries once more.

@@ -79,7 +79,7 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
         /// The account is not on this device (`403`).
         public static let accountNotOnDevice = Code(rawValue: "account_not_on_device")
         /// The access token was refused (`401`). Throw ``TransferError/accessTokenRejected`` from a
-        /// ``TransferClient/withAccessToken(of:_:)`` body when your own backend refuses the token.
+        /// ``TransferClient/withAccessToken(of:isolation:_:)`` body when your own backend refuses the token.
         public static let invalidToken = Code(rawValue: "invalid_token")
         /// The refresh token was refused (`401`); TransferKit then logs in again with the device secret.
         public static let invalidRefreshToken = Code(rawValue: "invalid_refresh_token")
@@ -211,7 +211,7 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
         )
     }
 
-    /// Throw this from a ``TransferClient/withAccessToken(of:_:)`` body when your own backend
+    /// Throw this from a ``TransferClient/withAccessToken(of:isolation:_:)`` body when your own backend
     /// answered 401 to the token: TransferKit renews the token once and runs the body once more.
     public static let accessTokenRejected = TransferError(
         code: .invalidToken, message: "The access token was refused.", status: 401)

@@ -4,6 +4,7 @@ import FoundationNetworking
 #endif
 import Testing
 @_spi(TransferKitTesting) @testable import TransferKit
+import TransferKitTesting
 
 @Suite("Smaller promises an adopting app relies on")
 struct LowerDefectTests {
@@ -65,5 +66,18 @@ struct LowerDefectTests {
         #expect(noContainer?.contains("App Groups capability") == true)
         #expect(StandardLayout.misconfiguration(keychain: shared, appGroup: "group.com.example", appGroupContainerFound: true) == nil)
         #expect(StandardLayout.misconfiguration(keychain: .app(bundleIdentifier: "a"), appGroup: nil, appGroupContainerFound: false) == nil)
+    }
+
+    @Test("the LossyNetwork example, as documented (the fake service's transport for URLSession): the answer told to be lost is lost")
+    func lossyNetworkExample() async throws {
+        let server = FakeServer()
+        let serviceURL = FakeServer.baseURL
+        let network = LossyNetwork()
+        let client = TransferClient(
+            baseURL: serviceURL, credentials: MemoryCredentialStore(),
+            transport: network.wrap(server.transport, baseURL: serviceURL))
+        network.loseAnswers(to: "POST /v1/devices/login", count: 1)
+        await #expect { try await client.launch() } throws: { ($0 as? TransferError)?.code == .network }
+        #expect(server.count("POST /v1/devices/login") == 1)  // it reached the service
     }
 }
