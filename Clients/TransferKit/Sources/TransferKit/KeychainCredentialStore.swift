@@ -81,7 +81,7 @@ struct SecItemBridge: SecItemCalls {
         guard SecItemAdd(probe as CFDictionary, &result) == errSecSuccess else { return nil }
         probe[kSecReturnAttributes as String] = nil
         probe[kSecAttrAccessible as String] = nil
-        SecItemDelete(probe as CFDictionary)
+        _ = SecItemDelete(probe as CFDictionary)
         return (result as? [String: Any])?[kSecAttrAccessGroup as String] as? String
     }()
 
