@@ -59,9 +59,7 @@ struct SessionTests {
     @Test("a caller cancelled while it shares a renewal throws CancellationError at once; the renewal goes on for the others")
     func cancelledCallerStopsWaiting() async throws {
         let phone = try await Launched()
-        let gate = Gate()
-        phone.server.refreshGate = gate
-        phone.clock.advance(by: 890)
+        let gate = phone.holdNextRefresh()
         let client = phone.client
 
         let cancelled = Task { try await client.withAccessToken { $0 } }
@@ -88,9 +86,7 @@ struct SessionTests {
     @Test("a sibling session's caller cancelled while it shares a renewal throws CancellationError at once")
     func cancelledBeforeWaiting() async throws {
         let handoff = try await SiblingOnPhone()
-        let gate = Gate()
-        handoff.phone.server.refreshGate = gate
-        handoff.phone.clock.advance(by: 890)
+        let gate = handoff.phone.holdNextRefresh()
         let sibling = handoff.sibling
         let cancelled = Task { try await sibling.accessToken() }
         try await gate.waitForArrival()
