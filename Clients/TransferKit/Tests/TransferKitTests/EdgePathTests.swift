@@ -5,7 +5,7 @@ import FoundationNetworking
 import Testing
 @_spi(TransferKitTesting) @testable import TransferKit
 
-/// The edge paths of issue 28 that lost or stranded accounts: calls before `launch()`, caches
+/// The edge paths that lost or stranded accounts: calls before `launch()`, caches
 /// that no longer decode, push tokens that arrive early, cancellation, silent state changes,
 /// and the service's codes.
 @Suite("Edge paths")
