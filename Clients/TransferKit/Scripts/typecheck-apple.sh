@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Type-checks TransferKit's Apple-only sources (the `#if canImport(Security)`, `DeviceCheck` and
+# Type-checks TransferKit's Apple-only sources (the `#if canImport(Security)`, `DeviceCheck`, `CoreImage` and
 # `AuthenticationServices` parts, never compiled by Linux CI) against the stub modules in
 # AppleStubs/, which carry Apple's signatures for what TransferKit calls. Then it shows the check
 # has teeth: the same sources with one wrong argument to SecItemDelete must fail.
@@ -9,7 +9,7 @@ sources="$here/../Sources/TransferKit"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-for module in Security DeviceCheck AuthenticationServices; do
+for module in Security DeviceCheck AuthenticationServices CoreImage; do
     swiftc -parse-as-library -swift-version 6 -module-name "$module" -emit-module \
         -emit-module-path "$work/$module.swiftmodule" "$here/AppleStubs/$module.swift"
 done

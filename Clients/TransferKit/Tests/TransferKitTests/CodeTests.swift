@@ -100,3 +100,16 @@ struct CodeTests {
         #expect("\(recovery)" == "RecoveryCode(<redacted>)")
     }
 }
+
+@Suite("Transfer code QR payload")
+struct QRPayloadTests {
+    @Test("the QR payload is the link with the code in its fragment, in UTF-8, and reads back as the code")
+    func payloadIsTheFragmentLink() throws {
+        let code = try #require(TransferCode("7KQM-2XD4-R9HW-C3NB"))
+        let base = URL(string: "https://app.example.com/transfer")!
+        let payload = code.qrPayload(base: base)
+        #expect(String(decoding: payload, as: UTF8.self) == "https://app.example.com/transfer#code=7KQM-2XD4-R9HW-C3NB")
+        let scanned = try #require(URL(string: String(decoding: payload, as: UTF8.self)))
+        #expect(TransferCode(url: scanned, base: base) == code)
+    }
+}
