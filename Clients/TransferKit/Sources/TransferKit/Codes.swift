@@ -31,12 +31,18 @@ public struct TransferCode: Sendable, Hashable, CustomStringConvertible, CustomD
     /// The code in four groups of four, as the user sees it: `7KQM-2XD4-R9HW-C3NB`.
     public var grouped: String { CrockfordCode.grouped(value) }
 
-    /// A link that carries the code, for a QR code the app draws: `base` with the query item
-    /// `code` (the grouped form). `base` is your app's URL scheme (`yourapp://transfer`) or a
-    /// universal link (`https://app.example.com/transfer`); read it back with ``init(url:base:)``.
+    /// A link that carries the code, for a QR code the app draws: `base` with the code (the
+    /// grouped form) in the fragment, `…/transfer#code=7KQM-2XD4-R9HW-C3NB`. `base` is your app's
+    /// URL scheme (`yourapp://transfer`) or a universal link (`https://app.example.com/transfer`);
+    /// read it back with ``init(url:base:)``.
+    ///
+    /// The fragment never leaves the device: a new phone without the app opens a universal link
+    /// in Safari, and the request then carries no code, so this 24-hour bearer code lands in no
+    /// web server, CDN or analytics log (a query would).
     public func url(base: URL) -> URL { CrockfordCode.url(base: base, code: grouped) }
 
-    /// The code in a link made by ``url(base:)``; nil when the link has no valid `code`, or when
+    /// The code in a link made by ``url(base:)``: in the fragment (`#code=…`), or in the query
+    /// (`?code=…`, the form TransferKit 2.0 made); nil when the link has no valid `code`, or when
     /// `base` is given and the link's scheme, host or path differ from it.
     public init?(url: URL, base: URL? = nil) {
         guard let text = CrockfordCode.code(in: url, base: base) else { return nil }
@@ -120,12 +126,15 @@ enum CrockfordCode {
         guard var components = URLComponents(url: base, resolvingAgainstBaseURL: false) else {
             preconditionFailure("TransferKit: invalid base URL \(base)")
         }
-        components.queryItems = (components.queryItems ?? []).filter { $0.name != "code" } + [URLQueryItem(name: "code", value: code)]
+        let query = (components.queryItems ?? []).filter { $0.name != "code" }
+        components.queryItems = query.isEmpty ? nil : query
+        components.fragment = "code=" + code
         guard let url = components.url else { preconditionFailure("TransferKit: cannot build a URL on \(base)") }
         return url
     }
 
-    /// The `code` query item of `url`, when `url` matches `base` (scheme and host case-insensitively, path exactly).
+    /// The `code` of `url`'s fragment, else of its query, when `url` matches `base` (scheme and
+    /// host case-insensitively, path exactly).
     static func code(in url: URL, base: URL?) -> String? {
         guard let components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return nil }
         if let base, let expected = URLComponents(url: base, resolvingAgainstBaseURL: false) {
@@ -135,6 +144,8 @@ enum CrockfordCode {
                 trimmed(components.path) == trimmed(expected.path)
             else { return nil }
         }
-        return components.queryItems?.last { $0.name == "code" }?.value
+        let inFragment = components.fragment?.split(separator: "&").last { $0.hasPrefix("code=") }?.dropFirst("code=".count)
+        return inFragment.map { String($0).removingPercentEncoding ?? String($0) }
+            ?? components.queryItems?.last { $0.name == "code" }?.value
     }
 }

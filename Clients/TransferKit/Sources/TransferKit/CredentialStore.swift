@@ -24,6 +24,22 @@ public protocol CredentialStore: Sendable {
     func write(_ data: Data, for key: String) throws
     /// Removes what is stored under `key`; nothing stored is not an error.
     func remove(_ key: String) throws
+    /// Stores `data` under `key` only when nothing is stored there, in one step another process
+    /// cannot split: returns nil when `data` was stored, else what is stored there (left as it is).
+    ///
+    /// TransferKit writes the device identity this way, so that an app and its extension starting
+    /// for the first time at once end up with one identity, not the second overwriting the first.
+    /// The default reads, then writes when nothing was there: enough for a store used by one
+    /// process; implement it atomically for a store that several processes share.
+    func add(_ data: Data, for key: String) throws -> Data?
+}
+
+extension CredentialStore {
+    public func add(_ data: Data, for key: String) throws -> Data? {
+        if let existing = try read(key) { return existing }
+        try write(data, for: key)
+        return nil
+    }
 }
 
 extension CredentialStore {
@@ -148,6 +164,15 @@ public final class MemoryCredentialStore: CredentialStore, @unchecked Sendable {
         }
     }
 
+    public func add(_ data: Data, for key: String) throws -> Data? {
+        try locked {
+            guard available else { throw StorageError(.locked, reason: "locked") }
+            if let existing = storage[key] { return existing }
+            storage[key] = data
+            return nil
+        }
+    }
+
     private func locked<T>(_ body: () throws -> T) rethrows -> T {
         lock.lock()
         defer { lock.unlock() }
@@ -204,13 +229,34 @@ public struct FileCredentialStore: CredentialStore {
     }
 
     public func write(_ data: Data, for key: String) throws {
+        let temporary = try temporaryFile(holding: data, for: key)
+        guard rename(temporary.path, fileURL(key).path) == 0 else {
+            let code = errno
+            unlink(temporary.path)
+            throw Self.failure(code, "cannot replace \(key)")
+        }
+    }
+
+    /// Links the file in place only when there is none (`link(2)` never replaces a file).
+    public func add(_ data: Data, for key: String) throws -> Data? {
+        let temporary = try temporaryFile(holding: data, for: key)
+        defer { unlink(temporary.path) }
+        while true {
+            if link(temporary.path, fileURL(key).path) == 0 { return nil }
+            let code = errno
+            guard code == EEXIST else { throw Self.failure(code, "cannot add \(key)") }
+            if let existing = try read(key) { return existing }  // else removed meanwhile: link again
+        }
+    }
+
+    /// A new file of `data` in the store's directory, synced, with its permissions and protection.
+    private func temporaryFile(holding data: Data, for key: String) throws -> URL {
         do {
             try FileManager.default.createDirectory(
                 at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
             throw StorageError(.io, reason: "cannot create the store's directory: \(error)")
         }
-        let target = fileURL(key)
         let temporary = directory.appendingPathComponent(".\(key).\(UUID().uuidString).tmp", isDirectory: false)
         let fd = open(temporary.path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
         guard fd >= 0 else { throw Self.failure(errno, "cannot create a temporary file for \(key)") }
@@ -229,11 +275,7 @@ public struct FileCredentialStore: CredentialStore {
             unlink(temporary.path)
             throw StorageError(.io, reason: "cannot write \(key): \(error)")
         }
-        guard rename(temporary.path, target.path) == 0 else {
-            let code = errno
-            unlink(temporary.path)
-            throw Self.failure(code, "cannot replace \(key)")
-        }
+        return temporary
     }
 
     public func remove(_ key: String) throws {

@@ -58,7 +58,7 @@ extension HTTPTransport {
         } catch where Task.isCancelled {
             throw CancellationError()
         } catch {
-            throw TransferError(.network, "The service could not be reached: \(error.localizedDescription)")
+            throw TransferError(network: error)
         }
     }
 }

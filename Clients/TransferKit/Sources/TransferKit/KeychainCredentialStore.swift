@@ -31,6 +31,8 @@ public struct KeychainCredentialStore: CredentialStore {
     public func read(_ key: String) throws -> Data? { try items.read(key) }
     public func write(_ data: Data, for key: String) throws { try items.write(data, for: key) }
     public func remove(_ key: String) throws { try items.remove(key) }
+    /// `SecItemAdd`; on `errSecDuplicateItem`, the item that is there (see ``CredentialStore/add(_:for:)``).
+    public func add(_ data: Data, for key: String) throws -> Data? { try items.add(data, for: key) }
 }
 
 /// The four `SecItem` calls, each attribute mapped to its one `kSec…` key.
@@ -59,6 +61,29 @@ struct SecItemBridge: SecItemCalls {
     func delete(_ query: [KeychainAttribute]) -> Int32 {
         SecItemDelete(Self.dictionary(query) as CFDictionary)
     }
+
+    func defaultAccessGroup(dataProtection: Bool) -> String? {
+        #if os(macOS)
+        guard dataProtection else { return nil }  // the file-based Keychain has no access groups
+        #endif
+        return Self.probedDefaultGroup
+    }
+
+    /// The group of an item added without one, read back from a probe item (then deleted); once
+    /// per process.
+    static let probedDefaultGroup: String? = {
+        var probe = dictionary([
+            .genericPassword, .service("transferkit.default-group-probe"), .account(UUID().uuidString), .notSynchronizable,
+            .dataProtectionKeychain, .accessibleAfterFirstUnlockThisDeviceOnly,
+        ])
+        probe[kSecReturnAttributes as String] = true
+        var result: CFTypeRef?
+        guard SecItemAdd(probe as CFDictionary, &result) == errSecSuccess else { return nil }
+        probe[kSecReturnAttributes as String] = nil
+        probe[kSecAttrAccessible as String] = nil
+        _ = SecItemDelete(probe as CFDictionary)
+        return (result as? [String: Any])?[kSecAttrAccessGroup as String] as? String
+    }()
 
     static func dictionary(_ attributes: [KeychainAttribute]) -> [String: Any] {
         var dictionary: [String: Any] = [:]
@@ -98,6 +123,10 @@ extension TransferClient {
     ///   - appGroup: an App Group identifier: the account list goes in its container, where
     ///     extensions find it. With a shared Keychain or an App Group, renewals log in instead
     ///     of refreshing (`sharesSessions`), so processes never revoke each other's tokens.
+    ///     An App Group needs a shared Keychain too (the extension would find the list without
+    ///     the identity, and take the phone for a restored one), and the group in the app's
+    ///     entitlements: otherwise a debug build stops here with what to fix (an assertion), and
+    ///     `logger` is told in every build.
     ///   - urlSession: the session requests go through.
     ///   - headers: added to every request (e.g. your app's version).
     ///   - logger: one line per request (method, path, status, duration), and nothing secret.
@@ -115,6 +144,12 @@ extension TransferClient {
     ) -> TransferClient {
         let support = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask)[0]
         let container = appGroup.flatMap { FileManager.default.containerURL(forSecurityApplicationGroupIdentifier: $0) }
+        if let problem = StandardLayout.misconfiguration(
+            keychain: keychain, appGroup: appGroup, appGroupContainerFound: container != nil)
+        {
+            logger?(problem)
+            assertionFailure(problem)
+        }
         #if os(macOS)
         let isMacOS = true
         #else
@@ -139,7 +174,10 @@ extension SiblingSession {
     /// The session of the sibling app `clientId` (its bundle id) for iOS or macOS: its tokens in
     /// the Keychain (``KeychainCredentialStore``, this device only, the app's own location by
     /// default), under a key of this client id, so that sibling apps sharing an access group
-    /// keep their sessions apart. Its items are moved from `migratingFrom` on first read.
+    /// keep their sessions apart. Its items are moved from `migratingFrom` on first read. With a
+    /// shared location (an access group the app shares with its extensions), the session is
+    /// read from the Keychain at every call (`sharesSession`), so that the app and its
+    /// extensions never refresh over each other's renewals.
     public static func standard(
         baseURL: URL, clientId: String, keychain: KeychainLocation = .thisApp,
         urlSession: URLSession = .shared, headers: [String: String] = [:],
@@ -149,7 +187,8 @@ extension SiblingSession {
             baseURL: baseURL, clientId: clientId,
             credentials: KeychainCredentialStore(
                 location: keychain, migratingFrom: StandardLayout.previousLocations(previous, current: keychain)),
-            transport: .urlSession(urlSession, headers: headers))
+            transport: .urlSession(urlSession, headers: headers),
+            sharesSession: StandardLayout.sharesSessions(keychain: keychain, appGroup: nil))
     }
 }
 #endif

@@ -88,6 +88,10 @@ protocol SecItemCalls: Sendable {
     func update(_ query: [KeychainAttribute], data: Data, attributes: [KeychainAttribute]) -> Int32
     /// `SecItemDelete` of the items `query` matches.
     func delete(_ query: [KeychainAttribute]) -> Int32
+    /// The access group an add without `kSecAttrAccessGroup` goes to (the first of the app's
+    /// `keychain-access-groups`, else its application identifier); nil when it cannot be told, or
+    /// when the Keychain has no access groups (macOS's file-based one: `dataProtection` false).
+    func defaultAccessGroup(dataProtection: Bool) -> String?
 }
 
 /// The `OSStatus` values TransferKit tells apart (Security's `errSec…`, as numbers, so that
@@ -121,9 +125,10 @@ enum KeychainStatus {
 ///   An item not found at the location is looked for at each of `previous` (an earlier
 ///   service or group of the app); one found there is moved (written here, then deleted there),
 ///   so that changing the location never loses the identity (a lost identity would look like
-///   a restore onto a new phone).
+///   a restore onto a new phone). The move adds: an item another process wrote here meanwhile wins.
 /// - Writes add the item, and update it when it exists (`errSecDuplicateItem`); an item
-///   deleted between the two is added once more.
+///   deleted between the two is added once more. ``add(_:for:)`` never updates: on
+///   `errSecDuplicateItem` it returns the item that is there.
 /// - Removes delete the item here only: a previous location's copy was deleted when it was
 ///   moved, and a location without an access group matches every group of the app, where a
 ///   sibling app's items may live.
@@ -151,13 +156,28 @@ struct KeychainItems: CredentialStore {
 
     func read(_ key: String) throws -> Data? {
         if let data = try copy(key, at: location) { return data }
-        for old in previous {
+        for previousLocation in previous {
+            let old = ownItems(at: previousLocation)
             guard let data = try copy(key, at: old) else { continue }
-            try write(data, for: key)
+            // Added, not written: an item another process put here since the read above (an
+            // extension sharing the new location) is newer than the old copy, and is the answer.
+            let kept = try add(data, for: key) ?? data
             try delete(key, at: old)
-            return data
+            return kept
         }
         return nil
+    }
+
+    /// `place` narrowed to the app's own items: a location without an access group (TransferKit
+    /// 1's) matches every group of the app, and in a family with Keychain Sharing a sibling app's
+    /// TransferKit 1 items may sit in the shared group; moving them would take the sibling's
+    /// identity, and delete it from under the sibling. The app's own were added to its default group.
+    private func ownItems(at place: KeychainLocation) -> KeychainLocation {
+        guard place.accessGroup == nil, let group = calls.defaultAccessGroup(dataProtection: place.dataProtectionKeychain)
+        else { return place }
+        var own = place
+        own.accessGroup = group
+        return own
     }
 
     func write(_ data: Data, for key: String) throws {
@@ -174,6 +194,18 @@ struct KeychainItems: CredentialStore {
 
     func remove(_ key: String) throws {
         try delete(key, at: location)
+    }
+
+    /// `SecItemAdd`, and on `errSecDuplicateItem` the item that is there: never an update, so
+    /// that of two processes adding at once the second adopts the first's item.
+    func add(_ data: Data, for key: String) throws -> Data? {
+        let query = Self.query(key, at: location)
+        while true {
+            let status = calls.add(query + Self.protection, data: data)
+            if status == KeychainStatus.success { return nil }
+            guard status == KeychainStatus.duplicateItem else { throw KeychainStatus.failure(status, "add", key) }
+            if let existing = try copy(key, at: location) { return existing }  // else deleted meanwhile: add again
+        }
     }
 
     private func copy(_ key: String, at place: KeychainLocation) throws -> Data? {
@@ -212,6 +244,25 @@ enum StandardLayout {
         var directory = applicationSupport
         if isMacOS { directory.appendPathComponent(bundleIdentifier ?? "TransferKit", isDirectory: true) }
         return directory.appendingPathComponent("TransferKit", isDirectory: true)
+    }
+
+    /// What is wrong with sharing through `appGroup` and `keychain`, in words for the developer;
+    /// nil when nothing is. An App Group without a shared Keychain location shares the account
+    /// list but not the identity: the extension reads a list of a device id it has no identity
+    /// for, and reports a restore onto a new phone. A group whose container is not found is not
+    /// in the app's entitlements: the list silently stays in the app's own container.
+    static func misconfiguration(keychain: KeychainLocation, appGroup: String?, appGroupContainerFound: Bool) -> String? {
+        guard let appGroup else { return nil }
+        if !appGroupContainerFound {
+            return "TransferKit: the App Group \(appGroup) has no container: add it to the app's and each extension's "
+                + "App Groups capability (the account list stays in this process's own container until then)."
+        }
+        if keychain.accessGroup == nil {
+            return "TransferKit: appGroup \(appGroup) shares the account list, but the Keychain location is the app's "
+                + "own: pass keychain: .shared(accessGroup:service:) too, in the app and each extension, so that they "
+                + "share the device identity (an extension would otherwise take the phone for a restored one)."
+        }
+        return nil
     }
 
     /// Whether sessions are shared with other processes: a shared Keychain group or an App Group.

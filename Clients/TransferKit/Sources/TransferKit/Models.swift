@@ -112,7 +112,8 @@ public enum ClaimChoice: String, Sendable, CaseIterable {
     /// ``TransferEvent/accountDeleted(accountId:)``. For the account a new phone created by itself
     /// at its first launch, before the user said they were bringing one: ask the user first
     /// (it erases whatever is in it). Nothing is deleted when the claim fails; an account whose
-    /// deletion fails (no network) stays beside the claimed one (delete it later with
+    /// deletion fails (no network) stays beside the claimed one, with
+    /// ``TransferEvent/accountNotDeleted(accountId:reason:)`` (delete it later with
     /// ``TransferClient/deleteAccount(_:)``).
     case deleteExisting
 

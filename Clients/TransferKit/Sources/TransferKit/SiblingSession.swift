@@ -49,6 +49,9 @@ public actor SiblingSession {
     /// The session; mirrored in `credentials` under ``StoreKey/siblingSession(clientId:)``.
     var stored: StoredSiblingSession?
     var loaded = false
+    /// Whether other processes (the sibling app's extensions) use the same stored session: the
+    /// store is then read at every call, not once.
+    let sharesSession: Bool
     /// The renewal under way (keyed by the client id); dropped when the session is replaced,
     /// signed out or ended, so that a renewal under way then drops its result.
     var renewals = Renewals()
@@ -61,13 +64,16 @@ public actor SiblingSession {
     ///     apps may share one (a Keychain access group): each keeps its session under its own key.
     ///   - transport: how requests reach the service (see ``Transport``).
     ///   - clock: the time renewals are planned with.
+    ///   - sharesSession: true when the app's extensions use the same session through a shared
+    ///     store (a Keychain access group): the store is read at every call, so that a renewal or
+    ///     a new hand-off made by another process is taken, never refreshed over.
     public init(
         baseURL: URL, clientId: String, credentials: any CredentialStore, transport: Transport = .urlSession(.shared),
-        clock: @escaping @Sendable () -> Date = { Date() }
+        clock: @escaping @Sendable () -> Date = { Date() }, sharesSession: Bool = false
     ) {
         self.init(
             baseURL: baseURL, clientId: clientId, credentials: credentials, transport: transport as any HTTPTransport,
-            now: clock)
+            now: clock, sharesSession: sharesSession)
     }
 
     /// A sibling session whose requests go through `urlSession` (TransferKit 1's initialiser).
@@ -77,8 +83,9 @@ public actor SiblingSession {
 
     init(
         baseURL: URL, clientId: String, credentials: any CredentialStore, transport: any HTTPTransport,
-        now: @escaping @Sendable () -> Date = { Date() }
+        now: @escaping @Sendable () -> Date = { Date() }, sharesSession: Bool = false
     ) {
+        self.sharesSession = sharesSession
         self.baseURL = baseURL
         self.clientId = clientId
         self.credentials = credentials
@@ -119,27 +126,32 @@ public actor SiblingSession {
         return Account(id: session.accountId, userName: session.userName, isCurrent: true)
     }
 
-    /// Runs `body` with a valid access token, as ``TransferClient/withAccessToken(of:_:)`` does:
+    /// Runs `body` with a valid access token, as ``TransferClient/withAccessToken(of:isolation:_:)`` does:
     /// renewed a little before it expires (one renewal however many callers wait), and when
     /// `body` throws ``TransferError/accessTokenRejected`` (or any ``TransferError/Code/invalidToken``),
     /// renewed once and `body` runs once more.
+    ///
+    /// `body` runs on the caller's actor (the main actor in a view model), so it may touch the
+    /// caller's state; neither it nor its result needs to be `Sendable`.
     ///
     /// - Throws: ``TransferError/Code/handoffRequired`` when there is no session, or the service
     ///   refused the refresh token (the session ended; its tokens are forgotten): ask the host
     ///   app again. ``TransferError/Code/signedOut`` when the session was signed out or replaced
     ///   while this call waited for a renewal.
-    public func withAccessToken<T: Sendable>(_ body: @Sendable (String) async throws -> T) async throws -> T {
+    public func withAccessToken<T>(
+        isolation: isolated (any Actor)? = #isolation, _ body: (String) async throws -> T
+    ) async throws -> T {
         let token = try await accessToken()
         do {
             return try await body(token)
         } catch let error as TransferError where error.code == .invalidToken {
-            return try await body(renewedAccessToken(rejected: token))
+            return try await body(renewAccessToken(rejected: token))
         }
     }
 
     /// The account's profile (`GET /v1/me`), as the service describes it to this session.
     ///
-    /// - Throws: ``TransferError/Code/handoffRequired`` as ``withAccessToken(_:)`` does, network errors.
+    /// - Throws: ``TransferError/Code/handoffRequired`` as ``withAccessToken(isolation:_:)`` does, network errors.
     public func profile() async throws -> AccountProfile {
         let transport = transport, baseURL = baseURL
         let response = try await withAccessToken { token in try await transport.send(.me, baseURL: baseURL, token: token).succeeded() }
@@ -157,16 +169,23 @@ public actor SiblingSession {
 
     // MARK: Tokens
 
-    /// A token that is not about to expire, renewing it if needed.
-    private func accessToken() async throws -> String {
+    /// A valid access token, renewed first when it is about to expire (one renewal however many
+    /// callers ask). For an HTTP stack's interceptor: set it as the bearer token, and when your
+    /// backend answers 401, ask ``renewAccessToken(rejected:)`` for a new one and retry once.
+    ///
+    /// - Throws: ``TransferError/Code/handoffRequired`` as ``withAccessToken(isolation:_:)`` does.
+    public func accessToken() async throws -> String {
         guard let session = try load() else { throw Self.handoffRequired("There is no sibling session") }
         if session.tokens.refreshAt > now() { return session.tokens.accessToken }
         return try await renew()
     }
 
-    /// A token other than `rejected`: the one another caller's renewal brought, or a new one.
-    private func renewedAccessToken(rejected: String) async throws -> String {
-        if let tokens = stored?.tokens, tokens.accessToken != rejected, tokens.refreshAt > now() {
+    /// A new access token after your backend refused `rejected` (a 401): the one another caller's
+    /// renewal already brought, or a new one.
+    ///
+    /// - Throws: ``TransferError/Code/handoffRequired`` as ``withAccessToken(isolation:_:)`` does.
+    public func renewAccessToken(rejected: String) async throws -> String {
+        if let tokens = try load()?.tokens, tokens.accessToken != rejected, tokens.refreshAt > now() {
             return tokens.accessToken
         }
         return try await renew()
@@ -175,16 +194,29 @@ public actor SiblingSession {
     /// Renews the tokens; concurrent callers share one renewal (single flight).
     private func renew() async throws -> String {
         let flight = renewals.join(clientId) { flight in
-            Task { try await self.performRenewal(flight: flight) }
+            Task {
+                defer { self.renewals.finished(flight, for: clientId) }
+                return try await self.performRenewal(flight: flight)
+            }
         }
-        defer { renewals.finished(flight, for: clientId) }
-        return try await flight.task.value
+        return try await waitUnlessCancelled(flight.task)
     }
 
-    /// `POST /v1/tokens/refresh`. A refused refresh token means the service ended the session:
-    /// there is no device secret to log in with, so the tokens are forgotten.
+    /// `POST /v1/tokens/refresh`, after reading the store again: another process sharing it (the
+    /// app, or one of its extensions) may have renewed already, and its tokens are taken as they
+    /// are, so that a refresh token it rotated is never presented (which would end the session
+    /// for every process). A refused refresh token means the service ended the session: there is
+    /// no device secret to log in with, so the tokens are forgotten, unless another process
+    /// replaced them meanwhile (a renewal, a new hand-off): those are kept, and used when valid.
     private func performRenewal(flight: Int) async throws -> String {
-        guard let refreshToken = stored?.tokens.refreshToken else {
+        let known = stored
+        let latest = try readStore()
+        if let latest, latest.tokens.accessToken != known?.tokens.accessToken, latest.tokens.refreshAt > now() {
+            stored = latest
+            return latest.tokens.accessToken
+        }
+        guard let refreshToken = (latest ?? known)?.tokens.refreshToken else {
+            stored = nil
             throw Self.handoffRequired("There is no sibling session")
         }
         let response = try await transport.send(
@@ -195,6 +227,12 @@ public actor SiblingSession {
         guard response.isSuccess else {
             let error = TransferError(response: response)
             guard error.code == .invalidRefreshToken || error.code == .invalidToken else { throw error }
+            if let replaced = try? readStore(), replaced.tokens.refreshToken != refreshToken {
+                // Another process renewed or was handed the session again meanwhile: its item stays.
+                stored = replaced
+                if replaced.tokens.refreshAt > now() { return replaced.tokens.accessToken }
+                throw Self.handoffRequired("The service ended the sibling session (\(error.code))")
+            }
             end()
             throw Self.handoffRequired("The service ended the sibling session (\(error.code))")
         }
@@ -209,20 +247,25 @@ public actor SiblingSession {
 
     // MARK: Storage
 
-    /// The stored session, read from the store once.
+    /// The stored session: read from the store once, or at every call when it is shared.
     private func load() throws -> StoredSiblingSession? {
-        guard !loaded else { return stored }
+        guard !loaded || sharesSession else { return stored }
+        stored = try readStore()
+        loaded = true
+        return stored
+    }
+
+    /// The session in the store now.
+    private func readStore() throws -> StoredSiblingSession? {
         do {
-            stored = try credentials.read(StoredSiblingSession.self, StoreKey.siblingSession(clientId: clientId))
+            return try credentials.read(StoredSiblingSession.self, StoreKey.siblingSession(clientId: clientId))
         } catch let error as StorageError where error.kind == .undecodable {
             // A cache: the session that no longer decodes is dropped, and the app asks the host again.
             try? credentials.remove(StoreKey.siblingSession(clientId: clientId))
-            stored = nil
+            return nil
         } catch {
             throw TransferError(storage: error)
         }
-        loaded = true
-        return stored
     }
 
     /// Keeps a new session's tokens, here and in the store.

@@ -16,8 +16,8 @@ extension TransferClient {
     /// ```
     ///
     /// - Throws: ``TransferError/Code/unknownClient`` (the service does not list `clientId`),
-    ///   ``TransferError/Code/notConfigured`` (the service has no sibling apps), `invalid_request`
-    ///   (``TransferError/Code/other``: the challenge is not 43 base64url characters).
+    ///   ``TransferError/Code/notConfigured`` (the service has no sibling apps),
+    ///   ``TransferError/Code/invalidRequest`` (the challenge is not 43 base64url characters).
     public func createHandoffCode(
         forClient clientId: String, codeChallenge: String, of accountId: String? = nil
     ) async throws -> HandoffCode {

@@ -84,9 +84,15 @@ extension TransferClient {
         return knownAccounts.first { $0.id == id.lowercased() }
     }
 
-    /// The accounts as published, or before anything was published, as stored.
+    /// The accounts as published, or before anything was published, as stored: only a list of
+    /// this phone's identity (a list restored from another phone's backup names that phone's
+    /// accounts, which this one does not hold).
     nonisolated var knownAccounts: [Account] {
         if hub.hasState { return hub.state.accounts }
-        return ((try? accountListStore.read(StoredAccountList.self, StoreKey.accountList)) ?? nil)?.accounts ?? []
+        guard let list = (try? accountListStore.read(StoredAccountList.self, StoreKey.accountList)) ?? nil,
+            let identity = (try? credentials.read(DeviceIdentity.self, StoreKey.identity)) ?? nil,
+            list.deviceId == identity.deviceId
+        else { return [] }
+        return list.accounts
     }
 }

@@ -110,10 +110,12 @@ extension TransferClient {
     /// Renews the account's tokens; concurrent callers share one renewal (single flight).
     func renew(_ accountId: String) async throws -> String {
         let flight = renewals.join(accountId) { flight in
-            Task { try await self.performRenewal(of: accountId, flight: flight) }
+            Task {
+                defer { self.renewals.finished(flight, for: accountId) }
+                return try await self.performRenewal(of: accountId, flight: flight)
+            }
         }
-        defer { renewals.finished(flight, for: accountId) }
-        return try await flight.task.value
+        return try await waitUnlessCancelled(flight.task)
     }
 
     /// Renews the account's tokens, after reading them again from the store: another process

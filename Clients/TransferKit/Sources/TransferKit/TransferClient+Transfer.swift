@@ -142,8 +142,9 @@ extension TransferClient {
     /// it brings: the claimed account becomes the current one.
     ///
     /// `409 device_retired` says this phone's device id can never be bound again (every account
-    /// left it): when the phone holds no account, TransferKit starts over with a new identity
-    /// and sends the claim once more. An answer that never arrived (a network failure after the
+    /// left it): the accounts the phone still lists (read from the stores by a process that has
+    /// not launched yet) have left it, and get their events; TransferKit starts over with a new
+    /// identity and sends the claim once more. An answer that never arrived (a network failure after the
     /// request may have reached the service) is asked for again with the same body; the
     /// contract makes a claim repeated by the device that won it answer the same session.
     ///
@@ -158,7 +159,11 @@ extension TransferClient {
         let attempts = repeatable ? Self.claimAttempts : 1
         var response = try await sendClaim(
             endpoint, body: Wire.encode(body(identity)), identity: identity, before: before, attempts: attempts)
-        if !response.isSuccess, TransferError(response: response).code == .deviceRetired, accountList.isEmpty {
+        if !response.isSuccess, TransferError(response: response).code == .deviceRetired {
+            // A retired device holds no account: whatever the phone lists left it.
+            let listed = accountList
+            accountList = []
+            await noticeDepartures(from: listed)
             try startOver()
             identity = try identityForClaim()
             response = try await sendClaim(
@@ -178,7 +183,12 @@ extension TransferClient {
         await uploadPendingPushToken()
         if choice == .deleteExisting {
             for account in before where account.id != session.accountId && onDevice.contains(account.id) {
-                try? await deleteAccount(account.id)
+                do {
+                    try await deleteAccount(account.id)
+                } catch {
+                    let reason = error as? TransferError ?? TransferError(.unexpectedResponse, "\(error)")
+                    hub.emit(.accountNotDeleted(accountId: account.id, reason: reason))
+                }
             }
         }
         return accountList.first { $0.id == session.accountId }

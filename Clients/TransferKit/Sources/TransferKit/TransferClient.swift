@@ -19,7 +19,7 @@ import FoundationNetworking
 /// }
 /// ```
 ///
-/// Every authorised call goes through one place, ``withAccessToken(of:_:)``: it hands out a valid
+/// Every authorised call goes through one place, ``withAccessToken(of:isolation:_:)``: it hands out a valid
 /// access token of the current or a named account, renews it a little before it expires (one
 /// renewal per account however many callers wait), and when the token is refused renews once
 /// and tries once more.
@@ -316,7 +316,13 @@ public actor TransferClient {
     public func startOver() throws {
         renewals.dropAll()
         do {
-            for id in Set(accountList.map(\.id)).union(sessions.keys) {
+            // Before launch() nothing is in memory: the stored list names the accounts whose
+            // tokens are stored (whichever device id it belongs to).
+            var listed = Set(accountList.map(\.id)).union(sessions.keys)
+            if let stored = try? accountListStore.read(StoredAccountList.self, StoreKey.accountList) {
+                listed.formUnion(stored.accounts.map(\.id))
+            }
+            for id in listed {
                 try credentials.remove(StoreKey.session(id))
             }
             try credentials.remove(StoreKey.legacySessions)
@@ -390,6 +396,20 @@ public actor TransferClient {
         }
     }
 
+    /// With shared stores (``sharesSessions``), takes what another process changed since this
+    /// one read them: the app switched, added or removed accounts, or started over, while this
+    /// long-lived extension kept running. A store that cannot be read now changes nothing.
+    func followOtherProcesses() {
+        guard sharesSessions, restored, let stored = try? readStores() else { return }
+        if stored.identity != identity {
+            sessions = [:]
+            adopt(stored)
+        } else if let list = stored.list, list.deviceId == identity?.deviceId, list.accounts != accountList {
+            accountList = list.accounts
+            publish()
+        }
+    }
+
     // MARK: Identity
 
     /// The identity for a claim: the stored one, or a new one when the store says there is none.
@@ -426,11 +446,15 @@ public actor TransferClient {
 
     /// A new identity, stored before it is used; throws (and emits ``TransferEvent/storageUnavailable(_:)``)
     /// when it cannot be stored, so that no account is ever created with a secret the phone does not keep.
+    ///
+    /// The identity is added, never written over: when another process sharing the store (an
+    /// extension starting at the same moment) stored one first, that one is adopted, so that
+    /// both work with one device and neither's account is stranded.
     func mintIdentity() throws -> DeviceIdentity {
         let minted = DeviceIdentity.generate()
         do {
-            try credentials.write(Wire.encode(minted), for: StoreKey.identity)
-            return minted
+            guard let existing = try credentials.add(Wire.encode(minted), for: StoreKey.identity) else { return minted }
+            return try Wire.decoder().decode(DeviceIdentity.self, from: existing)
         } catch {
             let failure = StorageError(error)
             hub.emit(.storageUnavailable(failure))
@@ -453,6 +477,7 @@ public actor TransferClient {
     func resolve(_ accountId: String?) throws -> String {
         try restoreIfNeeded()
         if let accountId { return accountId.lowercased() }
+        followOtherProcesses()
         guard let current else {
             throw TransferError(.notSignedIn, "There is no current account: launch, claim, or pick one with switchAccount(to:).")
         }
@@ -462,6 +487,7 @@ public actor TransferClient {
     /// An account whose token device-wide endpoints accept: the current one, else any on the phone.
     func anyAccountOnDevice() throws -> String {
         try restoreIfNeeded()
+        followOtherProcesses()
         guard let id = current ?? accountList.first?.id else {
             throw TransferError(.notSignedIn, "There is no account on this phone: call launch() first.")
         }

@@ -35,6 +35,22 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
     public let retryAfter: Int?
     /// With ``Code/storageUnavailable``: what the store said (locked, missing entitlement, …).
     public let storage: StorageError?
+    /// With ``Code/network``: what the transport threw (a `URLError` with `.urlSession`), so that
+    /// the app can tell "offline" (`.notConnectedToInternet`) from a timeout or a TLS failure.
+    /// Not compared by `==`.
+    public private(set) var underlyingError: (any Error)?
+
+    public static func == (lhs: TransferError, rhs: TransferError) -> Bool {
+        lhs.code == rhs.code && lhs.message == rhs.message && lhs.status == rhs.status
+            && lhs.retryAfter == rhs.retryAfter && lhs.storage == rhs.storage
+    }
+
+    /// A ``Code/network`` error for what the transport threw: its description in the message, the
+    /// error itself in ``underlyingError``.
+    init(network error: any Error) {
+        self.init(.network, "The service could not be reached: \(error.localizedDescription)")
+        underlyingError = error
+    }
 
     /// The same as ``code`` (TransferKit 1 called it `kind`).
     public var kind: Code { code }
@@ -63,7 +79,7 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
         /// The account is not on this device (`403`).
         public static let accountNotOnDevice = Code(rawValue: "account_not_on_device")
         /// The access token was refused (`401`). Throw ``TransferError/accessTokenRejected`` from a
-        /// ``TransferClient/withAccessToken(of:_:)`` body when your own backend refuses the token.
+        /// ``TransferClient/withAccessToken(of:isolation:_:)`` body when your own backend refuses the token.
         public static let invalidToken = Code(rawValue: "invalid_token")
         /// The refresh token was refused (`401`); TransferKit then logs in again with the device secret.
         public static let invalidRefreshToken = Code(rawValue: "invalid_refresh_token")
@@ -195,7 +211,7 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
         )
     }
 
-    /// Throw this from a ``TransferClient/withAccessToken(of:_:)`` body when your own backend
+    /// Throw this from a ``TransferClient/withAccessToken(of:isolation:_:)`` body when your own backend
     /// answered 401 to the token: TransferKit renews the token once and runs the body once more.
     public static let accessTokenRejected = TransferError(
         code: .invalidToken, message: "The access token was refused.", status: 401)

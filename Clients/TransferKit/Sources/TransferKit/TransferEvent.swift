@@ -38,6 +38,10 @@ public enum TransferEvent: Sendable, Equatable {
     /// the app, or by TransferKit when the last account left the phone or a claim found the
     /// device id retired).
     case startedOver
+    /// A claim with ``ClaimChoice/deleteExisting`` could not delete `accountId`, one the phone
+    /// held before (`reason`: no network, a refusal): it stays on the phone beside the claimed
+    /// one. Tell the user, and delete it later with ``TransferClient/deleteAccount(_:)``.
+    case accountNotDeleted(accountId: String, reason: TransferError)
     /// What TransferKit knows about the phone changed (device id, accounts, current account).
     /// Comes beside the event that says why, when there is one.
     case stateChanged(DeviceState)

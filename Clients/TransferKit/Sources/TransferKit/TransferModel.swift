@@ -30,8 +30,9 @@ import Observation
 /// }
 /// ```
 ///
-/// Everything else goes through ``client``; the model follows the client's events, so a change
-/// made there (or by TransferKit itself: a move found by a renewal, a sign-out) shows up here.
+/// Everything else goes through ``client``; the model follows every state change and event of
+/// the client, so a change made there (a claim, a switch) or by TransferKit itself (a move found
+/// by a renewal, a deletion, a revocation) shows up here, in ``launchResult`` too.
 @available(iOS 17, macOS 14, tvOS 17, watchOS 10, *)
 @MainActor @Observable
 public final class TransferModel {
@@ -39,8 +40,19 @@ public final class TransferModel {
     @ObservationIgnored public let client: TransferClient
     /// What TransferKit knows about the phone: device id, accounts, current account.
     public private(set) var state: DeviceState
-    /// The answer of the last ``launch()`` (or `.signedIn` after a claim made through the model);
-    /// nil before the first one answered.
+    /// Where the app stands, as ``TransferClient/launch()`` would answer now: the last launch's
+    /// answer, kept up to date with the client's events wherever the call was made.
+    ///
+    /// - `.signedIn` after a launch, a claim (``TransferEvent/signedIn(accountId:created:)``) or a
+    ///   switch (``TransferEvent/switched(accountId:)``);
+    /// - `.restoredOntoNewPhone` when a launch found another phone's backup;
+    /// - `.currentAccountMoved` when the current account moved to another phone, at a launch or
+    ///   found later by a renewal (``TransferEvent/accountMoved(accountId:transferredAt:remainingAccounts:)``);
+    ///   an empty `remainingAccounts` means no account is left on this phone: offer a claim, or
+    ///   ``TransferClient/startOver()`` then ``launch()``;
+    /// - nil before the first launch, after ``TransferClient/startOver()``, and when the current
+    ///   account left the phone otherwise (deleted, removed, the device revoked: ``lastEvent``
+    ///   says which), so that no view shows a signed-in screen without an account.
     public private(set) var launchResult: LaunchResult?
     /// Where the phone stood when ``start()`` looked (``TransferClient/startingPoint()``); nil before.
     public private(set) var startingPoint: StartingPoint?
@@ -104,17 +116,44 @@ public final class TransferModel {
     /// ``launchResult`` then says the phone is signed in to it.
     @discardableResult
     public func claimTransfer(code: TransferCode, existingAccounts: ClaimChoice = .fail) async throws -> Account {
-        var claimed: Account?
-        try await run { claimed = try await $0.claimTransfer(code: code, existingAccounts: existingAccounts) }
-        return signedIn(claimed!)
+        try await claimed { try await $0.claimTransfer(code: code, existingAccounts: existingAccounts) }
+    }
+
+    /// Brings an account over with the email and temporary password set up on the old phone
+    /// (``TransferClient/claimTransfer(email:temporaryPassword:existingAccounts:)``); ``launchResult``
+    /// then says the phone is signed in to it.
+    @discardableResult
+    public func claimTransfer(
+        email: String, temporaryPassword: String, existingAccounts: ClaimChoice = .fail
+    ) async throws -> Account {
+        try await claimed {
+            try await $0.claimTransfer(email: email, temporaryPassword: temporaryPassword, existingAccounts: existingAccounts)
+        }
     }
 
     /// Brings an account over with its recovery code (``TransferClient/claim(recoveryCode:existingAccounts:)``);
     /// ``launchResult`` then says the phone is signed in to it.
     @discardableResult
     public func claim(recoveryCode: RecoveryCode, existingAccounts: ClaimChoice = .fail) async throws -> Account {
+        try await claimed { try await $0.claim(recoveryCode: recoveryCode, existingAccounts: existingAccounts) }
+    }
+
+    /// Brings the account linked to an Apple ID over
+    /// (``TransferClient/claimWithAppleID(identityToken:nonce:existingAccounts:)``); ``launchResult``
+    /// then says the phone is signed in to it.
+    @discardableResult
+    public func claimWithAppleID(
+        identityToken: String, nonce: AppleNonce, existingAccounts: ClaimChoice = .fail
+    ) async throws -> Account {
+        try await claimed {
+            try await $0.claimWithAppleID(identityToken: identityToken, nonce: nonce, existingAccounts: existingAccounts)
+        }
+    }
+
+    /// Runs a claim; on success the model is signed in to the claimed account.
+    private func claimed(_ call: (TransferClient) async throws -> Account) async throws -> Account {
         var claimed: Account?
-        try await run { claimed = try await $0.claim(recoveryCode: recoveryCode, existingAccounts: existingAccounts) }
+        try await run { claimed = try await call($0) }
         return signedIn(claimed!)
     }
 
@@ -154,6 +193,29 @@ public final class TransferModel {
         switch event {
         case .initialState(let now), .stateChanged(let now):
             state = now
+        case .accountDeleted, .accountRemoved:
+            // The signed-in account left the phone without a move; no other is current.
+            if case .signedIn = launchResult, state.currentAccountId == nil { launchResult = nil }
+        case .deviceRevoked:
+            launchResult = nil
+        case .signedIn(let accountId, let created):
+            launchResult = .signedIn(accountId: accountId, created: created)
+            startingPoint = .returning
+        case .switched(let accountId):
+            launchResult = .signedIn(accountId: accountId, created: false)
+        case .restoredOntoNewPhone(let previous):
+            launchResult = .restoredOntoNewPhone(previousAccounts: previous)
+        case .accountMoved(let accountId, let transferredAt, let remaining):
+            // The current account (or the one the phone last signed in to) moved away.
+            let wasCurrent: Bool
+            switch launchResult {
+            case .signedIn(let signedIn, _)?: wasCurrent = accountId == nil || accountId == signedIn
+            case .currentAccountMoved?: wasCurrent = true
+            default: wasCurrent = false
+            }
+            if wasCurrent && !remaining.contains(where: \.isCurrent) {
+                launchResult = .currentAccountMoved(accountId: accountId, transferredAt: transferredAt, remainingAccounts: remaining)
+            }
         case .startedOver:
             launchResult = nil
         default:

@@ -129,6 +129,10 @@ public final class FakeTransferService: @unchecked Sendable {
     private var deleted: Set<String> = []
     /// (device, account) pairs a claim moved away.
     private var moved: Set<Pair> = []
+    /// Refresh tokens a refresh replaced, and their session: presented again, they end it (the contract).
+    private var rotated: [String: Pair] = [:]
+    /// Devices with no account left: never bound again (`409 device_retired`).
+    private var retired: Set<String> = []
     /// Attestation challenges issued and not used yet; devices whose attestation passed; each
     /// created-for device's outcome (`verified`, `missing`, `failed: <check>`).
     private var attestationChallenges: Set<String> = []
@@ -262,12 +266,15 @@ public final class FakeTransferService: @unchecked Sendable {
             attestation: attestation)
     }
 
-    /// A sibling app's session with this service.
+    /// A sibling app's session with this service; `sharesSession` when the sibling app's
+    /// extensions use the same `keychain`.
     public func sibling(
         clientId: String = "com.example.news", keychain: any CredentialStore = MemoryCredentialStore(),
-        clock: ManualClock = ManualClock()
+        clock: ManualClock = ManualClock(), sharesSession: Bool = false
     ) -> SiblingSession {
-        SiblingSession(baseURL: Self.baseURL, clientId: clientId, credentials: keychain, transport: transport, clock: { clock.now })
+        SiblingSession(
+            baseURL: Self.baseURL, clientId: clientId, credentials: keychain, transport: transport, clock: { clock.now },
+            sharesSession: sharesSession)
     }
 
     // MARK: Transport
@@ -356,9 +363,16 @@ public final class FakeTransferService: @unchecked Sendable {
         case "POST /v1/devices/login":
             return login(body)
         case "POST /v1/tokens/refresh":
-            guard let token = body["refreshToken"] as? String, let pair = refreshTokens.removeValue(forKey: token) else {
+            guard let token = body["refreshToken"] as? String else { return error(401, "invalid_refresh_token") }
+            guard let pair = refreshTokens.removeValue(forKey: token) else {
+                // A rotated token presented again: the session it belonged to is revoked.
+                if let pair = rotated.removeValue(forKey: token) {
+                    refreshTokens = refreshTokens.filter { $0.value != pair }
+                    accessTokens = accessTokens.filter { $0.value != pair }
+                }
                 return error(401, "invalid_refresh_token")
             }
+            rotated[token] = pair
             return session(pair, created: false, status: 200, rotate: true)
         case "POST /v1/logout":
             // The host's logout also ends the sibling sessions of its pair.
@@ -653,6 +667,7 @@ public final class FakeTransferService: @unchecked Sendable {
         let replace = body["replaceExistingAccount"] as? Bool ?? false, add = body["addAccount"] as? Bool ?? false
         if replace && add { return error(400, "invalid_request") }
         var device = devices[deviceId] ?? Device(secret: secret, accounts: [], current: nil)
+        if retired.contains(deviceId) { return error(409, "device_retired") }  // before the secret, as the service
         guard device.secret == secret else { return error(401, "invalid_device_credentials") }
         if device.accounts.contains(account) { return error(409, "device_already_bound") }
         if !device.accounts.isEmpty && !replace && !add { return error(409, "device_has_account") }
@@ -739,6 +754,7 @@ public final class FakeTransferService: @unchecked Sendable {
     /// A moved account stays its old device's current one (the plain login keeps answering 410).
     private func takeOff(_ account: String, from deviceId: String, movedAway: Bool = false) {
         devices[deviceId]!.accounts.removeAll { $0 == account }
+        if devices[deviceId]!.accounts.isEmpty { retired.insert(deviceId) }
         if movedAway {
             moved.insert(Pair(device: deviceId, account: account))
         } else if devices[deviceId]!.current == account {

@@ -9,8 +9,11 @@ import FoundationNetworking
 /// arrives, as when the app is killed or the connection drops at that moment.
 ///
 /// ```swift
+/// let serviceURL = URL(string: "http://127.0.0.1:8080")!
 /// let network = LossyNetwork()
-/// let transport = network.wrap(.urlSession(.shared))
+/// let client = TransferClient(
+///     baseURL: serviceURL, credentials: MemoryCredentialStore(),
+///     transport: network.wrap(.urlSession(.shared), baseURL: serviceURL))
 /// network.loseAnswers(to: "POST /v1/transfers/claim", count: 3)
 /// ```
 ///

@@ -308,6 +308,8 @@ extension TransferEvent {
         case unreadableDataDiscarded
         /// ``TransferEvent/startedOver``
         case startedOver
+        /// ``TransferEvent/accountNotDeleted(accountId:reason:)``
+        case accountNotDeleted
         /// ``TransferEvent/stateChanged(_:)``
         case stateChanged
     }
@@ -328,6 +330,7 @@ extension TransferEvent {
         case .storageUnavailable: .storageUnavailable
         case .unreadableDataDiscarded: .unreadableDataDiscarded
         case .startedOver: .startedOver
+        case .accountNotDeleted: .accountNotDeleted
         case .stateChanged: .stateChanged
         }
     }

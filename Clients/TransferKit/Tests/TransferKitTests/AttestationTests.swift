@@ -76,7 +76,7 @@ private func enforcing() -> FakeServer {
     return server
 }
 
-@Suite("Device attestation for new accounts (issue 30)")
+@Suite("Device attestation for new accounts")
 struct AttestationTests {
     @Test("the first launch attests up front: a fresh challenge, then the creating login carrying it")
     func firstLaunchAttests() async throws {

@@ -44,14 +44,17 @@ struct CodeTests {
         let code = try #require(TransferCode("7KQM-2XD4-R9HW-C3NB"))
         let scheme = URL(string: "yourapp://transfer")!
         let link = code.url(base: scheme)
-        #expect(link.absoluteString == "yourapp://transfer?code=7KQM-2XD4-R9HW-C3NB")
+        #expect(link.absoluteString == "yourapp://transfer#code=7KQM-2XD4-R9HW-C3NB")
         #expect(TransferCode(url: link) == code)
         #expect(TransferCode(url: link, base: scheme) == code)
-        #expect(TransferCode(url: URL(string: "YOURAPP://Transfer?code=7kqm2xd4r9hwc3nb")!, base: scheme) == code)
+        #expect(TransferCode(url: URL(string: "YOURAPP://Transfer#code=7kqm2xd4r9hwc3nb")!, base: scheme) == code)
 
         let universal = URL(string: "https://app.example.com/transfer")!
         let web = code.url(base: universal)
-        #expect(web.absoluteString == "https://app.example.com/transfer?code=7KQM-2XD4-R9HW-C3NB")
+        #expect(
+            web.absoluteString == "https://app.example.com/transfer#code=7KQM-2XD4-R9HW-C3NB",
+            "the code must travel in the fragment, which a browser never sends to the web server: \(web)")
+        #expect(web.query == nil, "a code in the query reaches web and CDN logs when Safari opens the link")
         #expect(TransferCode(url: web, base: universal) == code)
         #expect(TransferCode(url: web, base: scheme) == nil)  // another scheme and host
         #expect(TransferCode(url: URL(string: "https://evil.example.com/transfer?code=7KQM-2XD4-R9HW-C3NB")!, base: universal) == nil)
@@ -59,10 +62,14 @@ struct CodeTests {
         #expect(TransferCode(url: URL(string: "yourapp://transfer?code=nope")!) == nil)
         #expect(TransferCode(url: URL(string: "yourapp://transfer")!) == nil)
 
-        // A base with a query of its own keeps it; a code already in it is replaced.
+        // A base with a query of its own keeps it; a code already in it is taken out.
         let withQuery = code.url(base: URL(string: "https://app.example.com/transfer?src=qr&code=old")!)
-        #expect(withQuery.absoluteString == "https://app.example.com/transfer?src=qr&code=7KQM-2XD4-R9HW-C3NB")
+        #expect(withQuery.absoluteString == "https://app.example.com/transfer?src=qr#code=7KQM-2XD4-R9HW-C3NB")
         #expect(TransferCode(url: withQuery) == code)
+
+        // Links made by TransferKit 2.0 (the code in the query) are still read.
+        #expect(TransferCode(url: URL(string: "https://app.example.com/transfer?code=7KQM-2XD4-R9HW-C3NB")!, base: universal) == code)
+        #expect(TransferCode(url: URL(string: "yourapp://transfer?code=7KQM-2XD4-R9HW-C3NB")!) == code)
 
         // Every code the alphabet allows survives the trip.
         for _ in 0..<50 {
@@ -91,5 +98,18 @@ struct CodeTests {
         }
         #expect("\(transfer)" == "TransferCode(<redacted>)")
         #expect("\(recovery)" == "RecoveryCode(<redacted>)")
+    }
+}
+
+@Suite("Transfer code QR payload")
+struct QRPayloadTests {
+    @Test("the QR payload is the link with the code in its fragment, in UTF-8, and reads back as the code")
+    func payloadIsTheFragmentLink() throws {
+        let code = try #require(TransferCode("7KQM-2XD4-R9HW-C3NB"))
+        let base = URL(string: "https://app.example.com/transfer")!
+        let payload = code.qrPayload(base: base)
+        #expect(String(decoding: payload, as: UTF8.self) == "https://app.example.com/transfer#code=7KQM-2XD4-R9HW-C3NB")
+        let scanned = try #require(URL(string: String(decoding: payload, as: UTF8.self)))
+        #expect(TransferCode(url: scanned, base: base) == code)
     }
 }

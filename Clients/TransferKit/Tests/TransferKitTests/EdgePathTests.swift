@@ -5,7 +5,7 @@ import FoundationNetworking
 import Testing
 @_spi(TransferKitTesting) @testable import TransferKit
 
-/// The edge paths of issue 28 that lost or stranded accounts: calls before `launch()`, caches
+/// The edge paths that lost or stranded accounts: calls before `launch()`, caches
 /// that no longer decode, push tokens that arrive early, cancellation, silent state changes,
 /// and the service's codes.
 @Suite("Edge paths")
@@ -312,6 +312,47 @@ struct EdgePathTests {
         await #expect { try await fresh.claimTransfer(email: "ann@example.com", temporaryPassword: "blue-harbor-42") } throws: {
             TransferError.kind(of: $0) == .deviceRetired
         }
+    }
+}
+
+@Suite("The fake service follows the contract where TransferKit meets it")
+struct FakeContractTests {
+    func refresh(_ server: FakeServer, _ token: String) async throws -> HTTPResponse {
+        try await server.transport.send(.refresh, baseURL: FakeServer.baseURL, body: Wire.encode(RefreshRequest(refreshToken: token)))
+    }
+
+    @Test("a rotated refresh token presented again revokes the session: the new refresh token and the access token stop working")
+    func rotatedRefreshTokenRevokes() async throws {
+        let phone = try await Launched()
+        let first = try #require(phone.storedSessions[phone.accountId]).refreshToken
+        let renewed = try Wire.decode(SessionBody.self, from: try await refresh(phone.server, first).succeeded())
+        #expect(try await refresh(phone.server, first).status == 401)
+        let after = try await refresh(phone.server, renewed.refreshToken)
+        #expect(after.status == 401, "the session survived a rotated refresh token presented again (\(after.status))")
+        let me = try await phone.server.transport.send(.me, baseURL: FakeServer.baseURL, token: renewed.accessToken)
+        #expect(me.status == 401, "the session's access token still works (\(me.status))")
+    }
+
+    @Test("a claim onto a device every account left is device_retired; a fresh process's claim then starts over and claims once more")
+    func retiredDeviceClaimsInFreshProcess() async throws {
+        let a = try await Launched()
+        let code = try await a.client.setUpTransferCode().code
+        let b = a.server.client(keychain: MemoryCredentialStore(), appFiles: MemoryCredentialStore())
+        _ = try await b.claimTransfer(code: code)  // a's only account leaves: a's device is retired
+
+        // The user brings the account back to phone a: the app's process was restarted, and
+        // claims before any launch; the stores still list the account that left.
+        let back = try await b.setUpTransferCode().code
+        let fresh = a.server.client(keychain: a.keychain, appFiles: a.appFiles, clock: a.clock)
+        let events = EventLog(fresh)
+        let retired = try #require(a.storedIdentity).deviceId
+        let account = try await fresh.claimTransfer(code: back)
+        #expect(account.id == a.accountId)
+        let claims = a.server.requests("POST /v1/transfers/claim").suffix(2).map { $0.body["deviceId"] as? String }
+        #expect(claims.first == retired, "the first claim was sent from the retired device")
+        #expect(fresh.state.deviceId != retired && claims.last == fresh.state.deviceId, "the claim was not sent again from a new device")
+        #expect(events.all.contains(.startedOver))
+        #expect(events.all.contains { if case .accountMoved(a.accountId?, _, _) = $0 { true } else { false } })
     }
 }
 

@@ -107,3 +107,83 @@ struct ReadOnlyStore: CredentialStore {
     func write(_ data: Data, for key: String) throws { throw CredentialStoreUnavailable("read-only") }
     func remove(_ key: String) throws {}
 }
+
+/// A store whose first read of each of `keys` finds nothing: this process read the store just
+/// before another process (an extension starting at the same moment) wrote them.
+final class ReadBeforeOtherProcess: CredentialStore, @unchecked Sendable {
+    let store: any CredentialStore
+    private let lock = NSLock()
+    private var unread: Set<String>
+
+    init(_ store: any CredentialStore, missing keys: Set<String>) {
+        self.store = store
+        unread = keys
+    }
+
+    func read(_ key: String) throws -> Data? {
+        lock.lock()
+        let miss = unread.remove(key) != nil
+        lock.unlock()
+        return miss ? nil : try store.read(key)
+    }
+    func write(_ data: Data, for key: String) throws { try store.write(data, for: key) }
+    func remove(_ key: String) throws { try store.remove(key) }
+    func add(_ data: Data, for key: String) throws -> Data? { try store.add(data, for: key) }
+}
+
+@Suite("Device identity written add-only")
+struct AddOnlyIdentityTests {
+    @Test("an app and its extension starting for the first time at once end with one identity and one account", arguments: [false, true])
+    func firstStartsAtOnce(fileStore: Bool) async throws {
+        let server = FakeServer()
+        let phone = FakeKeychain.Device()
+        let shared = KeychainLocation.shared(accessGroup: "TEAM.shared", service: "com.example.transfer")
+        let appKeychain: any CredentialStore = KeychainItems(
+            location: shared, calls: FakeKeychain(device: phone, groups: ["TEAM.app", "TEAM.shared"]))
+        let widgetKeychain: any CredentialStore = KeychainItems(
+            location: shared, calls: FakeKeychain(device: phone, groups: ["TEAM.widget", "TEAM.shared"]))
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("transferkit-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // The same store for both (one Keychain group, or one file in the App Group's container).
+        let widgetStore: any CredentialStore = fileStore ? FileCredentialStore(directory: directory) : widgetKeychain
+        let appStore: any CredentialStore = fileStore ? FileCredentialStore(directory: directory) : appKeychain
+        let list = MemoryCredentialStore()
+
+        let widget = server.client(keychain: widgetStore, appFiles: list, sharesSessions: true)
+        guard case .signedIn(let widgetAccount, true) = try await widget.launch() else {
+            Issue.record("the widget's first launch did not create an account"); return
+        }
+        let widgetIdentity = try #require(try widgetStore.read(DeviceIdentity.self, StoreKey.identity))
+
+        // The app read "no identity" before the widget added its own, and mints one.
+        let app = server.client(
+            keychain: ReadBeforeOtherProcess(appStore, missing: [StoreKey.identity]),
+            appFiles: ReadBeforeOtherProcess(list, missing: [StoreKey.accountList]), sharesSessions: true)
+        let launched = try await app.launch()
+        #expect(
+            launched == .signedIn(accountId: widgetAccount, created: false),
+            "the app must adopt the identity the widget added (its account \(widgetAccount)), not create another: \(launched)")
+        #expect(
+            try widgetStore.read(DeviceIdentity.self, StoreKey.identity) == widgetIdentity,
+            "the widget's identity was overwritten: its account is stranded")
+        #expect(app.state.deviceId == widgetIdentity.deviceId)
+    }
+
+    @Test("add stores only when nothing is there and returns what is: memory, file and Keychain stores")
+    func addSemantics() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("transferkit-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let stores: [any CredentialStore] = [
+            MemoryCredentialStore(), FileCredentialStore(directory: directory),
+            KeychainItems(location: .app(bundleIdentifier: "app"), calls: FakeKeychain(groups: ["TEAM.app"])),
+        ]
+        for store in stores {
+            #expect(try store.add(Data("first".utf8), for: "k") == nil, "\(type(of: store)): an add into nothing stores")
+            #expect(try store.add(Data("second".utf8), for: "k") == Data("first".utf8), "\(type(of: store)): an add never replaces")
+            #expect(try store.read("k") == Data("first".utf8))
+        }
+        let keychain = FakeKeychain(groups: ["TEAM.app"])
+        #expect(keychain.add([.service("s"), .account("k")], data: Data("a".utf8)) == KeychainStatus.success)
+        #expect(keychain.add([.service("s"), .account("k")], data: Data("b".utf8)) == KeychainStatus.duplicateItem)
+    }
+}

@@ -25,6 +25,8 @@ final class FakeKeychain: SecItemCalls, @unchecked Sendable {
         var locked = false
         /// Runs before the next update (e.g. another process deleting the item).
         var beforeUpdate: (() -> Void)?
+        /// Runs after the next copy (e.g. another process adding the item that was not found).
+        var afterCopy: (() -> Void)?
     }
 
     let device: Device
@@ -77,6 +79,9 @@ final class FakeKeychain: SecItemCalls, @unchecked Sendable {
     }
 
     func copyMatching(_ query: [KeychainAttribute]) -> (status: Int32, data: Data?) {
+        let hook = device.afterCopy
+        device.afterCopy = nil
+        defer { hook?() }
         device.lock.lock()
         defer { device.lock.unlock() }
         let parsed = parse(query)
@@ -113,6 +118,8 @@ final class FakeKeychain: SecItemCalls, @unchecked Sendable {
         }
         return found ? KeychainStatus.success : KeychainStatus.itemNotFound
     }
+
+    func defaultAccessGroup(dataProtection: Bool) -> String? { groups[0] }
 
     func delete(_ query: [KeychainAttribute]) -> Int32 {
         device.lock.lock()
@@ -247,6 +254,47 @@ struct KeychainTests {
         #expect(keychain.items.allSatisfy { $0.service == "com.example.app" && $0.dataProtection })
         #expect(keychain.items.contains { $0.account == StoreKey.identity })
         #expect(try store.read(StoreKey.identity) == phone.keychain.items[StoreKey.identity])
+    }
+
+    @Test("turning Keychain Sharing on: an item an extension wrote at the shared location while the app moved its own is the one read and kept")
+    func moveNeverReturnsStaleItem() throws {
+        let phone = FakeKeychain.Device()
+        let app = FakeKeychain(device: phone, groups: ["TEAM.app", "TEAM.shared"])
+        let widget = FakeKeychain(device: phone, groups: ["TEAM.widget", "TEAM.shared"])
+        let shared = KeychainLocation.shared(accessGroup: "TEAM.shared", service: "com.example.transfer")
+        let own = KeychainLocation.app(bundleIdentifier: "com.example.app")
+        let key = StoreKey.session("a")
+        try KeychainItems(location: own, calls: app).write(Data("old tokens".utf8), for: key)
+
+        let store = KeychainItems(location: shared, previous: [own], calls: app)
+        // The app finds nothing at the shared location; the widget then writes newer tokens there.
+        phone.afterCopy = { try? KeychainItems(location: shared, calls: widget).write(Data("newer tokens".utf8), for: key) }
+        let read = try store.read(key)
+        #expect(read == Data("newer tokens".utf8), "the move returned the old location's stale copy: \(read.map { String(decoding: $0, as: UTF8.self) } ?? "nil")")
+        #expect(try KeychainItems(location: shared, calls: widget).read(key) == Data("newer tokens".utf8), "the move overwrote the widget's newer item")
+        #expect(try KeychainItems(location: own, calls: app).read(key) == nil, "the old copy is deleted once moved")
+    }
+
+    @Test("TransferKit 1's items are moved from the app's own group only: a sibling app's identity in the shared group is neither taken nor deleted")
+    func transferKit1MoveTakesOwnItemsOnly() throws {
+        let phone = FakeKeychain.Device()
+        // news lists its own group first; weather lists the shared group first (its adds land there).
+        let news = FakeKeychain(device: phone, groups: ["TEAM.com.example.news", "TEAM.shared"])
+        let weather = FakeKeychain(device: phone, groups: ["TEAM.shared", "TEAM.com.example.weather"])
+        try KeychainItems(location: .transferKit1, calls: weather).write(Data("weather identity".utf8), for: key)
+
+        let newsStore = KeychainItems(
+            location: .app(bundleIdentifier: "com.example.news"), previous: [.transferKit1], calls: news)
+        let taken = try newsStore.read(key)
+        #expect(taken == nil, "news took weather's TransferKit 1 identity: \(taken.map { String(decoding: $0, as: UTF8.self) } ?? "")")
+        #expect(
+            try KeychainItems(location: .transferKit1, calls: weather).read(key) == Data("weather identity".utf8),
+            "weather's identity was deleted by news's move")
+
+        // news's own TransferKit 1 items (in its default group) are still moved.
+        try KeychainItems(location: .transferKit1, calls: news).write(Data("news tokens".utf8), for: StoreKey.session("n"))
+        #expect(try newsStore.read(StoreKey.session("n")) == Data("news tokens".utf8))
+        #expect(phone.items.filter { $0.service == "TransferKit" }.map(\.group) == ["TEAM.shared"])
     }
 
     @Test("the standard layout: the account list in the App Group when there is one, per app on macOS; shared stores share sessions")

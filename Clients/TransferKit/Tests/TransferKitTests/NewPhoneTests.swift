@@ -3,8 +3,8 @@ import Testing
 @_spi(TransferKitTesting) @testable import TransferKit
 import TransferKitTesting
 
-/// Issue 33: the situations 1–5, each against the fake service.
-@Suite("New phones, lost answers, accounts that leave, ways back (issue 33)")
+/// A new phone's situations 1–5, each against the fake service.
+@Suite("New phones, lost answers, accounts that leave, ways back")
 struct NewPhoneTests {
     static let claimRoute = "POST /v1/transfers/claim"
 
@@ -116,7 +116,7 @@ struct NewPhoneTests {
         if method == .code {
             let offer = try await phone.client.setUpTransferCode(of: phone.accountId)
             try await phone.server.client().claimTransfer(code: offer.code)
-        } else {  // TransferKit 2's API only: this failed before issue 33
+        } else {  // TransferKit 2's API only
             try await phone.client.setUpTransfer(email: "ann@example.com", temporaryPassword: "blue-harbor-42", of: phone.accountId)
             try await phone.server.client().claimTransfer(email: "ann@example.com", temporaryPassword: "blue-harbor-42")
         }

@@ -56,6 +56,51 @@ struct SessionTests {
         #expect(phone.server.violations.isEmpty)
     }
 
+    @Test("a caller cancelled while it shares a renewal throws CancellationError at once; the renewal goes on for the others")
+    func cancelledCallerStopsWaiting() async throws {
+        let phone = try await Launched()
+        let gate = phone.holdNextRefresh()
+        let client = phone.client
+
+        let cancelled = Task { try await client.withAccessToken { $0 } }
+        try await gate.waitForArrival()  // the renewal is at the server, and stays there
+        let other = Task { try await client.accessToken() }  // joins the same renewal
+        let watchdog = Task { try await Task.sleep(nanoseconds: 3_000_000_000); gate.open() }  // the slow network answers at last
+        defer { watchdog.cancel() }
+        cancelled.cancel()
+        let started = Date()
+        let outcome = await cancelled.result
+        #expect(throws: CancellationError.self, "the cancelled caller should throw CancellationError, not wait for the renewal") {
+            try outcome.get()
+        }
+        #expect(Date().timeIntervalSince(started) < 2, "the cancelled caller waited for the renewal")
+
+        gate.open()
+        let token = try await other.value
+        #expect(token == phone.storedSessions[phone.accountId]?.accessToken)
+        #expect(phone.server.count("POST /v1/tokens/refresh") == 1)
+        #expect(try await Task { try await client.accessToken() }.value == token)  // kept: no new renewal
+        #expect(phone.server.count("POST /v1/tokens/refresh") == 1)
+    }
+
+    @Test("a sibling session's caller cancelled while it shares a renewal throws CancellationError at once")
+    func cancelledBeforeWaiting() async throws {
+        let handoff = try await SiblingOnPhone()
+        let gate = handoff.phone.holdNextRefresh()
+        let sibling = handoff.sibling
+        let cancelled = Task { try await sibling.accessToken() }
+        try await gate.waitForArrival()
+        let other = Task { try await sibling.accessToken() }
+        let watchdog = Task { try await Task.sleep(nanoseconds: 3_000_000_000); gate.open() }
+        defer { watchdog.cancel() }
+        cancelled.cancel()
+        let started = Date()
+        await #expect(throws: CancellationError.self) { try await cancelled.value }
+        #expect(Date().timeIntervalSince(started) < 2, "the cancelled caller waited for the renewal")
+        gate.open()
+        #expect(try await other.value == handoff.stored?.tokens.accessToken)
+    }
+
     @Test("a sign-out with an expired access token renews it to end the session at the service")
     func signOutExpiredToken() async throws {
         let phone = try await Launched()
@@ -108,13 +153,13 @@ struct SessionTests {
         #expect(renewals.join("b", start: start).id != first.id && started.value == 2)
         #expect(renewals.isCurrent(first.id, for: "a") && !renewals.isCurrent(first.id, for: "b"))
 
-        renewals.finished(first, for: "a")
+        renewals.finished(first.id, for: "a")
         #expect(!renewals.isCurrent(first.id, for: "a"))
         let second = renewals.join("a", start: start)
         renewals.drop("a")
         #expect(!renewals.isCurrent(second.id, for: "a"))
         let third = renewals.join("a", start: start)
-        renewals.finished(second, for: "a")  // a dropped flight's late finish leaves the new one
+        renewals.finished(second.id, for: "a")  // a dropped flight's late finish leaves the new one
         #expect(renewals.isCurrent(third.id, for: "a") && started.value == 4)
         #expect(try await second.task.value == "token")
     }

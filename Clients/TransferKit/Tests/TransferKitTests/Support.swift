@@ -33,6 +33,17 @@ struct Launched {
     }
 }
 
+extension Launched {
+    /// Makes the tokens due for renewal and holds the next refresh at the service until the
+    /// returned gate opens.
+    func holdNextRefresh() -> Gate {
+        let gate = Gate()
+        server.refreshGate = gate
+        clock.advance(by: 890)
+        return gate
+    }
+}
+
 extension TransferError {
     static func kind(of error: any Error) -> Kind? { (error as? TransferError)?.kind }
 }
