@@ -135,8 +135,9 @@ struct GuardedHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
 final class ConnectionGuard {
     /// Requests decoded ahead of their answers: past this, the bytes read stay whole in
     /// `held` and the socket is asked for no more until answers go out. A client that
-    /// pipelines and never reads holds at most this many requests, the bytes of one read and
-    /// the answers the channel buffers (its high water mark), a few hundred KiB.
+    /// pipelines and never reads holds at most this many requests (and those of the slice
+    /// that crossed the bound), the bytes of one read and their answers: about 170 KiB for
+    /// small answers, more for large ones (see BENCHMARKS.md).
     static let maxUnanswered = 16
     /// The bytes handed to the HTTP decoder at once: a read of tiny pipelined requests is
     /// decoded a slice at a time, so that the bound above stops it (within the 30-odd
