@@ -9,7 +9,8 @@ import TransferCore
 
 /// `--idle-timeout` and `--request-timeout`.
 public struct ConnectionLimits: Sendable {
-    /// A connection that sends nothing this long is closed, unless it waits for its answer.
+    /// A connection that makes no progress this long is closed: it sends nothing, and reads
+    /// none of the answers written to it, unless the server is still working on one.
     public var idleTimeout: Duration
     /// A request whose head and body have not fully arrived this long after its first byte
     /// is answered `408` and its connection closed.
@@ -132,6 +133,17 @@ struct GuardedHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
 /// activity) and `PartWatcher` after it (a request's head and end, the answer going out,
 /// errors from the decoder or the socket).
 final class ConnectionGuard {
+    /// Requests decoded ahead of their answers: past this, the bytes read stay whole in
+    /// `held` and the socket is asked for no more until answers go out. A client that
+    /// pipelines and never reads holds at most this many requests (and those of the slice
+    /// that crossed the bound), the bytes of one read and their answers: about 170 KiB for
+    /// small answers, more for large ones (see BENCHMARKS.md).
+    static let maxUnanswered = 16
+    /// The bytes handed to the HTTP decoder at once: a read of tiny pipelined requests is
+    /// decoded a slice at a time, so that the bound above stops it (within the 30-odd
+    /// shortest requests a slice holds).
+    static let sliceBytes = 1024
+
     /// The request being received: from its first byte until its end is decoded.
     struct Receiving {
         let firstByte: NIODeadline
@@ -156,6 +168,15 @@ final class ConnectionGuard {
     /// `PartWatcher`'s place in the pipeline: the guard's answers are HTTP parts written from
     /// there (through the HTTP encoder), and its verdicts go from there to the router.
     var context: ChannelHandlerContext?
+    /// `ByteWatcher`'s place: held bytes and reads go on from there.
+    var byteContext: ChannelHandlerContext?
+    /// Bytes read from the socket and not yet handed to the decoder (the bound was reached).
+    var held: ByteBuffer?
+    /// A read asked of the socket while reading is held, and the client's end (EOF) that came
+    /// after held bytes: each goes on once the held bytes have.
+    var readPending = false, inputClosedPending = false
+    /// A resumption is scheduled (answers went out; held bytes and reads may go on).
+    var resumeScheduled = false
 
     init(limits: ConnectionLimits, metrics: ServiceMetrics, logger: Logger) {
         self.limits = limits
@@ -165,6 +186,60 @@ final class ConnectionGuard {
 
     /// Answers the router owes: requests handed over and not yet answered.
     var owed: Int { delivered - answersEnded }
+
+    /// Whether the decoder gets no more bytes for now: enough requests wait for their
+    /// answers, or answers wait for the client to read them.
+    var readingHeld: Bool {
+        owed >= Self.maxUnanswered || !(byteContext?.channel.isWritable ?? true)
+    }
+
+    /// Hands `buffer` to the decoder a slice at a time while reading is not held; what is
+    /// left waits in `held`.
+    func forward(_ buffer: ByteBuffer) {
+        guard let byteContext else { return }
+        var buffer = buffer
+        while buffer.readableBytes > 0 {
+            if closing { return }
+            if readingHeld {
+                held = buffer
+                return
+            }
+            let slice = buffer.readSlice(length: min(Self.sliceBytes, buffer.readableBytes))!
+            byteContext.fireChannelRead(NIOAny(slice))
+        }
+        held = nil
+    }
+
+    /// After answers went out or the channel became writable: held bytes go to the decoder,
+    /// then a pending read and a pending EOF go on. Run on its own event-loop turn, not from
+    /// inside the router's write.
+    func scheduleResume() {
+        guard !resumeScheduled, !closing, held != nil || readPending, let byteContext else { return }
+        resumeScheduled = true
+        byteContext.eventLoop.assumeIsolated().execute {
+            self.resumeScheduled = false
+            self.resume()
+        }
+    }
+
+    func resume() {
+        guard !closing, let byteContext, !readingHeld else { return }
+        if let buffer = held {
+            held = nil
+            forward(buffer)
+            byteContext.fireChannelReadComplete()
+            armRequestTimer()
+            if held != nil { return }
+        }
+        if inputClosedPending {
+            inputClosedPending = false
+            byteContext.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        }
+        if readPending, !closing {
+            readPending = false
+            byteContext.read()
+        }
+    }
 
     func bytesArrived(_ buffer: ByteBuffer) {
         lastActivity = .now()
@@ -212,25 +287,32 @@ final class ConnectionGuard {
             answersEnded += 1
             lastActivity = .now()
             scheduleIdleCheck()
+            scheduleResume()
         default: break
         }
     }
 
-    /// Closes the connection once it has sent nothing for `--idle-timeout`, except while it
-    /// waits for an answer to a request it has sent whole (the end of that answer re-arms it).
-    func scheduleIdleCheck() {
+    /// Closes the connection once it has made no progress for `--idle-timeout`: the client
+    /// sent nothing, and read none of the answers written to it (the channel stayed
+    /// unwritable). A connection whose whole request arrived and whose answer the server is
+    /// still working on (the channel writable) is kept, and looked at again later.
+    func scheduleIdleCheck(notBefore: NIODeadline? = nil) {
         guard idleTimer == nil, !closing else { return }
-        idleTimer = context?.eventLoop.assumeIsolated().scheduleTask(deadline: lastActivity + .init(limits.idleTimeout)) {
+        let due = max(lastActivity + .init(limits.idleTimeout), notBefore ?? lastActivity)
+        idleTimer = context?.eventLoop.assumeIsolated().scheduleTask(deadline: due) {
             self.idleTimer = nil
             guard !self.closing else { return }
-            if self.receiving == nil, self.owed > 0 { return }
-            if NIODeadline.now() < self.lastActivity + .init(self.limits.idleTimeout) {
+            let now = NIODeadline.now()
+            if now < self.lastActivity + .init(self.limits.idleTimeout) {
                 self.scheduleIdleCheck()
+            } else if self.receiving == nil, self.owed > 0, self.context?.channel.isWritable ?? false {
+                // The server is working on an answer: not the client's silence.
+                self.scheduleIdleCheck(notBefore: now + .init(self.limits.idleTimeout))
             } else if self.receiving != nil {
                 // Idle in the middle of a request (an --idle-timeout shorter than --request-timeout).
                 self.stop(.requestTimeout("Nothing of the request arrived for \(self.limits.idleTimeout.flagText)."))
             } else {
-                self.logger.debug("idle connection closed")
+                self.logger.debug(self.owed > 0 ? "connection closed: its answers are not read" : "idle connection closed")
                 self.stop(.clientGone(requestCutShort: false), log: false)
             }
         }
@@ -292,12 +374,16 @@ final class ConnectionGuard {
         idleTimer = nil
     }
 
-    /// Before the HTTP decoder: raw bytes.
-    final class ByteWatcher: ChannelInboundHandler, RemovableChannelHandler {
+    /// Before the HTTP decoder: raw bytes, and the reads asked of the socket.
+    final class ByteWatcher: ChannelDuplexHandler, RemovableChannelHandler {
         typealias InboundIn = ByteBuffer
         typealias InboundOut = ByteBuffer
+        typealias OutboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
         let state: ConnectionGuard
         init(_ state: ConnectionGuard) { self.state = state }
+
+        func handlerAdded(context: ChannelHandlerContext) { state.byteContext = context }
 
         func channelActive(context: ChannelHandlerContext) {
             state.lastActivity = .now()
@@ -307,8 +393,40 @@ final class ConnectionGuard {
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             if state.closing { return }  // lingering: dropped
-            state.bytesArrived(unwrapInboundIn(data))
-            context.fireChannelRead(data)
+            var buffer = unwrapInboundIn(data)
+            state.bytesArrived(buffer)
+            if state.held != nil {
+                state.held!.writeBuffer(&buffer)
+            } else {
+                state.forward(buffer)
+            }
+        }
+
+        /// The socket is asked for more only while the decoder takes bytes.
+        func read(context: ChannelHandlerContext) {
+            if state.held != nil || state.readingHeld {
+                state.readPending = true
+            } else {
+                context.read()
+            }
+        }
+
+        /// The client read some answers (the channel drained below its low water mark).
+        func channelWritabilityChanged(context: ChannelHandlerContext) {
+            if context.channel.isWritable {
+                state.lastActivity = .now()
+                state.scheduleResume()
+            }
+            context.fireChannelWritabilityChanged()
+        }
+
+        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+            // The client's end comes after the bytes it sent before it.
+            if state.held != nil, case .inputClosed? = event as? ChannelEvent {
+                state.inputClosedPending = true
+                return
+            }
+            context.fireUserInboundEventTriggered(event)
         }
 
         func channelReadComplete(context: ChannelHandlerContext) {
@@ -318,10 +436,14 @@ final class ConnectionGuard {
 
         func channelInactive(context: ChannelHandlerContext) {
             state.cancelTimers()
+            state.held = nil
             context.fireChannelInactive()
         }
 
-        func handlerRemoved(context: ChannelHandlerContext) { state.cancelTimers() }
+        func handlerRemoved(context: ChannelHandlerContext) {
+            state.cancelTimers()
+            state.byteContext = nil
+        }
     }
 
     /// After the HTTP codec: request and response parts, and the pipeline's errors.
