@@ -35,9 +35,5 @@ public struct Plan<Success: Sendable>: Sendable {
         self.result = .failure(error)
         self.effects = effects
     }
-    public init(result: Result<Success, TransferError>, _ effects: [Effect] = []) {
-        self.result = result
-        self.effects = effects
-    }
 }
 
