@@ -21,14 +21,21 @@ struct DeleteAccount: AsyncParsableCommand {
         try await common.withStore { store in
             let match = try await store.resolve(account)
             let service = try await store.service()
-            let result = try await service.deleteAccount(accountID: match.accountID, by: change.initiator, reason: change.trimmedReason)
-            if result == .unknownAccount { throw Failure.notFound("no account \(match.accountID).") }
-            let state = result == .deleted ? "deleted" : "already deleted"
+            let deleted: Bool
+            do {
+                try await service.deleteAccount(accountID: match.accountID, by: change.initiator, reason: change.trimmedReason)
+                deleted = true
+            } catch TransferError.accountNotFound {
+                throw Failure.notFound("no account \(match.accountID).")
+            } catch TransferError.accountDeleted {
+                deleted = false
+            }
+            let state = deleted ? "deleted" : "already deleted"
             if common.json {
                 struct Out: Encodable { var accountId: String; var state: String }
                 return try JSON.print(Out(accountId: match.accountID, state: state))
             }
-            print(result == .deleted
+            print(deleted
                 ? "Deleted account \(match.accountID): its devices, sessions, transfers and Apple link are gone; its phone hears 410 account_deleted."
                 : "Account \(match.accountID) was already deleted.")
         }
@@ -94,7 +101,8 @@ struct Webhooks: AsyncParsableCommand {
         func run() async throws {
             try await common.withStore { store in
                 let retried = try await store.execute(RetryOutboxCommand(
-                    id: eventId?.lowercased(), now: SystemWallClock().now(), by: change.initiator, reason: change.trimmedReason))
+                    id: eventId?.lowercased(), now: SystemWallClock().now(), by: change.initiator, reason: change.trimmedReason)
+                ).get()
                 if retried.isEmpty {
                     if let eventId { throw Failure.notFound("no failed delivery \(eventId) (pending ones are being retried already).") }
                     if !common.json { return print("No failed deliveries.") }

@@ -225,11 +225,11 @@ extension TransferService {
         _ slot: RateSlot?, keepsSlot keeps: (any Error) -> Bool = { _ in false }, _ work: () async throws -> T
     ) async throws -> T {
         guard let slot else { return try await work() }
-        try await store.execute(TakeSlotCommand(slot))
+        try await store.execute(TakeSlotCommand(slot)).get()
         do {
             return try await work()
         } catch {
-            if !keeps(error) { try? await store.execute(GiveBackSlotCommand(slot, now: clock.now())) }
+            if !keeps(error) { _ = try? await store.execute(GiveBackSlotCommand(slot, now: clock.now())) }
             throw error
         }
     }

@@ -135,7 +135,8 @@ struct OutboxWorker: Service {
     /// One batch; returns how many messages were sent.
     func round() async throws -> Int {
         let messages = try await store.execute(LeaseOutboxCommand(
-            now: clock.now(), limit: Self.batchSize, kind: kind, leaseID: Identifier.make(), policy: policy))
+            now: clock.now(), limit: Self.batchSize, kind: kind, leaseID: Identifier.make(), policy: policy)
+        ).get()
         guard !messages.isEmpty else { return 0 }
         await withTaskGroup(of: Void.self) { group in
             for message in messages {
@@ -148,7 +149,7 @@ struct OutboxWorker: Service {
     func deliver(_ message: OutboxMessage) async {
         let outcome = await sender.send(message, now: clock.now())
         do {
-            let state = try await store.execute(RecordDeliveryCommand(message: message, outcome: outcome, now: clock.now(), policy: policy))
+            let state = try await store.execute(RecordDeliveryCommand(message: message, outcome: outcome, now: clock.now(), policy: policy)).get()
             switch (outcome, state) {
             case (.delivered, _): metrics.delivered()
             case (.failed(let error), .failed?):

@@ -42,7 +42,7 @@ public struct TokenService: Sendable {
     public static func load(
         store: any TransferStore, issuer: String, audience: String, accessTTL: Duration, now: Timestamp
     ) async throws -> TokenService {
-        let records = try await store.execute(SigningKeysCommand(candidate: .generate(now: now), now: now))
+        let records = try await store.execute(SigningKeysCommand(candidate: .generate(now: now), now: now)).get()
         return try await make(records, issuer: issuer, audience: audience, accessTTL: accessTTL, now: now)
     }
 

@@ -5,8 +5,8 @@ import TransferSQL
 
 /// The PostgreSQL fast path of auto-login: the one request every launch makes.
 extension PostgresStore {
-    public func login(_ c: LoginCommand) async throws -> LoginResult {
-        if let grant = try await renewOpenSession(c) { return .loggedIn(grant) }
+    public func login(_ c: LoginCommand) async throws -> Result<SessionGrant, TransferError> {
+        if let grant = try await renewOpenSession(c) { return .success(grant) }
         return try await execute(c)
     }
 

@@ -42,7 +42,7 @@ extension PostgresStore {
         // connection (this one holds the pruner's lock), rechecked under the rows' locks; four
         // at a time, so the round hides round trips but leaves the pool to the logins.
         counts.inactiveAccounts = try await eraseInactiveAccounts(
-            cutoffs, batchSize: min(batchSize, InactivityPolicy.batchSize), parallel: 4, erase: { [self] in try await execute($0) })
+            cutoffs, batchSize: min(batchSize, InactivityPolicy.batchSize), parallel: 4, erase: { [self] in try await execute($0).get() })
         return counts
     }
 

@@ -25,7 +25,7 @@ public final class PostgresStore: SQLStore {
 
     // MARK: Operations
 
-    public func execute<Operation: StoreOperation>(_ operation: Operation) async throws -> Operation.Result {
+    public func execute<Operation: StoreOperation>(_ operation: Operation) async throws -> Result<Operation.Success, TransferError> {
         // An operation that reads nothing and writes one statement (a rate-limit slot taken or
         // given back before a claim or a set-up) needs no transaction: the statement is atomic
         // on its own, and BEGIN and COMMIT would triple its round trips.

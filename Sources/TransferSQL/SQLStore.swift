@@ -154,7 +154,7 @@ extension SQLStore {
     /// `batchDone` runs after each batch that erased something. Returns how many were erased.
     public func eraseInactiveAccounts(
         _ cutoffs: PruneCutoffs, batchSize: Int, parallel: Int = 1,
-        erase: @escaping @Sendable (EraseInactiveAccountCommand) async throws -> EraseInactiveResult, batchDone: () async -> Void = {}
+        erase: @escaping @Sendable (EraseInactiveAccountCommand) async throws -> Erasure, batchDone: () async -> Void = {}
     ) async throws -> Int {
         guard let before = cutoffs.inactiveBefore else { return 0 }
         var after = "", erased = 0

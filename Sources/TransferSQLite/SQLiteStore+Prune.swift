@@ -17,7 +17,7 @@ extension SQLiteStore {
         // commit takes them together, as it takes concurrent logins); the WAL is checkpointed
         // once a batch rather than once an account.
         counts.inactiveAccounts = try await eraseInactiveAccounts(
-            cutoffs, batchSize: min(batchSize, InactivityPolicy.batchSize), parallel: 16, erase: { [self] in try await apply($0).result },
+            cutoffs, batchSize: min(batchSize, InactivityPolicy.batchSize), parallel: 16, erase: { [self] in try await apply($0).result.get() },
             batchDone: { await eraseWAL() })
         return counts
     }

@@ -77,7 +77,7 @@ public final class SQLiteStore: SQLStore {
 
     // MARK: Operations
 
-    public func execute<Operation: StoreOperation>(_ operation: Operation) async throws -> Operation.Result {
+    public func execute<Operation: StoreOperation>(_ operation: Operation) async throws -> Result<Operation.Success, TransferError> {
         let (result, erased) = try await apply(operation)
         if erased { await eraseWAL() }
         return result
@@ -85,7 +85,7 @@ public final class SQLiteStore: SQLStore {
 
     /// Runs the operation in one write transaction; also says whether it erased an account (then
     /// the WAL still holds what was erased: `execute` checkpoints it, the pruner once a batch).
-    func apply<Operation: StoreOperation>(_ operation: Operation) async throws -> (result: Operation.Result, erased: Bool) {
+    func apply<Operation: StoreOperation>(_ operation: Operation) async throws -> (result: Result<Operation.Success, TransferError>, erased: Bool) {
         try await commits.write { db in
             // The writer holds the only write lock, so nothing read here changes before the effects are applied.
             let plan = try operation.plan(try db.read(FactsPlan(operation.reads, at: operation.now, lock: true, dialect: .sqlite)))

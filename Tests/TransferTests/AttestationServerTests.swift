@@ -609,10 +609,10 @@ struct AttestationPlanTests {
     @Test("enforce refusals write nothing but the used challenge: no device, no account, no rate-limit slot")
     func refusals() {
         let missing = planned(command(.enforce, nil), facts(challengeExpiresAt: nil))
-        #expect(missing.result == .rejected(.attestationRequired))
+        #expect(missing.result == .failure(.attestationRequired))
         #expect(missing.effects.isEmpty, "\(missing.effects)")
         let failed = planned(command(.enforce, .failed(check: "nonce", message: "m")), facts(challengeExpiresAt: t0 + .seconds(1)))
-        #expect(failed.result == .rejected(.invalidAttestation(check: "nonce", message: "m")))
+        #expect(failed.result == .failure(.invalidAttestation(check: "nonce", message: "m")))
         #expect(failed.effects == [.consumeAttestationChallenge(hash: challenge)], "\(failed.effects)")
     }
 
@@ -661,7 +661,7 @@ struct AttestationPlanTests {
     func challengeFirst() {
         for expiresAt in [nil, t0, t0 - .seconds(1)] as [Timestamp?] {
             let plan = planned(command(.enforce, .verified(nil)), facts(challengeExpiresAt: expiresAt))
-            guard case .rejected(.invalidAttestation(let check, _)) = plan.result else {
+            guard case .failure(.invalidAttestation(let check, _)) = plan.result else {
                 Issue.record("\(String(describing: expiresAt)): \(plan.result)")
                 continue
             }
@@ -673,7 +673,7 @@ struct AttestationPlanTests {
     func creation() throws {
         let key = AttestedKey(keyID: Array(repeating: 1, count: 32), publicKey: [4] + Array(repeating: 2, count: 64), counter: 0)
         let plan = planned(command(.monitor, .verified(key)), facts(challengeExpiresAt: t0 + .seconds(300)))
-        guard case .loggedIn(let grant) = plan.result else { throw TestFailure("\(plan.result)") }
+        guard case .success(let grant) = plan.result else { throw TestFailure("\(plan.result)") }
         #expect(grant.attestation == AttestationResult(platform: .apple, outcome: .verified))
         let record = Effect.recordDeviceAttestation(
             deviceID: device.value, DeviceAttestation(platform: .apple, outcome: .verified, key: key, at: t0))

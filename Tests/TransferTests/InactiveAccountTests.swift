@@ -52,7 +52,7 @@ struct InactiveAccountTests {
 
                 let counts = try #require(try await store.prune(cutoffs, batchSize: 5_000))
                 #expect(counts.inactiveAccounts == 1, "only the idle account: \(counts)")
-                #expect(try await calls.login(idle, at: now) == .rejected(.accountDeleted), "its phone hears 410 account_deleted")
+                #expect(try await calls.login(idle, at: now) == .failure(.accountDeleted), "its phone hears 410 account_deleted")
                 #expect(try await calls.login(busy, at: now).grant?.account.accountID == kept, "the account used yesterday stays")
 
                 let deletions = try await Self.deletions(store)
@@ -84,9 +84,9 @@ struct InactiveAccountTests {
             _ = try await calls.setUp(account: transfer, email: "moving@example.com", at: now - .seconds(600))
             let apple = try await account(calls, Self.device(), at: t0)
             try await store.execute(LinkApple(link: AppleLink(
-                accountID: apple, sub: "001122.apple", email: nil, isPrivateEmail: nil, linkedAt: t0), now: t0))
+                accountID: apple, sub: "001122.apple", email: nil, isPrivateEmail: nil, linkedAt: t0), now: t0)).get()
             let protected = try await account(calls, Self.device(), at: t0)
-            #expect(try await store.execute(SetProtectionCommand(accountID: protected, protected: true, now: t0)))
+            try await store.execute(SetProtectionCommand(accountID: protected, protected: true, now: t0)).get()
             let recentDevice = Self.device()
             let recent = try await account(calls, recentDevice, at: t0)
             _ = try await calls.login(recentDevice, at: now - Self.day * 89)
@@ -100,12 +100,12 @@ struct InactiveAccountTests {
             }
             #expect(try await store.report(accountID: plain, at: now, recentEvents: 1)?.deletedAt != nil, "the plain one is erased")
 
-            #expect(try await store.execute(SetProtectionCommand(accountID: protected, protected: false, now: now)))
+            try await store.execute(SetProtectionCommand(accountID: protected, protected: false, now: now)).get()
             let second = try #require(try await store.prune(cutoffs, batchSize: 2))
             #expect(second.inactiveAccounts == 1, "\(second)")
             #expect(try await store.report(accountID: protected, at: now, recentEvents: 1)?.deletedAt != nil, "unprotected, it goes in the next round")
             #expect(try await Self.deletions(store).map(\.account) == [plain, protected])
-            #expect(try await store.execute(SetProtectionCommand(accountID: protected, protected: true, now: now)) == false,
+            #expect(try await store.execute(SetProtectionCommand(accountID: protected, protected: true, now: now)).refusal == .accountNotFound,
                     "an erased account cannot be protected")
         }
     }
@@ -123,12 +123,12 @@ struct InactiveAccountTests {
             #expect(try await store.inactiveCounts(before: before, at: now).erasable == 3)
             // The round read its candidates; then the user opens the app, and the backend protects the other.
             _ = try await calls.login(phone, at: now)
-            #expect(try await store.execute(SetProtectionCommand(accountID: protectedLate, protected: true, now: now)))
+            try await store.execute(SetProtectionCommand(accountID: protectedLate, protected: true, now: now)).get()
             let erase = { (id: String) in EraseInactiveAccountCommand(accountID: id, now: now, inactiveBefore: before) }
-            #expect(try await store.execute(erase(returning)) == .kept(.recentLogin))
-            #expect(try await store.execute(erase(protectedLate)) == .kept(.protected))
-            #expect(try await store.execute(erase(plain)) == .erased)
-            #expect(try await store.execute(erase(plain)) == .kept(.gone), "a second node finds it erased")
+            #expect(try await store.execute(erase(returning)) == .success(.kept(.recentLogin)))
+            #expect(try await store.execute(erase(protectedLate)) == .success(.kept(.protected)))
+            #expect(try await store.execute(erase(plain)) == .success(.erased))
+            #expect(try await store.execute(erase(plain)) == .success(.kept(.gone)), "a second node finds it erased")
             #expect(try await Self.deletions(store).map(\.account) == [plain], "one webhook")
             #expect(try await calls.login(phone, at: now).grant?.account.accountID == returning)
         }
@@ -149,12 +149,12 @@ struct InactiveAccountTests {
             let before = cutoffs.inactiveBefore!
             #expect(try await store.inactiveCounts(before: before, at: now).erasable == 2, "only the quiet phone's two accounts")
             let erase = { (id: String) in EraseInactiveAccountCommand(accountID: id, now: now, inactiveBefore: before) }
-            #expect(try await store.execute(erase(child)) == .kept(.recentLogin),
+            #expect(try await store.execute(erase(child)) == .success(.kept(.recentLogin)),
                     "checked again under lock, the phone's login with another account keeps it")
             let round = try #require(try await store.prune(cutoffs, batchSize: 5_000))
             #expect(round.inactiveAccounts == 2, "\(round)")
             #expect(try await calls.login(daily, .account(child), at: now).grant?.account.accountID == child, "the second profile is still there")
-            #expect(try await calls.login(quiet, at: now) == .rejected(.accountDeleted))
+            #expect(try await calls.login(quiet, at: now) == .failure(.accountDeleted))
         }
     }
 
@@ -175,12 +175,12 @@ struct InactiveAccountTests {
             let idle = try await account(calls, Self.device(), at: t0)
             let moving = try await account(calls, Self.device(), at: t0)
             _ = try await calls.setUp(account: moving, email: "late@example.com", at: now - .seconds(60), by: .support(operator: "kim"))
-            try await store.execute(OpenTransferProbe(accountID: idle, now: now))
+            try await store.execute(OpenTransferProbe(accountID: idle, now: now)).get()
             await #expect(throws: TransferSetUpMeanwhile.self, "an open transfer found under the locks stops the erasure") {
                 try await store.execute(OpenTransferProbe(accountID: moving, now: now))
             }
             let plan = EraseInactiveAccountCommand(accountID: idle, now: now, inactiveBefore: cutoffs.inactiveBefore!)
-            #expect(try await store.execute(plan) == .erased)
+            #expect(try await store.execute(plan) == .success(.erased))
         }
     }
 
@@ -200,8 +200,8 @@ struct InactiveAccountTests {
                     #expect(rounds.reduce(0, +) == 12, "each account erased once: \(rounds)")
                     for _ in 0..<3 { _ = try await calls.login(Self.device(), at: t0) }
                     let (x, y) = (try #require(first as? any SQLStore), try #require(second as? any SQLStore))
-                    async let c = x.eraseInactiveAccounts(cutoffs, batchSize: 2, parallel: 2, erase: { try await first.execute($0) })
-                    async let d = y.eraseInactiveAccounts(cutoffs, batchSize: 2, parallel: 2, erase: { try await second.execute($0) })
+                    async let c = x.eraseInactiveAccounts(cutoffs, batchSize: 2, parallel: 2, erase: { try await first.execute($0).get() })
+                    async let d = y.eraseInactiveAccounts(cutoffs, batchSize: 2, parallel: 2, erase: { try await second.execute($0).get() })
                     let loops = try await [c, d]
                     #expect(loops.reduce(0, +) == 3, "each of the 3 later accounts erased once: \(loops)")
                     let deletions = try await Self.deletions(first)

@@ -84,7 +84,7 @@ struct KeyRotationTests {
         try await withHarness(kind) { harness in
             try await harness.run { _, parts in
                 let first = try #require(SigningKeys.current(try await parts.store.signingKeys()))
-                let results = try await withThrowingTaskGroup(of: RotationResult.self) { group in
+                let results = try await withThrowingTaskGroup(of: Rotation.self) { group in
                     for n in 0..<8 {
                         group.addTask { try await parts.service.rotateSigningKey(replacing: first.kid, by: .support(operator: "op\(n)"), reason: "at once") }
                     }

@@ -34,17 +34,17 @@ struct PlanTests {
         Facts((.transfer(id: "t1"), transfer), (.transfer(id: "no-transfer"), TransferRecord?.none))
     }
 
-    func failure(_ t: TransferRecord?, at now: Timestamp? = nil) -> Plan<FailedClaimResult> {
+    func failure(_ t: TransferRecord?, at now: Timestamp? = nil) -> Plan<CountedFailure> {
         planned(FailedClaimCommand(transferID: "t1", now: now ?? t0, policy: .standard, clientAddress: nil), facts(t))
     }
 
     @Test("the 4th wrong password in a row is counted; the 5th locks for 15 minutes and restarts the count")
     func lockAtFive() {
         let fourth = failure(transfer(failedConsecutive: 3, failedTotal: 3))
-        #expect(fourth.result == .counted)
+        #expect(fourth.result == .success(.counted))
         #expect(fourth.effects.contains(.countFailures(transferID: "t1", consecutive: 4, total: 4, lockedUntil: nil)))
         let fifth = failure(transfer(failedConsecutive: 4, failedTotal: 4))
-        #expect(fifth.result == .locked(until: t0 + .seconds(900)))
+        #expect(fifth.result == .success(.locked(until: t0 + .seconds(900))))
         #expect(fifth.effects.contains(.countFailures(transferID: "t1", consecutive: 0, total: 5, lockedUntil: t0 + .seconds(900))))
         #expect(fifth.effects.compactMap(\.auditKind) == [.claimFailed, .transferLocked], "the trail reads: a failure, then the lock")
         #expect(fifth.effects.compactMap(\.webhookType) == ["transfer.locked"], "the app backend hears of the lock")
@@ -54,16 +54,16 @@ struct PlanTests {
     func duringLock() {
         let locked = transfer(failedTotal: 5, lockedUntil: t0 + .seconds(900))
         let during = failure(locked, at: t0 + .seconds(899))
-        #expect(during.result == .notCounted(.tooManyAttempts(retryAfterSeconds: 1)))
+        #expect(during.result == .failure(.tooManyAttempts(retryAfterSeconds: 1)))
         #expect(during.effects.isEmpty)
-        #expect(failure(locked, at: t0 + .seconds(900)).result == .counted)
+        #expect(failure(locked, at: t0 + .seconds(900)).result == .success(.counted))
     }
 
     @Test("the 19th wrong password in total is counted; the 20th voids the transfer")
     func voidAtTwenty() {
-        #expect(failure(transfer(failedConsecutive: 1, failedTotal: 18)).result == .counted)
+        #expect(failure(transfer(failedConsecutive: 1, failedTotal: 18)).result == .success(.counted))
         let twentieth = failure(transfer(failedConsecutive: 4, failedTotal: 19))
-        #expect(twentieth.result == .voided)
+        #expect(twentieth.result == .success(.voided))
         #expect(twentieth.effects.contains(.endTransfer(id: "t1", state: .voided, at: t0)))
         #expect(twentieth.effects.compactMap(\.auditKind) == [.claimFailed, .transferVoided], "the trail reads: a failure, then the void")
         #expect(twentieth.effects.compactMap(\.webhookType) == ["transfer.voided"], "the app backend hears of the void")
@@ -76,7 +76,7 @@ struct PlanTests {
                 summary: AccountSummary(accountID: "acct", userName: "u", migrationFlag: false), createdAt: t0, deletedAt: t0))),
             (.appleNonce(SecretHash(of: "n")), Timestamp?.some(t0 + .seconds(60))))
         let plan = planned(LinkAppleCommand(accountID: "acct", identity: AppleIdentity(sub: "s"), nonceHash: SecretHash(of: "n"), now: t0), facts)
-        #expect(plan.result == .rejected(.invalidToken))
+        #expect(plan.result == .failure(.invalidToken))
         #expect(plan.effects == [.consumeAppleNonce(hash: SecretHash(of: "n"))])
     }
 
@@ -85,8 +85,8 @@ struct PlanTests {
         let t = transfer(expiresIn: .seconds(60))
         #expect(t.isOpen(at: t0 + .milliseconds(59_999)))
         #expect(!t.isOpen(at: t0 + .seconds(60)))
-        #expect(failure(t, at: t0 + .seconds(60)).result == .notCounted(.invalidTransferCredentials))
-        #expect(failure(nil).result == .notCounted(.invalidTransferCredentials))
+        #expect(failure(t, at: t0 + .seconds(60)).result == .failure(.invalidTransferCredentials))
+        #expect(failure(nil).result == .failure(.invalidTransferCredentials))
     }
 
     // MARK: Claim
@@ -94,7 +94,7 @@ struct PlanTests {
     func claim(
         _ t: TransferRecord?, device d: DeviceRecord? = nil, secret: String = "secret", replace: Bool = false, add: Bool = false,
         old: DeviceRecord? = nil, at now: Timestamp? = nil
-    ) -> Plan<ClaimResult> {
+    ) -> Plan<ClaimOutcome> {
         var f = facts(t)
         f.record(.account(.id("acct")), AccountRecord?.some(AccountRecord(
             summary: AccountSummary(accountID: "acct", userName: "first-device", migrationFlag: true), createdAt: t0)))
@@ -110,18 +110,18 @@ struct PlanTests {
     @Test("claim order: the transfer first (gone, expired, locked), then the device (retired, secret, same account, other account, limit)")
     func claimOrder() {
         let other = record([("other", .active)])
-        #expect(claim(nil, device: other).result == .rejected(.invalidTransferCredentials))
-        #expect(claim(transfer(expiresIn: .seconds(1)), device: other, at: t0 + .seconds(1)).result == .rejected(.invalidTransferCredentials))
-        #expect(claim(transfer(lockedUntil: t0 + .seconds(10)), device: other).result == .rejected(.tooManyAttempts(retryAfterSeconds: 10)))
+        #expect(claim(nil, device: other).result == .failure(.invalidTransferCredentials))
+        #expect(claim(transfer(expiresIn: .seconds(1)), device: other, at: t0 + .seconds(1)).result == .failure(.invalidTransferCredentials))
+        #expect(claim(transfer(lockedUntil: t0 + .seconds(10)), device: other).result == .failure(.tooManyAttempts(retryAfterSeconds: 10)))
         // A retired device is refused before its secret is compared.
-        #expect(claim(transfer(), device: record([("other", .moved)]), secret: "wrong").result == .rejected(.deviceRetired))
-        #expect(claim(transfer(), device: record([("other", .revoked)])).result == .rejected(.deviceRetired))
-        #expect(claim(transfer(), device: other, secret: "wrong").result == .rejected(.invalidDeviceCredentials))
-        #expect(claim(transfer(), device: record([("acct", .active)])).result == .rejected(.deviceAlreadyBound))
-        #expect(claim(transfer(), device: other).result == .rejected(.deviceHasAccount))
+        #expect(claim(transfer(), device: record([("other", .moved)]), secret: "wrong").result == .failure(.deviceRetired))
+        #expect(claim(transfer(), device: record([("other", .revoked)])).result == .failure(.deviceRetired))
+        #expect(claim(transfer(), device: other, secret: "wrong").result == .failure(.invalidDeviceCredentials))
+        #expect(claim(transfer(), device: record([("acct", .active)])).result == .failure(.deviceAlreadyBound))
+        #expect(claim(transfer(), device: other).result == .failure(.deviceHasAccount))
         #expect(claim(transfer(), device: other).effects.isEmpty)
         let full = record((1...5).map { ("a\($0)", .active) })
-        #expect(claim(transfer(), device: full, add: true).result == .rejected(.deviceAccountLimit(5)))
+        #expect(claim(transfer(), device: full, add: true).result == .failure(.deviceAccountLimit(5)))
         #expect(claim(transfer(), device: record((1...4).map { ("a\($0)", .active) }), add: true).result.grant != nil)
     }
 
@@ -169,7 +169,7 @@ struct PlanTests {
 
     @Test("set-up: an expired transfer frees its email; another account's open one holds it; the account's own is replaced")
     func setUp() {
-        func plan(_ pending: [TransferRecord], at now: Timestamp) -> Plan<SetUpResult> {
+        func plan(_ pending: [TransferRecord], at now: Timestamp) -> Plan<Void> {
             let new = NewTransfer(
                 id: "t2", accountID: "acct", email: Email(display: "a@example.com", key: "a@example.com"), passwordHash: "$argon2id$y",
                 createdAt: now, expiresAt: now + .seconds(60), issuedBy: .device)
@@ -180,16 +180,16 @@ struct PlanTests {
         }
         var theirs = transfer(expiresIn: .seconds(60))
         theirs.accountID = "other"
-        #expect(plan([theirs], at: t0 + .milliseconds(59_999)).result == .emailInUse)
+        #expect(plan([theirs], at: t0 + .milliseconds(59_999)).result.refusal == .emailInUse)
         let afterExpiry = plan([theirs], at: t0 + .seconds(90))
-        #expect(afterExpiry.result == .created)
+        #expect(afterExpiry.result.refusal == nil)
         #expect(afterExpiry.effects.first == .endTransfer(id: "t1", state: .expired, at: t0 + .seconds(60)), "ended when it expired, as the pruner marks it")
         let own = plan([transfer()], at: t0)
         #expect(own.effects.first == .endTransfer(id: "t1", state: .replaced, at: t0))
         #expect(own.effects.map(\.auditKind).compactMap { $0 } == [.transferSetUp])
     }
 
-    func login(_ device: DeviceRecord?, secret: String = "secret", _ target: LoginTarget = .current, slot: RateSlot? = nil) -> Plan<LoginResult> {
+    func login(_ device: DeviceRecord?, secret: String = "secret", _ target: LoginTarget = .current, slot: RateSlot? = nil) -> Plan<SessionGrant> {
         let f = Facts((.device(self.device.value), device))
         return planned(
             LoginCommand(
@@ -200,17 +200,17 @@ struct PlanTests {
     @Test("login: a wrong secret tells nothing about the device's state; a creation takes its limit's slot in its transaction, last")
     func loginStates() {
         for state in [PairState.active, .moved, .revoked] {
-            #expect(login(record([("acct", state)]), secret: "wrong").result == .rejected(.invalidDeviceCredentials))
+            #expect(login(record([("acct", state)]), secret: "wrong").result == .failure(.invalidDeviceCredentials))
         }
-        #expect(login(record([("acct", .moved)])).result == .rejected(.deviceTransferred(at: t0)))
-        #expect(login(record([("acct", .revoked)])).result == .rejected(.deviceRevoked))
-        #expect(login(record([("acct", .removed)])).result == .rejected(.accountNotOnDevice))
+        #expect(login(record([("acct", .moved)])).result == .failure(.deviceTransferred(at: t0)))
+        #expect(login(record([("acct", .revoked)])).result == .failure(.deviceRevoked))
+        #expect(login(record([("acct", .removed)])).result == .failure(.accountNotOnDevice))
         let slot = RateSlot(kind: .accountCreation, key: "203.0.113.7", limit: RateLimit(count: 3, period: .seconds(60)), at: t0)
         #expect(login(nil, slot: slot).effects.last == .takeSlot(slot),
                 "the slot is the creation's last statement, so the client's window row is held only until the commit")
         #expect(!login(nil, slot: slot).effects.dropLast().contains { if case .takeSlot = $0 { true } else { false } })
         #expect(login(nil).effects.map(\.auditKind).compactMap { $0 } == [.accountCreated])
-        #expect(login(nil, .account("acct")).result == .rejected(.accountNotOnDevice))
+        #expect(login(nil, .account("acct")).result == .failure(.accountNotOnDevice))
     }
 
     @Test("a login of an open session writes one row and hands back the session's current refresh token")
@@ -234,25 +234,25 @@ struct PlanTests {
         let two = record([("home", .active), ("work", .active)])
         #expect(login(two, .account("work")).result.grant?.account.accountID == "work")
         #expect(login(two, .account("work")).result.grant?.accounts.map(\.current) == [true, false])
-        #expect(login(two, .account("nobody")).result == .rejected(.accountNotOnDevice))
+        #expect(login(two, .account("nobody")).result == .failure(.accountNotOnDevice))
         let added = login(two, .newAccount)
         #expect(added.result.grant?.created == true)
         #expect(added.result.grant?.accounts.map(\.accountID) == ["home", "work", "new"])
         #expect(added.result.grant?.accounts.map(\.current) == [false, false, true])
         #expect(added.effects.contains(.setCurrentAccount(deviceID: device.value, accountID: "new")))
         #expect(!added.effects.contains { if case .createDevice = $0 { true } else { false } })
-        #expect(login(record((1...5).map { ("a\($0)", .active) }), .newAccount).result == .rejected(.deviceAccountLimit(5)))
+        #expect(login(record((1...5).map { ("a\($0)", .active) }), .newAccount).result == .failure(.deviceAccountLimit(5)))
         #expect(login(two, .newAccount, slot: slot).effects.last == .takeSlot(slot))
         #expect(!login(two, slot: slot).effects.contains(.takeSlot(slot)), "a login of an existing account is not limited")
         // The current account moved away: the plain login says so and lists the accounts left.
         let moved = record([("home", .moved), ("work", .active)], current: "home")
-        #expect(login(moved).result == .rejected(.deviceTransferred(at: t0, accounts: [ListedAccount(accountID: "work", userName: "u-work", current: false)])))
+        #expect(login(moved).result == .failure(.deviceTransferred(at: t0, accounts: [ListedAccount(accountID: "work", userName: "u-work", current: false)])))
         #expect(login(moved, .account("work")).result.grant != nil)
     }
 
     @Test("removing an account: refused when it would strand the account; the most recent other becomes current; the last retires the device")
     func removal() {
-        func remove(_ d: DeviceRecord, _ account: String, abandon: Bool = false, pending: [TransferRecord] = []) -> Plan<TransferError?> {
+        func remove(_ d: DeviceRecord, _ account: String, abandon: Bool = false, pending: [TransferRecord] = []) -> Plan<Void> {
             let f = Facts(
                 (.device(device.value), DeviceRecord?.some(d)), (.pendingTransfers(.of(account)), pending),
                 (.appleLink(.id(account)), AppleLink?.none), (.recoveryCode(.id(account)), RecoveryCodeRecord?.none))
@@ -260,19 +260,19 @@ struct PlanTests {
         }
         var three = record([("a", .active), ("b", .active), ("c", .active)])
         three.accounts[1].lastLoginAt = t0 + .seconds(5)
-        #expect(remove(three, "a").result == .accountWouldBeLost)
+        #expect(remove(three, "a").result.refusal == .accountWouldBeLost)
         #expect(remove(three, "a").effects.isEmpty)
-        #expect(remove(three, "x", abandon: true).result == .accountNotOnDevice)
+        #expect(remove(three, "x", abandon: true).result.refusal == .accountNotOnDevice)
         let removed = remove(three, "a", abandon: true)
-        #expect(removed.result == nil)
+        #expect(removed.result.refusal == nil)
         #expect(removed.effects.contains(.setCurrentAccount(deviceID: device.value, accountID: "b")), "b was used most recently")
         #expect(!remove(three, "c", abandon: true).effects.contains { if case .setCurrentAccount = $0 { true } else { false } })
         var pending = transfer()
         pending.accountID = "a"
-        #expect(remove(record([("a", .active)]), "a", pending: [transfer(expiresIn: .seconds(0))].map { var t = $0; t.accountID = "a"; return t }).result
+        #expect(remove(record([("a", .active)]), "a", pending: [transfer(expiresIn: .seconds(0))].map { var t = $0; t.accountID = "a"; return t }).result.refusal
                 == .accountWouldBeLost, "an expired transfer is no way back")
         let last = remove(record([("a", .active)]), "a", pending: [pending])
-        #expect(last.result == nil, "a pending transfer can still bring the account to a device")
+        #expect(last.result.refusal == nil, "a pending transfer can still bring the account to a device")
         #expect(last.effects.contains(.retireDevice(id: device.value, at: t0)))
         #expect(last.effects.contains(.endPair(deviceID: device.value, accountID: "a", state: .removed, reason: "removed by the app", at: t0)))
     }
@@ -345,7 +345,7 @@ extension Facts {
 
 /// An operation's plan in a test. A fact the test did not give stops the test where it is read
 /// (`Facts.value` asserts), so a throw here means the same.
-func planned<Operation: StoreOperation>(_ operation: Operation, _ facts: Facts) -> Plan<Operation.Result> {
+func planned<Operation: StoreOperation>(_ operation: Operation, _ facts: Facts) -> Plan<Operation.Success> {
     do { return try operation.plan(facts) } catch { fatalError("\(error)") }
 }
 

@@ -32,7 +32,7 @@ struct PrunerTests {
             #expect(counts.expiredTransfers == 1)
             #expect(counts.endedTransfers == 0 && counts.auditEvents == 0, "nothing is older than the retention yet: \(counts)")
             #expect(try await store.pendingTransfer(emailKey: "old@example.com") == nil)
-            #expect(try await calls.refresh(first.refreshToken, at: later) == .rejected)
+            #expect(try await calls.refresh(first.refreshToken, at: later) == .failure(.invalidRefreshToken))
             #expect(try await store.isSessionValid(sessionID: liveSession.sessionID, accountID: liveSession.account.accountID, deviceID: live.value, clientID: nil))
             // The old device logs in again: a new session, on the same account.
             let back = try #require(try await calls.login(old, at: later).grant)
@@ -63,14 +63,14 @@ struct PrunerTests {
     func appleNotificationIDs(kind: StoreKind) async throws {
         try await kind.withStore { store in
             let event = AppleEvent(jti: "jti-\(UUID().uuidString)", issuedAt: t0, kind: .emailDisabled, sub: "001234.pruned.0101")
-            #expect(try await store.execute(AppleNotificationCommand(event: event, now: t0)) == .notLinked)
+            #expect(try await store.execute(AppleNotificationCommand(event: event, now: t0)) == .success(.notLinked))
             let day = 86_400
             let within = try #require(try await store.prune(PruneCutoffs(now: t0 + .seconds(29 * day), retainedSince: t0), batchSize: 10))
             #expect(within.appleNotifications == 0)
-            #expect(try await store.execute(AppleNotificationCommand(event: event, now: t0 + .seconds(29 * day))) == .repeated)
+            #expect(try await store.execute(AppleNotificationCommand(event: event, now: t0 + .seconds(29 * day))) == .success(.repeated))
             let after = try #require(try await store.prune(PruneCutoffs(now: t0 + .seconds(31 * day), retainedSince: t0), batchSize: 10))
             #expect(after.appleNotifications == 1, "\(after)")
-            #expect(try await store.execute(AppleNotificationCommand(event: event, now: t0 + .seconds(31 * day))) == .stale,
+            #expect(try await store.execute(AppleNotificationCommand(event: event, now: t0 + .seconds(31 * day))) == .success(.stale),
                     "its jti is forgotten, and its iat says it is too old to act on")
         }
     }

@@ -10,15 +10,15 @@ struct StoreConformanceTests {
     let t0 = Timestamp(milliseconds: 1_795_000_000_000)
     let hash = "$argon2id$v=19$m=256,t=1,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaGhhc2g"
 
-    func login(_ store: any TransferStore, _ device: DeviceID, secret: String = "s", at now: Timestamp) async throws -> LoginResult {
+    func login(_ store: any TransferStore, _ device: DeviceID, secret: String = "s", at now: Timestamp) async throws -> Result<SessionGrant, TransferError> {
         try await StoreCalls(store: store).login(device, secret: secret, at: now)
     }
 
-    func account(_ r: LoginResult) -> String? { r.grant?.account.accountID }
+    func account(_ r: Result<SessionGrant, TransferError>) -> String? { r.grant?.account.accountID }
 
     func newDevice() -> DeviceID { DeviceID(UUID().uuidString)! }
 
-    func setUp(_ store: any TransferStore, account: String, email: String, at now: Timestamp) async throws -> (SetUpResult, String) {
+    func setUp(_ store: any TransferStore, account: String, email: String, at now: Timestamp) async throws -> (Result<Void, TransferError>, String) {
         let transfer = NewTransfer(
             id: Identifier.make(), accountID: account, email: try FieldRules.email(email), passwordHash: hash, createdAt: now,
             expiresAt: now + .seconds(3600), issuedBy: .device)
@@ -40,7 +40,7 @@ struct StoreConformanceTests {
             #expect(!second.created)
             #expect(second.sessionID == a.sessionID)
             #expect(second.refreshToken == a.refreshToken, "a login must not rotate the refresh token an extension may hold")
-            #expect(try await login(store, d, secret: "other", at: t0) == .rejected(.invalidDeviceCredentials))
+            #expect(try await login(store, d, secret: "other", at: t0) == .failure(.invalidDeviceCredentials))
             // A creation whose limit is spent changes nothing: the slot rolls the transaction back.
             let slot = RateSlot(kind: .accountCreation, key: "198.51.100.1", limit: RateLimit(count: 1, period: .seconds(60)), at: t0)
             #expect(try await calls.login(newDevice(), secret: "s", at: t0, creationSlot: slot).grant?.created == true)
@@ -73,8 +73,8 @@ struct StoreConformanceTests {
             let first = try #require(try await calls.login(d, at: t0).grant)
             let second = try #require(try await calls.refresh(first.refreshToken, at: t0 + .seconds(1)).grant)
             let third = try #require(try await calls.refresh(second.refreshToken, at: t0 + .seconds(2)).grant)
-            #expect(try await calls.refresh(first.refreshToken, at: t0 + .seconds(3)) == .rejected)
-            #expect(try await calls.refresh(third.refreshToken, at: t0 + .seconds(4)) == .rejected, "the session ended with the reuse")
+            #expect(try await calls.refresh(first.refreshToken, at: t0 + .seconds(3)) == .failure(.invalidRefreshToken))
+            #expect(try await calls.refresh(third.refreshToken, at: t0 + .seconds(4)) == .failure(.invalidRefreshToken), "the session ended with the reuse")
             #expect(try await store.isSessionValid(sessionID: first.sessionID, accountID: first.account.accountID, deviceID: d.value, clientID: nil) == false)
             // The next launch opens a new session.
             let next = try #require(try await calls.login(d, at: t0 + .seconds(5)).grant)
@@ -88,12 +88,12 @@ struct StoreConformanceTests {
         try await kind.withStore { store in
             let a = try #require(account(try await login(store, newDevice(), at: t0)))
             let b = try #require(account(try await login(store, newDevice(), at: t0)))
-            #expect(try await setUp(store, account: a, email: "x@example.com", at: t0).0 == .created)
-            #expect(try await setUp(store, account: b, email: "X@EXAMPLE.com", at: t0).0 == .emailInUse)
+            #expect(try await setUp(store, account: a, email: "x@example.com", at: t0).0.refusal == nil)
+            #expect(try await setUp(store, account: b, email: "X@EXAMPLE.com", at: t0).0.refusal == .emailInUse)
             let (_, second) = try await setUp(store, account: a, email: "x@example.com", at: t0)
             #expect(try await store.pendingTransfer(emailKey: "x@example.com")?.id == second)
             // After expiry the email is free.
-            #expect(try await setUp(store, account: b, email: "x@example.com", at: t0 + .seconds(3600)).0 == .created)
+            #expect(try await setUp(store, account: b, email: "x@example.com", at: t0 + .seconds(3600)).0.refusal == nil)
         }
     }
 
@@ -123,22 +123,22 @@ struct StoreConformanceTests {
             let a = try #require(account(try await login(store, newDevice(), at: t0)))
             let (_, id) = try await setUp(store, account: a, email: "lock@example.com", at: t0)
             var now = t0
-            @Sendable func fail(_ at: Timestamp) async throws -> FailedClaimResult {
+            @Sendable func fail(_ at: Timestamp) async throws -> Result<CountedFailure, TransferError> {
                 try await store.execute(FailedClaimCommand(transferID: id, now: at, policy: .standard, clientAddress: nil))
             }
-            for _ in 1...4 { #expect(try await fail(now) == .counted) }
-            #expect(try await fail(now) == .locked(until: now + .seconds(900)))
-            #expect(try await fail(now) == .notCounted(.tooManyAttempts(retryAfterSeconds: 900)))
+            for _ in 1...4 { #expect(try await fail(now) == .success(.counted)) }
+            #expect(try await fail(now) == .success(.locked(until: now + .seconds(900))))
+            #expect(try await fail(now) == .failure(.tooManyAttempts(retryAfterSeconds: 900)))
             for _ in 1...2 {
                 now = now + .seconds(900)
-                for _ in 1...4 { #expect(try await fail(now) == .counted) }
-                #expect(try await fail(now) == .locked(until: now + .seconds(900)))
+                for _ in 1...4 { #expect(try await fail(now) == .success(.counted)) }
+                #expect(try await fail(now) == .success(.locked(until: now + .seconds(900))))
             }
             now = now + .seconds(900)
-            for _ in 1...4 { #expect(try await fail(now) == .counted) }
-            #expect(try await fail(now) == .voided)
+            for _ in 1...4 { #expect(try await fail(now) == .success(.counted)) }
+            #expect(try await fail(now) == .success(.voided))
             #expect(try await store.pendingTransfer(emailKey: "lock@example.com") == nil)
-            #expect(try await fail(now) == .notCounted(.invalidTransferCredentials))
+            #expect(try await fail(now) == .failure(.invalidTransferCredentials))
         }
     }
 
@@ -148,21 +148,21 @@ struct StoreConformanceTests {
             let oldDevice = newDevice()
             let a = try #require(account(try await login(store, oldDevice, at: t0)))
             let (_, id) = try await setUp(store, account: a, email: "race@example.com", at: t0)
-            let results = try await withThrowingTaskGroup(of: ClaimResult.self) { group in
+            let results = try await withThrowingTaskGroup(of: Result<ClaimOutcome, TransferError>.self) { group in
                 for _ in 0..<16 {
                     let device = newDevice()
                     group.addTask {
                         try await StoreCalls(store: store).claim(transfer: id, account: a, device: device, at: t0)
                     }
                 }
-                return try await group.reduce(into: [ClaimResult]()) { $0.append($1) }
+                return try await group.reduce(into: [Result<ClaimOutcome, TransferError>]()) { $0.append($1) }
             }
-            #expect(results.filter { if case .claimed = $0 { true } else { false } }.count == 1)
-            #expect(results.filter { $0 == .rejected(.invalidTransferCredentials) }.count == 15)
+            #expect(results.filter { if case .success(.claimed) = $0 { true } else { false } }.count == 1)
+            #expect(results.filter { $0 == .failure(.invalidTransferCredentials) }.count == 15)
             let profile = try #require(try await store.profile(accountID: a, at: t0))
             #expect(profile.activeDevices.count == 1)
             #expect(profile.activeDevices.first?.deviceID != oldDevice.value)
-            #expect(try await login(store, oldDevice, at: t0) == .rejected(.deviceTransferred(at: t0)))
+            #expect(try await login(store, oldDevice, at: t0) == .failure(.deviceTransferred(at: t0)))
         }
     }
 
@@ -180,15 +180,15 @@ struct StoreConformanceTests {
                 _ = try await calls.account(phone, at: t0)
                 phones.append(phone)
             }
-            let results = try await withThrowingTaskGroup(of: ClaimResult.self) { group in
+            let results = try await withThrowingTaskGroup(of: Result<ClaimOutcome, TransferError>.self) { group in
                 for phone in phones {
                     group.addTask { try await calls.claim(transfer: id, account: moves, device: phone, add: true, at: t0) }
                 }
-                return try await group.reduce(into: [ClaimResult]()) { $0.append($1) }
+                return try await group.reduce(into: [Result<ClaimOutcome, TransferError>]()) { $0.append($1) }
             }
             let winners = results.compactMap(\.grant)
             #expect(winners.count == 1)
-            #expect(results.filter { $0 == .rejected(.invalidTransferCredentials) }.count == 15)
+            #expect(results.filter { $0 == .failure(.invalidTransferCredentials) }.count == 15)
             #expect(winners.first?.accounts.count == 2, "the winner holds its own account and the claimed one")
             let old = try #require(try await store.device(oldDevice.value, at: t0))
             #expect(old.active.map(\.account.accountID) == [stays])
@@ -202,15 +202,15 @@ struct StoreConformanceTests {
     func refreshRace(kind: StoreKind) async throws {
         try await kind.withStore { store in
             let token = try #require(try await login(store, newDevice(), at: t0).grant).refreshToken
-            let results = try await withThrowingTaskGroup(of: RefreshResult.self) { group in
+            let results = try await withThrowingTaskGroup(of: Result<SessionGrant, TransferError>.self) { group in
                 for _ in 0..<8 {
                     group.addTask {
                         try await StoreCalls(store: store).refresh(token, at: t0)
                     }
                 }
-                return try await group.reduce(into: [RefreshResult]()) { $0.append($1) }
+                return try await group.reduce(into: [Result<SessionGrant, TransferError>]()) { $0.append($1) }
             }
-            #expect(results.filter { $0 != .rejected }.count <= 1)
+            #expect(results.filter { $0 != .failure(.invalidRefreshToken) }.count <= 1)
         }
     }
 
@@ -219,8 +219,8 @@ struct StoreConformanceTests {
         try await kind.withStore { store in
             let one = SigningKeyRecord(kid: "one", algorithm: "EdDSA", privateKey: "a", createdAt: t0)
             let two = SigningKeyRecord(kid: "two", algorithm: "EdDSA", privateKey: "b", createdAt: t0)
-            let first = try await store.execute(SigningKeysCommand(candidate: one, now: t0))
-            let second = try await store.execute(SigningKeysCommand(candidate: two, now: t0))
+            let first = try await store.execute(SigningKeysCommand(candidate: one, now: t0)).get()
+            let second = try await store.execute(SigningKeysCommand(candidate: two, now: t0)).get()
             #expect(first == [one])
             #expect(second == [one])
         }

@@ -28,7 +28,7 @@ struct StoryTests {
 
     func at(_ seconds: Int64) -> Timestamp { t0 + .seconds(seconds) }
 
-    func login(_ store: any SupportStore, _ device: DeviceID, at now: Timestamp, id: String) async throws -> LoginResult {
+    func login(_ store: any SupportStore, _ device: DeviceID, at now: Timestamp, id: String) async throws -> Result<SessionGrant, TransferError> {
         try await StoreCalls(store: store).login(device, at: now, newAccount: "acct-\(id)", address: "203.0.113.9")
     }
 
@@ -43,7 +43,7 @@ struct StoryTests {
         _ = try await StoreCalls(store: store).setUp(account: account, id: id, at: now, by: by, reason: reason)
     }
 
-    func claim(_ store: any SupportStore, transfer: String, account: String, device: DeviceID, at now: Timestamp) async throws -> ClaimResult {
+    func claim(_ store: any SupportStore, transfer: String, account: String, device: DeviceID, at now: Timestamp) async throws -> Result<ClaimOutcome, TransferError> {
         try await StoreCalls(store: store).claim(transfer: transfer, account: account, device: device, at: now, address: "198.51.100.4")
     }
 
@@ -68,8 +68,8 @@ struct StoryTests {
             #expect(claimed?.accounts == [ListedAccount(accountID: acct, userName: a.value, current: true)])
             try await setUp(store, account: acct, id: "t2", at: at(4))
             _ = try await claim(store, transfer: "t2", account: acct, device: c, at: at(5))
-            #expect(try await login(store, a, at: at(6), id: "3") == .rejected(.deviceTransferred(at: at(3))))
-            #expect(try await login(store, b, at: at(7), id: "4") == .rejected(.deviceTransferred(at: at(5))))
+            #expect(try await login(store, a, at: at(6), id: "3") == .failure(.deviceTransferred(at: at(3))))
+            #expect(try await login(store, b, at: at(7), id: "4") == .failure(.deviceTransferred(at: at(5))))
             #expect(try await transcript(store, account: acct) == [
                 "account.created by device on A from 203.0.113.9",
                 "transfer.set_up by device",
@@ -91,21 +91,21 @@ struct StoryTests {
         try await kind.withStore { store in
             let acct = try await firstLaunch(store)
             try await setUp(store, account: acct, id: "t1", at: at(0))
-            func fail(_ now: Timestamp) async throws -> FailedClaimResult {
+            func fail(_ now: Timestamp) async throws -> Result<CountedFailure, TransferError> {
                 try await store.execute(FailedClaimCommand(transferID: "t1", now: now, policy: .standard, clientAddress: "192.0.2.1"))
             }
             for _ in 1...5 { _ = try await fail(at(1)) }
-            #expect(try await fail(at(2)) == .notCounted(.tooManyAttempts(retryAfterSeconds: 899)))
-            let unlocked = try await store.execute(UnlockTransferCommand(accountID: acct, now: at(3), by: .support(operator: "sam"), reason: "ticket 7"))
+            #expect(try await fail(at(2)) == .failure(.tooManyAttempts(retryAfterSeconds: 899)))
+            let unlocked = try await store.execute(UnlockTransferCommand(accountID: acct, now: at(3), by: .support(operator: "sam"), reason: "ticket 7")).get()
             #expect(unlocked?.failedConsecutive == 0 && unlocked?.lockedUntil == at(1) + .seconds(900))
             // After the unlock: three more series of five, a lock after each of the first two, void at the 20th.
-            var last = FailedClaimResult.counted
+            var last = Result<CountedFailure, TransferError>.success(.counted)
             var now = at(4)
             for _ in 0..<3 {
                 for _ in 0..<5 { last = try await fail(now) }
                 now = now + .seconds(900)
             }
-            #expect(last == .voided)
+            #expect(last == .success(.voided))
             let trail = try await transcript(store, account: acct)
             let failed = Array(repeating: "transfer.claim_failed by device from 192.0.2.1", count: 5)
             let locked = "transfer.locked by system: 5 wrong passwords in a row"
@@ -125,10 +125,10 @@ struct StoryTests {
             try await setUp(store, account: acct, id: "t2", at: at(2), by: .support(operator: "sam"), reason: "ticket 9: invoice")
             #expect(try await store.pendingTransfer(emailKey: "mia@example.com")?.id == "t2")
             _ = try await claim(store, transfer: "t2", account: acct, device: b, at: at(3))
-            #expect(try await store.execute(RevokeDeviceCommand(deviceID: a.value, now: at(4), by: .support(operator: "sam"), reason: "stolen")) == [])
-            #expect(try await store.execute(RevokeDeviceCommand(deviceID: b.value, now: at(5), by: .support(operator: "sam"), reason: "ticket 10: stolen")) == [acct])
-            #expect(try await login(store, b, at: at(6), id: "2") == .rejected(.deviceRevoked))
-            #expect(try await store.execute(CancelTransferCommand(accountID: acct, now: at(7), by: .device, reason: nil)) == false)
+            #expect(try await store.execute(RevokeDeviceCommand(deviceID: a.value, now: at(4), by: .support(operator: "sam"), reason: "stolen")).get() == [])
+            #expect(try await store.execute(RevokeDeviceCommand(deviceID: b.value, now: at(5), by: .support(operator: "sam"), reason: "ticket 10: stolen")).get() == [acct])
+            #expect(try await login(store, b, at: at(6), id: "2") == .failure(.deviceRevoked))
+            #expect(try await store.execute(CancelTransferCommand(accountID: acct, now: at(7), by: .device, reason: nil)).get() == false)
             #expect(try await transcript(store, account: acct) == [
                 "account.created by device on A from 203.0.113.9",
                 "transfer.set_up by device",

@@ -161,7 +161,8 @@ struct WebhookTests {
                 receiver.failuresLeft.withLock { $0 = 0 }
                 let count = receiver.deliveries.count
                 let retried = try await parts.store.execute(
-                    RetryOutboxCommand(id: nil, now: harness.clock.now(), by: .support(operator: "ana"), reason: "receiver fixed"))
+                    RetryOutboxCommand(id: nil, now: harness.clock.now(), by: .support(operator: "ana"), reason: "receiver fixed")
+                ).get()
                 #expect(retried.map(\.id) == [failed.id])
                 let again = try await receiver.wait(for: count + 1)
                 #expect(again.last?.id == failed.id, "sent again with its webhook-id")

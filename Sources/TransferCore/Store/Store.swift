@@ -5,12 +5,13 @@ public protocol TransferStore: Sendable {
     /// Succeeds when the database answers.
     func ping() async throws
 
-    /// Runs one operation in one transaction and returns its result.
-    func execute<Operation: StoreOperation>(_ operation: Operation) async throws -> Operation.Result
+    /// Runs one operation in one transaction and returns its decision: the success value, or
+    /// the refusal (whose effects were committed too). Throws when the store fails.
+    func execute<Operation: StoreOperation>(_ operation: Operation) async throws -> Result<Operation.Success, TransferError>
 
     /// Auto-login. The default runs `LoginCommand` through `execute`; a store may answer the
     /// common case faster, with the same effects.
-    func login(_ command: LoginCommand) async throws -> LoginResult
+    func login(_ command: LoginCommand) async throws -> Result<SessionGrant, TransferError>
 
     /// True while the session is the open session of its (device, account) pair and the
     /// account is still on the device; with `clientID`, while it is that sibling app's open
@@ -113,7 +114,7 @@ public struct PruneCounts: Sendable, Equatable, CustomStringConvertible {
 }
 
 extension TransferStore {
-    public func login(_ command: LoginCommand) async throws -> LoginResult { try await execute(command) }
+    public func login(_ command: LoginCommand) async throws -> Result<SessionGrant, TransferError> { try await execute(command) }
 }
 
 /// An account as a session answer names it: id, user name and migration flag.

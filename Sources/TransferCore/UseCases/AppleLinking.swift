@@ -11,7 +11,8 @@ extension TransferService {
         let now = clock.now()
         try await store.execute(IssueNonceCommand(
             purpose, hash: SecretHash(of: value), now: now, expiresAt: now + AppleNonces.lifetime,
-            slot: policy.limits.slot(.nonce, client: clientAddress, now: now)))
+            slot: policy.limits.slot(.nonce, client: clientAddress, now: now))
+        ).get()
         return (value, AppleNonces.lifetime)
     }
 
@@ -21,19 +22,16 @@ extension TransferService {
     /// revoked when the Apple ID leaves (unlink, replacement, deletion).
     public func linkApple(
         _ caller: Caller, identity: AppleIdentity, nonce: String, grant: AppleGrant? = nil
-    ) async throws -> (link: AppleLink, created: Bool) {
-        let result = try await store.execute(LinkAppleCommand(
-            accountID: caller.accountID, identity: identity, nonceHash: SecretHash(of: nonce), grant: grant, now: clock.now()))
-        switch result {
-        case .linked(let link, let created): return (link, created)
-        case .rejected(let error): throw error
-        }
+    ) async throws -> AppleLinked {
+        try await store.execute(LinkAppleCommand(
+            accountID: caller.accountID, identity: identity, nonceHash: SecretHash(of: nonce), grant: grant, now: clock.now())
+        ).get()
     }
 
     /// `DELETE /v1/me/apple`: returns the link that was removed (its refresh token is to be
     /// revoked at Apple), nil when there was none.
     public func unlinkApple(_ caller: Caller) async throws -> AppleLink? {
-        try await store.execute(UnlinkAppleCommand(accountID: caller.accountID, now: clock.now()))
+        try await store.execute(UnlinkAppleCommand(accountID: caller.accountID, now: clock.now())).get()
     }
 }
 
@@ -70,9 +68,15 @@ public struct IssueNonceCommand: StoreOperation {
     }
 }
 
-public enum LinkAppleResult: Sendable, Equatable {
-    case linked(AppleLink, created: Bool)
-    case rejected(TransferError)
+/// An account linked to an Apple ID: the link as it is now, and whether this made it (false:
+/// the Apple ID was already the account's, signed in again).
+public struct AppleLinked: Sendable, Equatable {
+    public var link: AppleLink
+    public var created: Bool
+    public init(_ link: AppleLink, created: Bool) {
+        self.link = link
+        self.created = created
+    }
 }
 
 /// Links an account to an Apple ID. The nonce is used up whatever the outcome: a token
@@ -94,20 +98,20 @@ public struct LinkAppleCommand: StoreOperation {
 
     public var reads: [FactKey] { [.account(.id(accountID)), .appleNonce(nonceHash), .appleLinkBySub(identity.sub), .appleLink(.id(accountID))] }
 
-    public func plan(_ facts: Facts) throws -> Plan<LinkAppleResult> {
+    public func plan(_ facts: Facts) throws -> Plan<AppleLinked> {
         // Revoking a refresh token at Apple ends the user's whole authorization of the app
         // (Apple then sends consent-revoked), so a grant is revoked only when its Apple ID
         // leaves this service. A grant that is not kept is just dropped.
-        if let refusal = try facts.appleNonceRefusal(nonceHash, at: now) { return Plan(.rejected(refusal)) }
+        if let refusal = try facts.appleNonceRefusal(nonceHash, at: now) { return Plan(refusing: refusal) }
         var effects: [Effect] = [.consumeAppleNonce(hash: nonceHash)]
         // A code of another sign-in: its grant is not this Apple ID's to keep.
         if let grant, grant.sub != identity.sub {
-            return Plan(.rejected(.invalidAuthorizationCode("it was issued for another Apple ID")), effects)
+            return Plan(refusing: .invalidAuthorizationCode("it was issued for another Apple ID"), effects)
         }
         // Deleted while the token was being verified: nothing is linked to a tombstone.
-        guard let account = try facts.account(accountID), account.deletedAt == nil else { return Plan(.rejected(.invalidToken), effects) }
+        guard let account = try facts.account(accountID), account.deletedAt == nil else { return Plan(refusing: .invalidToken, effects) }
         if let holder = try facts.appleLink(sub: identity.sub) {
-            guard holder.accountID == accountID else { return Plan(.rejected(.appleIDInUse), effects) }
+            guard holder.accountID == accountID else { return Plan(refusing: .appleIDInUse, effects) }
             // Signed in again: Apple sends the email on the first sign-in only; what it sends is kept.
             var link = holder
             link.email = identity.email ?? link.email
@@ -120,7 +124,7 @@ public struct LinkAppleCommand: StoreOperation {
             } else if identity.email != nil || identity.isPrivateEmail != nil {
                 effects.append(.updateAppleEmail(accountID: accountID, email: identity.email, isPrivateEmail: identity.isPrivateEmail))
             }
-            return Plan(.linked(link, created: false), effects)
+            return Plan(AppleLinked(link, created: false), effects)
         }
         // A different Apple ID linked before is replaced (the account follows the one the user
         // signs in with now); the one replaced leaves the service, so its grant is revoked.
@@ -134,7 +138,7 @@ public struct LinkAppleCommand: StoreOperation {
                 at: now, kind: .appleLinked, accountID: accountID, reason: replaced == nil ? nil : "replaced the Apple ID linked before")),
             .webhook(.appleLinked, accountID: accountID, at: now),
         ]
-        return Plan(.linked(link, created: true), effects)
+        return Plan(AppleLinked(link, created: true), effects)
     }
 }
 

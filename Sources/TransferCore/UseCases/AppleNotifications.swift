@@ -2,7 +2,8 @@
 // they get here: the user revoked the app's consent or deleted the Apple ID (the link goes),
 // or turned forwarding to the private relay address off or on (the stored flag follows).
 
-public enum AppleNotificationOutcome: Sendable, Equatable {
+/// What handling one of Apple's notifications came to (none is refused: Apple is told 200 for each).
+public enum AppleNotificationHandling: Sendable, Equatable {
     case handled
     /// This `jti` was handled before: nothing changes.
     case repeated
@@ -13,8 +14,8 @@ public enum AppleNotificationOutcome: Sendable, Equatable {
 }
 
 extension TransferService {
-    public func handleAppleNotification(_ event: AppleEvent) async throws -> AppleNotificationOutcome {
-        try await store.execute(AppleNotificationCommand(event: event, now: clock.now()))
+    public func handleAppleNotification(_ event: AppleEvent) async throws -> AppleNotificationHandling {
+        try await store.execute(AppleNotificationCommand(event: event, now: clock.now())).get()
     }
 }
 
@@ -28,7 +29,7 @@ public struct AppleNotificationCommand: StoreOperation {
 
     public var reads: [FactKey] { [.appleLinkBySub(event.sub), .appleNotificationSeen(jti: event.jti)] }
 
-    public func plan(_ facts: Facts) throws -> Plan<AppleNotificationOutcome> {
+    public func plan(_ facts: Facts) throws -> Plan<AppleNotificationHandling> {
         guard try !facts.appleNotificationSeen(jti: event.jti) else { return Plan(.repeated) }
         guard now < event.issuedAt + AppleEvent.replayWindow else { return Plan(.stale) }
         var effects: [Effect] = [.recordAppleNotification(jti: event.jti, at: now)]

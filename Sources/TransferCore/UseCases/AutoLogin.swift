@@ -41,11 +41,11 @@ extension TransferService {
                 creationSlot: policy.limits.slot(.accountCreation, client: clientAddress, now: now),
                 maxAccounts: policy.maxAccountsPerDevice, fresh: fresh, clientAddress: clientAddress, attestation: gate))
         switch result {
-        case .loggedIn(let grant):
+        case .success(let grant):
             observer.loggedIn(created: grant.created)
             if let result = grant.attestation, !result.earlier { observer.attestation(result) }
             return grant
-        case .rejected(let error):
+        case .failure(let error):
             switch error {
             case .attestationRequired: observer.attestation(AttestationResult(platform: nil, outcome: .missing))
             case .invalidAttestation(let check, _):
@@ -98,13 +98,13 @@ public struct LoginCommand: StoreOperation {
         return [.device(deviceID.value), .attestationChallenge(challenge)]
     }
 
-    public func plan(_ facts: Facts) throws -> Plan<LoginResult> {
+    public func plan(_ facts: Facts) throws -> Plan<SessionGrant> {
         guard let device = try facts.device(deviceID.value) else {
-            if case .account = target { return Plan(.rejected(.accountNotOnDevice)) }
+            if case .account = target { return Plan(refusing: .accountNotOnDevice) }
             return try create(on: nil, facts)
         }
         // The secret is checked first, so nobody learns a device's state without its secret.
-        guard device.secretHash.matches(secretHash) else { return Plan(.rejected(.invalidDeviceCredentials)) }
+        guard device.secretHash.matches(secretHash) else { return Plan(refusing: .invalidDeviceCredentials) }
         switch target {
         case .current:
             return logIn(device, device.currentAccountID.flatMap(device.account))
@@ -113,7 +113,7 @@ public struct LoginCommand: StoreOperation {
         case .newAccount:
             // A retired device holds nothing new: it answers as its plain login does.
             if device.retiredAt != nil { return logIn(device, device.currentAccountID.flatMap(device.account)) }
-            guard device.active.count < maxAccounts else { return Plan(.rejected(.deviceAccountLimit(maxAccounts))) }
+            guard device.active.count < maxAccounts else { return Plan(refusing: .deviceAccountLimit(maxAccounts)) }
             return try create(on: device, facts)
         }
     }
@@ -125,14 +125,14 @@ public struct LoginCommand: StoreOperation {
     /// for each other only from that statement to the commit. While attestation is on, its
     /// gate decides first: refused, nothing is created (the challenge is still used up) and no
     /// slot is taken.
-    func create(on device: DeviceRecord?, _ facts: Facts) throws -> Plan<LoginResult> {
+    func create(on device: DeviceRecord?, _ facts: Facts) throws -> Plan<SessionGrant> {
         let id = deviceID.value
         var attested: AttestationResult?
         var attestationEffects: [Effect] = []
         if let gate = attestation {
             let expiresAt = try gate.proof.flatMap { try facts.attestationChallengeExpiry($0.challengeHash) }
             let decision = gate.decide(device: device, challengeExpiresAt: expiresAt, now: now)
-            if let refusal = decision.refusal { return Plan(.rejected(refusal), decision.effects) }
+            if let refusal = decision.refusal { return Plan(refusing: refusal, decision.effects) }
             attested = decision.result
             attestationEffects = decision.effects + (decision.record.map { [.recordDeviceAttestation(deviceID: id, $0)] } ?? [])
         }
@@ -146,7 +146,7 @@ public struct LoginCommand: StoreOperation {
             account: account, deviceID: id, sessionID: session.sessionID, refreshToken: token, created: true,
             accounts: others + [ListedAccount(accountID: account.accountID, userName: account.userName, current: true)])
         grant.attestation = attested
-        return Plan(.loggedIn(grant), (device == nil ? [.createDevice(id: id, secretHash: secretHash, at: now)] : []) + attestationEffects + [
+        return Plan(grant, (device == nil ? [.createDevice(id: id, secretHash: secretHash, at: now)] : []) + attestationEffects + [
             .createAccount(id: account.accountID, userName: account.userName, at: now),
             .addAccount(deviceID: id, accountID: account.accountID, at: now),
             .setCurrentAccount(deviceID: id, accountID: account.accountID),
@@ -159,21 +159,21 @@ public struct LoginCommand: StoreOperation {
     }
 
     /// A session for an account on the device: the open one renewed, or a new one.
-    func logIn(_ device: DeviceRecord, _ pair: PairRecord?) -> Plan<LoginResult> {
-        guard let pair else { return Plan(.rejected(.accountNotOnDevice)) }
-        if pair.accountDeleted { return Plan(.rejected(.accountDeleted)) }
+    func logIn(_ device: DeviceRecord, _ pair: PairRecord?) -> Plan<SessionGrant> {
+        guard let pair else { return Plan(refusing: .accountNotOnDevice) }
+        if pair.accountDeleted { return Plan(refusing: .accountDeleted) }
         switch pair.state {
         case .active: break
-        case .moved: return Plan(.rejected(.deviceTransferred(at: pair.endedAt ?? pair.addedAt, accounts: device.summaries)))
-        case .revoked: return Plan(.rejected(.deviceRevoked))
-        case .replaced, .removed: return Plan(.rejected(.accountNotOnDevice))
+        case .moved: return Plan(refusing: .deviceTransferred(at: pair.endedAt ?? pair.addedAt, accounts: device.summaries))
+        case .revoked: return Plan(refusing: .deviceRevoked)
+        case .replaced, .removed: return Plan(refusing: .accountNotOnDevice)
         }
         let accountID = pair.account.accountID
         if let session = pair.session, now < session.expiresAt, let token = session.currentToken(deviceSecret: deviceSecret) {
             let grant = SessionGrant(
                 account: pair.account, deviceID: device.id, sessionID: session.sessionID, refreshToken: token, created: false,
                 accounts: device.summaries)
-            return Plan(.loggedIn(grant), [
+            return Plan(grant, [
                 .renewSession(deviceID: device.id, accountID: accountID, expiresAt: fresh.expiresAt, at: now, clientAddress: clientAddress)
             ])
         }
@@ -182,13 +182,8 @@ public struct LoginCommand: StoreOperation {
         let grant = SessionGrant(
             account: pair.account, deviceID: device.id, sessionID: session.sessionID, refreshToken: token, created: false,
             accounts: device.summaries)
-        return Plan(.loggedIn(grant), [
+        return Plan(grant, [
             .openSession(deviceID: device.id, accountID: accountID, session, at: now, clientAddress: clientAddress)
         ])
     }
-}
-
-public enum LoginResult: Sendable, Equatable {
-    case loggedIn(SessionGrant)
-    case rejected(TransferError)
 }

@@ -4,22 +4,23 @@
 // (the `account.deleted` audit event and the account's id, so the phone hears
 // `410 account_deleted`) stays.
 
-public enum DeleteAccountResult: Sendable, Equatable {
-    case deleted
-    case alreadyDeleted
-    case unknownAccount
-}
-
 extension TransferService {
     /// `DELETE /v1/me`: the caller's account.
     public func deleteAccount(_ caller: Caller) async throws {
-        _ = try await store.execute(
-            DeleteAccountCommand(accountID: caller.accountID, now: clock.now(), by: .device, reason: nil, cause: .requested))
+        do {
+            try await store.execute(
+                DeleteAccountCommand(accountID: caller.accountID, now: clock.now(), by: .device, reason: nil, cause: .requested)
+            ).get()
+        } catch TransferError.accountDeleted, TransferError.accountNotFound {
+            // Deleted meanwhile (a concurrent request, support): the caller asked for no more.
+        }
     }
 
-    /// Support: `transfer delete-account`.
-    public func deleteAccount(accountID: String, by initiator: Initiator, reason: String) async throws -> DeleteAccountResult {
+    /// Support: `transfer delete-account`. Refused with `accountNotFound` (no such account) or
+    /// `accountDeleted` (deleted already).
+    public func deleteAccount(accountID: String, by initiator: Initiator, reason: String) async throws {
         try await store.execute(DeleteAccountCommand(accountID: accountID, now: clock.now(), by: initiator, reason: reason, cause: .support))
+            .get()
     }
 }
 
@@ -43,9 +44,9 @@ public struct DeleteAccountCommand: StoreOperation {
     /// device) or finds no transfer and no link left.
     public var reads: [FactKey] { [.pendingTransfers(.of(accountID)), .accountDevices(.id(accountID)), .account(.id(accountID)), .appleLink(.id(accountID))] }
 
-    public func plan(_ facts: Facts) throws -> Plan<DeleteAccountResult> {
-        guard let account = try facts.account(accountID) else { return Plan(.unknownAccount) }
-        guard account.deletedAt == nil else { return Plan(.alreadyDeleted) }
+    public func plan(_ facts: Facts) throws -> Plan<Void> {
+        guard let account = try facts.account(accountID) else { return Plan(refusing: .accountNotFound) }
+        guard account.deletedAt == nil else { return Plan(refusing: .accountDeleted) }
         var effects: [Effect] = []
         // A device left with no account keeps this one as current: its login answers `account_deleted`.
         for device in try facts.accountDevices(accountID) where device.holds(accountID) {
@@ -56,6 +57,6 @@ public struct DeleteAccountCommand: StoreOperation {
             .audit(AuditEvent(at: now, kind: .accountDeleted, accountID: accountID, actor: by, reason: reason)),
             .webhook(.accountDeleted, accountID: accountID, at: now, ["reason": cause.rawValue]),
         ]
-        return Plan(.deleted, effects)
+        return Plan((), effects)
     }
 }

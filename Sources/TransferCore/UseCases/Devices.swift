@@ -11,27 +11,21 @@ extension TransferService {
 
     /// `PUT /v1/devices/current-account`.
     public func setCurrentAccount(_ caller: Caller, accountID: String) async throws {
-        if let error = try await store.execute(
-            SetCurrentAccountCommand(deviceID: caller.deviceID, accountID: accountID, now: clock.now()))
-        {
-            throw error
-        }
+        try await store.execute(SetCurrentAccountCommand(deviceID: caller.deviceID, accountID: accountID, now: clock.now())).get()
     }
 
     /// `DELETE /v1/devices/accounts/{accountId}`.
     public func removeAccount(_ caller: Caller, accountID: String, abandon: Bool) async throws {
-        if let error = try await store.execute(
-            RemoveAccountCommand(deviceID: caller.deviceID, accountID: accountID, abandon: abandon, now: clock.now()))
-        {
-            throw error
-        }
+        try await store.execute(
+            RemoveAccountCommand(deviceID: caller.deviceID, accountID: accountID, abandon: abandon, now: clock.now())
+        ).get()
     }
 
     /// Retires an active device at once: every account leaves it, their sessions end, and its
     /// auto-login answers `403 device_revoked`. Returns the accounts it held (empty when it
     /// was unknown or already retired).
     public func revokeDevice(_ deviceID: DeviceID, by initiator: Initiator, reason: String) async throws -> [String] {
-        try await store.execute(RevokeDeviceCommand(deviceID: deviceID.value, now: clock.now(), by: initiator, reason: reason))
+        try await store.execute(RevokeDeviceCommand(deviceID: deviceID.value, now: clock.now(), by: initiator, reason: reason)).get()
     }
 }
 
@@ -47,10 +41,10 @@ public struct SetCurrentAccountCommand: StoreOperation {
 
     public var reads: [FactKey] { [.device(deviceID)] }
 
-    public func plan(_ facts: Facts) throws -> Plan<TransferError?> {
-        guard let device = try facts.device(deviceID), device.account(accountID)?.state == .active else { return Plan(.accountNotOnDevice) }
-        guard device.currentAccountID != accountID else { return Plan(nil) }
-        return Plan(nil, [.setCurrentAccount(deviceID: deviceID, accountID: accountID)])
+    public func plan(_ facts: Facts) throws -> Plan<Void> {
+        guard let device = try facts.device(deviceID), device.account(accountID)?.state == .active else { return Plan(refusing: .accountNotOnDevice) }
+        guard device.currentAccountID != accountID else { return Plan(()) }
+        return Plan((), [.setCurrentAccount(deviceID: deviceID, accountID: accountID)])
     }
 }
 
@@ -75,19 +69,19 @@ public struct RemoveAccountCommand: StoreOperation {
     /// device with no way back.
     public var reads: [FactKey] { [.pendingTransfers(.of(accountID)), .device(deviceID), .appleLink(.id(accountID)), .recoveryCode(.id(accountID))] }
 
-    public func plan(_ facts: Facts) throws -> Plan<TransferError?> {
+    public func plan(_ facts: Facts) throws -> Plan<Void> {
         guard let device = try facts.device(deviceID), device.account(accountID)?.state == .active else {
-            return Plan(.accountNotOnDevice)
+            return Plan(refusing: .accountNotOnDevice)
         }
         let wayBack = try facts.pendingTransfers(.of(accountID)).contains { $0.accountID == accountID && $0.isOpen(at: now) }
             || facts.appleLink(accountID) != nil || facts.recoveryCode(accountID)?.isUsable == true
-        guard abandon || wayBack else { return Plan(.accountWouldBeLost) }
+        guard abandon || wayBack else { return Plan(refusing: .accountWouldBeLost) }
         var effects = device.leave(
             accountID, state: .removed, reason: abandon ? "removed by the app (abandoned)" : "removed by the app", at: now)
         effects.append(.audit(AuditEvent(
             at: now, kind: .accountRemoved, accountID: accountID, deviceID: deviceID, reason: abandon ? "abandon=true" : nil)))
         effects.append(.webhook(.accountRemovedFromDevice, accountID: accountID, at: now, ["deviceId": deviceID]))
-        return Plan(nil, effects)
+        return Plan((), effects)
     }
 }
 

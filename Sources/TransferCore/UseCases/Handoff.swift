@@ -126,15 +126,15 @@ extension TransferService {
         guard handoff.clients.contains(clientID) else { throw TransferError.unknownClient }
         let code = RandomToken.make()
         let now = clock.now()
-        let stored = try await store.execute(
+        // Refused (`invalidToken`) when the session ended between the token check and the transaction (a logout, a claim).
+        try await store.execute(
             CreateHandoffCodeCommand(
                 caller: caller,
                 code: HandoffCodeRecord(
                     codeHash: SecretHash(of: code), deviceID: caller.deviceID, accountID: caller.accountID, hostSessionID: caller.sessionID,
                     clientID: clientID, challenge: challenge, createdAt: now, expiresAt: now + handoff.codeTTL),
-                slot: policy.limits.slot(.handoff, account: caller.accountID, now: now)))
-        // The session ended between the token check and the transaction (a logout, a claim).
-        guard stored else { throw TransferError.invalidToken }
+                slot: policy.limits.slot(.handoff, account: caller.accountID, now: now))
+        ).get()
         return (code, handoff.codeTTL)
     }
 
@@ -145,12 +145,11 @@ extension TransferService {
         guard !code.isEmpty, code.utf8.count <= 128, handoff.clients.contains(clientID) else { throw TransferError.invalidGrant }
         let now = clock.now()
         let token = RandomToken.make()
-        let result = try await store.execute(
+        return try await store.execute(
             RedeemHandoffCommand(
                 codeHash: SecretHash(of: code), verifier: verifier, clientID: clientID, now: now, sessionID: Identifier.make(),
-                refreshToken: token, expiresAt: now + policy.refreshTokenTTL, clientAddress: clientAddress))
-        guard case .redeemed(let grant) = result else { throw TransferError.invalidGrant }
-        return grant
+                refreshToken: token, expiresAt: now + policy.refreshTokenTTL, clientAddress: clientAddress)
+        ).get()
     }
 }
 
@@ -169,18 +168,13 @@ public struct CreateHandoffCodeCommand: StoreOperation {
 
     public var reads: [FactKey] { [.device(caller.deviceID)] }
 
-    public func plan(_ facts: Facts) throws -> Plan<Bool> {
+    public func plan(_ facts: Facts) throws -> Plan<Void> {
         // The token was checked a moment ago; this holds it against a concurrent logout or claim.
         guard let pair = try facts.device(caller.deviceID)?.account(caller.accountID), pair.state == .active, pair.session?.sessionID == caller.sessionID else {
-            return Plan(false)
+            return Plan(refusing: .invalidToken)
         }
-        return Plan(true, (slot.map { [.takeSlot($0)] } ?? []) + [.addHandoffCode(code)])
+        return Plan((), (slot.map { [.takeSlot($0)] } ?? []) + [.addHandoffCode(code)])
     }
-}
-
-public enum RedeemResult: Sendable, Equatable {
-    case redeemed(SessionGrant)
-    case refused
 }
 
 /// Redeems a code at most once: the code row is locked, checked, and marked used in one
@@ -213,16 +207,17 @@ public struct RedeemHandoffCommand: StoreOperation {
     /// The code's device, then the code (the lock order).
     public var reads: [FactKey] { [.handoffCodeDevice(codeHash), .handoffCode(codeHash)] }
 
-    public func plan(_ facts: Facts) throws -> Plan<RedeemResult> {
+    /// Every refusal is `invalidGrant`, one answer for all.
+    public func plan(_ facts: Facts) throws -> Plan<SessionGrant> {
         // A wrong client or verifier leaves the code as it is: the verifier has 256 bits, and
         // someone who intercepted only the code must not be able to spend or revoke anything.
         guard let code = try facts.handoffCode(codeHash), code.clientID == clientID, PKCE.verify(verifier, challenge: code.challenge) else {
-            return Plan(.refused)
+            return Plan(refusing: .invalidGrant)
         }
         if let redeemed = code.siblingSessionID {
             // Presented again with its verifier (RFC 6749 §4.1.2): whoever redeemed it first may
             // not be the sibling; end the session that redemption opened.
-            return Plan(.refused, [
+            return Plan(refusing: .invalidGrant, [
                 .closeSiblingSession(sessionID: redeemed),
                 .audit(AuditEvent(
                     at: now, kind: .handoffReuse, accountID: code.accountID, deviceID: code.deviceID, reason: clientID, clientAddress: clientAddress)),
@@ -230,12 +225,12 @@ public struct RedeemHandoffCommand: StoreOperation {
         }
         guard now < code.expiresAt, let device = try facts.handoffCodeDevice(codeHash), let pair = device.account(code.accountID), pair.state == .active,
             pair.session?.sessionID == code.hostSessionID
-        else { return Plan(.refused) }
+        else { return Plan(refusing: .invalidGrant) }
         let session = SiblingSession(
             deviceID: device.id, accountID: code.accountID, clientID: clientID, sessionID: sessionID, startedAt: now, generation: 0,
             refreshHash: SecretHash(of: refreshToken), expiresAt: expiresAt)
         let grant = SessionGrant.sibling(pair.account, deviceID: device.id, sessionID: sessionID, refreshToken: refreshToken, clientID: clientID)
-        return Plan(.redeemed(grant), [
+        return Plan(grant, [
             .redeemHandoffCode(hash: codeHash, at: now, siblingSessionID: sessionID),
             .openSiblingSession(session),
             .audit(AuditEvent(at: now, kind: .handoff, accountID: code.accountID, deviceID: device.id, reason: clientID, clientAddress: clientAddress)),

@@ -61,7 +61,8 @@ public struct TransferSetUpMeanwhile: Error, Equatable {
     public init() {}
 }
 
-public enum EraseInactiveResult: Sendable, Equatable {
+/// What the pruner's check of one inactive account did: erased it, or kept it (and why).
+public enum Erasure: Sendable, Equatable {
     case erased
     case kept(KeptBecause)
 }
@@ -116,16 +117,16 @@ public struct EraseInactiveAccountCommand: StoreOperation {
     /// The erasure begins by asking for open transfers again: the pending transfers were read
     /// before the account's lock, and a set-up (by the user or by support) may have committed
     /// in between; its transfer must not be deleted with the account.
-    public func plan(_ facts: Facts) throws -> Plan<EraseInactiveResult> {
+    public func plan(_ facts: Facts) throws -> Plan<Erasure> {
         if let reason = try keeps(facts) { return Plan(.kept(reason)) }
         let plan = try deletion.plan(facts)
-        guard plan.result == .deleted else { return Plan(.kept(.gone)) }
+        guard case .success = plan.result else { return Plan(.kept(.gone)) }
         return Plan(.erased, [.requireNoOpenTransfer(accountID: accountID, at: now)] + plan.effects)
     }
 }
 
 /// `PUT /v1/service/accounts/{accountId}/protection`: the app backend protects an account
-/// that holds something of value, or lifts the protection. False: no such account (or deleted).
+/// that holds something of value, or lifts the protection. Refused (`accountNotFound`): no such account (or deleted).
 public struct SetProtectionCommand: StoreOperation {
     public var accountID: String
     public var protected: Bool
@@ -138,19 +139,17 @@ public struct SetProtectionCommand: StoreOperation {
 
     public var reads: [FactKey] { [.account(.id(accountID))] }
 
-    public func plan(_ facts: Facts) throws -> Plan<Bool> {
-        guard let account = try facts.account(accountID), account.deletedAt == nil else { return Plan(false) }
+    public func plan(_ facts: Facts) throws -> Plan<Void> {
+        guard let account = try facts.account(accountID), account.deletedAt == nil else { return Plan(refusing: .accountNotFound) }
         // Asked again: nothing changes (a protection keeps the time it began).
-        guard protected != (account.protectedAt != nil) else { return Plan(true) }
-        return Plan(true, [.setProtection(accountID: accountID, since: protected ? now : nil)])
+        guard protected != (account.protectedAt != nil) else { return Plan(()) }
+        return Plan((), [.setProtection(accountID: accountID, since: protected ? now : nil)])
     }
 }
 
 extension TransferService {
     /// `PUT /v1/service/accounts/{accountId}/protection`.
     public func setProtection(accountID: String, protected: Bool) async throws {
-        guard try await store.execute(SetProtectionCommand(accountID: accountID, protected: protected, now: clock.now())) else {
-            throw TransferError.accountNotFound
-        }
+        try await store.execute(SetProtectionCommand(accountID: accountID, protected: protected, now: clock.now())).get()
     }
 }

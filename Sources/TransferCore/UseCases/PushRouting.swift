@@ -31,7 +31,7 @@ extension TransferService {
     }
 
     private func change(_ caller: Caller, now: Timestamp, _ effects: [Effect]) async throws {
-        if let error = try await store.execute(DevicePushCommand(caller: caller, effects: effects, now: now)) { throw error }
+        try await store.execute(DevicePushCommand(caller: caller, effects: effects, now: now)).get()
     }
 
     /// `POST /v1/service/push-targets`: `accountIDs` lower-case, without repeats, at most
@@ -47,7 +47,8 @@ extension TransferService {
     public func pushFeedback(provider: PushProvider, token: String, reportedAt: Timestamp) async throws {
         let now = clock.now()
         try await store.execute(PushFeedbackCommand(
-            provider: provider, tokenHash: SecretHash(of: token), reportedAt: min(reportedAt, now), now: now))
+            provider: provider, tokenHash: SecretHash(of: token), reportedAt: min(reportedAt, now), now: now)
+        ).get()
     }
 }
 
@@ -66,9 +67,9 @@ public struct DevicePushCommand: StoreOperation {
 
     public var reads: [FactKey] { [.device(caller.deviceID)] }
 
-    public func plan(_ facts: Facts) throws -> Plan<TransferError?> {
-        guard let device = try facts.device(caller.deviceID), device.holds(caller.accountID) else { return Plan(.invalidToken) }
-        return Plan(nil, effects)
+    public func plan(_ facts: Facts) throws -> Plan<Void> {
+        guard let device = try facts.device(caller.deviceID), device.holds(caller.accountID) else { return Plan(refusing: .invalidToken) }
+        return Plan((), effects)
     }
 }
 

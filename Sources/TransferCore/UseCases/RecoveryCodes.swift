@@ -8,16 +8,14 @@ extension TransferService {
     public func makeRecoveryCode(accountID: String) async throws -> (code: OneTimeCode, createdAt: Timestamp) {
         let code = OneTimeCode.make(characters: RecoveryCodeRecord.length)
         let now = clock.now()
-        guard try await store.execute(SetRecoveryCodeCommand(accountID: accountID, hash: code.hash, now: now)) else {
-            throw TransferError.accountDeleted
-        }
+        try await store.execute(SetRecoveryCodeCommand(accountID: accountID, hash: code.hash, now: now)).get()
         return (code, now)
     }
 
     /// Deletes the account's recovery code; false when it had none.
     @discardableResult
     public func deleteRecoveryCode(accountID: String) async throws -> Bool {
-        try await store.execute(DeleteRecoveryCodeCommand(accountID: accountID, now: clock.now()))
+        try await store.execute(DeleteRecoveryCodeCommand(accountID: accountID, now: clock.now())).get()
     }
 }
 
@@ -33,10 +31,10 @@ public struct SetRecoveryCodeCommand: StoreOperation {
 
     public var reads: [FactKey] { [.account(.id(accountID)), .recoveryCode(.id(accountID))] }
 
-    /// False when the account was deleted.
-    public func plan(_ facts: Facts) throws -> Plan<Bool> {
-        guard let account = try facts.account(accountID), account.deletedAt == nil else { return Plan(false) }
-        return Plan(true, [
+    /// Refused (`accountDeleted`) when the account was deleted.
+    public func plan(_ facts: Facts) throws -> Plan<Void> {
+        guard let account = try facts.account(accountID), account.deletedAt == nil else { return Plan(refusing: .accountDeleted) }
+        return Plan((), [
             .setRecoveryCode(accountID: accountID, hash: hash, at: now),
             .audit(AuditEvent(
                 at: now, kind: .recoveryCodeSet, accountID: accountID, reason: try facts.recoveryCode(accountID) == nil ? nil : "replaces the earlier code")),

@@ -70,13 +70,13 @@ extension TransferService {
         guard ServiceKeys.isValidName(name) else { throw ServiceKeys.InvalidName() }
         let key = ServiceKeys.make()
         let command = CreateServiceKeyCommand(name: name, keyHash: SecretHash(of: key), now: clock.now(), by: initiator, reason: reason)
-        guard let record = try await store.execute(command) else { return nil }
+        guard let record = try await store.execute(command).get() else { return nil }
         return (key, record)
     }
 
     /// Revokes a key at once; returns it as it was before (nil when there is none by that name).
     public func revokeServiceKey(name: String, by initiator: Initiator, reason: String) async throws -> ServiceKeyRecord? {
-        try await store.execute(RevokeServiceKeyCommand(name: name, now: clock.now(), by: initiator, reason: reason))
+        try await store.execute(RevokeServiceKeyCommand(name: name, now: clock.now(), by: initiator, reason: reason)).get()
     }
 }
 

@@ -4,20 +4,17 @@ extension TransferService {
     /// `POST /v1/tokens/refresh`: the session's next refresh token.
     public func refresh(refreshToken: String) async throws -> SessionGrant {
         let now = clock.now()
-        let result = try await store.execute(
+        return try await store.execute(
             RefreshCommand(
                 token: refreshToken, now: now, expiresAt: now + policy.refreshTokenTTL, fallbackKey: .random(),
-                siblingClients: policy.handoff?.clients ?? []))
-        switch result {
-        case .rotated(let grant): return grant
-        case .rejected: throw TransferError.invalidRefreshToken
-        }
+                siblingClients: policy.handoff?.clients ?? [])
+        ).get()
     }
 
     /// `POST /v1/logout`: ends the session of the caller's (device, account) pair, and the
     /// sibling apps' sessions on it; a sibling app's logout ends its own session only.
     public func logout(_ caller: Caller) async throws {
-        try await store.execute(LogoutCommand(caller: caller, now: clock.now()))
+        try await store.execute(LogoutCommand(caller: caller, now: clock.now())).get()
     }
 
     /// Checks that a verified access token's session is still its pair's open session (or, with
@@ -71,27 +68,27 @@ public struct RefreshCommand: StoreOperation {
 
     public var reads: [FactKey] { [.refreshToken(tokenHash), .refreshTokenDevice(tokenHash), .refreshTokenSiblingSession(tokenHash)] }
 
-    public func plan(_ facts: Facts) throws -> Plan<RefreshResult> {
+    public func plan(_ facts: Facts) throws -> Plan<SessionGrant> {
         guard let lookup = try facts.refreshToken(tokenHash), let device = try facts.refreshTokenDevice(tokenHash), let pair = device.account(lookup.accountID),
             pair.state == .active
-        else { return Plan(.rejected) }
+        else { return Plan(refusing: .invalidRefreshToken) }
         if lookup.clientID != nil { return planSibling(try facts.refreshTokenSiblingSession(tokenHash), lookup: lookup, pair: pair) }
-        guard let session = pair.session, session.sessionID == lookup.sessionID else { return Plan(.rejected) }
+        guard let session = pair.session, session.sessionID == lookup.sessionID else { return Plan(refusing: .invalidRefreshToken) }
         let hash = tokenHash
         guard session.refreshHash.matches(hash) else {
             // A rotated token came back (perhaps rotated a moment ago by a concurrent refresh):
             // someone else may hold the session. End it.
-            return Plan(.rejected, [
+            return Plan(refusing: .invalidRefreshToken, [
                 .closeSession(deviceID: device.id, accountID: lookup.accountID),
                 .audit(AuditEvent(at: now, kind: .refreshReuse, accountID: lookup.accountID, deviceID: device.id)),
             ])
         }
-        guard now < session.expiresAt else { return Plan(.rejected) }
+        guard now < session.expiresAt else { return Plan(refusing: .invalidRefreshToken) }
         let (next, nextToken) = session.rotated(by: token, fallbackKey: fallbackKey, expiresAt: expiresAt)
         let grant = SessionGrant(
             account: pair.account, deviceID: device.id, sessionID: session.sessionID, refreshToken: nextToken, created: false,
             accounts: device.summaries)
-        return Plan(.rotated(grant), [
+        return Plan(grant, [
             // A rotated token is remembered for a whole refresh lifetime after its rotation.
             .rotateSession(deviceID: device.id, accountID: lookup.accountID, next: next, used: hash, usedExpiresAt: expiresAt)
         ])
@@ -100,16 +97,16 @@ public struct RefreshCommand: StoreOperation {
 
 extension RefreshCommand {
     /// A sibling app's session: its token is random each generation, kept only as a hash.
-    func planSibling(_ session: SiblingSession?, lookup: RefreshTokenLookup, pair: PairRecord) -> Plan<RefreshResult> {
-        guard let session, session.sessionID == lookup.sessionID else { return Plan(.rejected) }
+    func planSibling(_ session: SiblingSession?, lookup: RefreshTokenLookup, pair: PairRecord) -> Plan<SessionGrant> {
+        guard let session, session.sessionID == lookup.sessionID else { return Plan(refusing: .invalidRefreshToken) }
         guard session.refreshHash.matches(tokenHash) else {
             // A rotated token came back: end this sibling session (the host's stays).
-            return Plan(.rejected, [
+            return Plan(refusing: .invalidRefreshToken, [
                 .closeSiblingSession(sessionID: session.sessionID),
                 .audit(AuditEvent(at: now, kind: .refreshReuse, accountID: session.accountID, deviceID: session.deviceID, reason: session.clientID)),
             ])
         }
-        guard now < session.expiresAt, siblingClients.contains(session.clientID) else { return Plan(.rejected) }
+        guard now < session.expiresAt, siblingClients.contains(session.clientID) else { return Plan(refusing: .invalidRefreshToken) }
         let nextToken = siblingToken
         var next = session
         next.generation += 1
@@ -117,13 +114,8 @@ extension RefreshCommand {
         next.expiresAt = expiresAt
         let grant = SessionGrant.sibling(
             pair.account, deviceID: session.deviceID, sessionID: session.sessionID, refreshToken: nextToken, clientID: session.clientID)
-        return Plan(.rotated(grant), [.rotateSiblingSession(next: next, used: tokenHash, usedExpiresAt: expiresAt)])
+        return Plan(grant, [.rotateSiblingSession(next: next, used: tokenHash, usedExpiresAt: expiresAt)])
     }
-}
-
-public enum RefreshResult: Sendable, Equatable {
-    case rotated(SessionGrant)
-    case rejected
 }
 
 /// Logout: ends the session of the (device, account) pair; the account stays on the device.

@@ -81,7 +81,8 @@ public struct SigningKeysCommand: StoreOperation {
     }
 }
 
-public enum RotationResult: Sendable, Equatable {
+/// What a signing-key rotation did (a rotation is never refused).
+public enum Rotation: Sendable, Equatable {
     /// `new` signs from now on; `retired` (nil when there was no key) stays published for a while.
     case rotated(retired: SigningKeyRecord?, new: SigningKeyRecord)
     /// The key to replace was replaced already (another node or operator rotated first): `current` signs.
@@ -107,7 +108,7 @@ public struct RotateSigningKeyCommand: StoreOperation {
 
     public var reads: [FactKey] { [.signingKeys] }
 
-    public func plan(_ facts: Facts) throws -> Plan<RotationResult> {
+    public func plan(_ facts: Facts) throws -> Plan<Rotation> {
         let current = SigningKeys.current(try facts.signingKeys())
         if let replacing, let current, current.kid != replacing { return Plan(.alreadyRotated(current: current)) }
         var retired = current
@@ -124,8 +125,8 @@ public struct RotateSigningKeyCommand: StoreOperation {
 extension TransferService {
     /// `transfer keys rotate`: a new key signs from the commit on. With `replacing`, only if
     /// that key is still current (two operators rotating at once make one new key).
-    public func rotateSigningKey(replacing: String?, by: Initiator, reason: String) async throws -> RotationResult {
+    public func rotateSigningKey(replacing: String?, by: Initiator, reason: String) async throws -> Rotation {
         let now = clock.now()
-        return try await store.execute(RotateSigningKeyCommand(candidate: .generate(now: now), replacing: replacing, now: now, by: by, reason: reason))
+        return try await store.execute(RotateSigningKeyCommand(candidate: .generate(now: now), replacing: replacing, now: now, by: by, reason: reason)).get()
     }
 }

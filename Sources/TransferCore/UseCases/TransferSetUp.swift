@@ -44,15 +44,9 @@ extension TransferService {
         let transfer = NewTransfer(
             id: Identifier.make(), accountID: accountID, proof: proof, createdAt: now, expiresAt: now + policy.transferTTL,
             issuedBy: initiator)
-        switch try await store.execute(SetUpCommand(transfer: transfer, reason: reason, clientAddress: clientAddress)) {
-        case .created:
-            observer.transferSetUp()
-            return transfer.expiresAt
-        case .emailInUse:
-            throw TransferError.emailInUse
-        case .accountDeleted:
-            throw TransferError.accountDeleted
-        }
+        try await store.execute(SetUpCommand(transfer: transfer, reason: reason, clientAddress: clientAddress)).get()
+        observer.transferSetUp()
+        return transfer.expiresAt
     }
 
     /// Support: a transfer for a user who lost the old device, with a generated password
@@ -69,13 +63,13 @@ extension TransferService {
 
     /// Cancels the account's pending transfer; false when none was pending.
     public func cancelTransfer(accountID: String, by initiator: Initiator = .device, reason: String? = nil) async throws -> Bool {
-        try await store.execute(CancelTransferCommand(accountID: accountID, now: clock.now(), by: initiator, reason: reason))
+        try await store.execute(CancelTransferCommand(accountID: accountID, now: clock.now(), by: initiator, reason: reason)).get()
     }
 
     /// Support: clears the lock and consecutive failures of the account's pending transfer.
     /// Returns the transfer as it was, or nil when none is pending.
     public func unlockTransfer(accountID: String, by initiator: Initiator, reason: String) async throws -> TransferRecord? {
-        try await store.execute(UnlockTransferCommand(accountID: accountID, now: clock.now(), by: initiator, reason: reason))
+        try await store.execute(UnlockTransferCommand(accountID: accountID, now: clock.now(), by: initiator, reason: reason)).get()
     }
 }
 
@@ -93,9 +87,9 @@ public struct SetUpCommand: StoreOperation {
     var pending: PendingTransferQuery { PendingTransferQuery(emailKey: transfer.proof.emailKey, accountID: transfer.accountID) }
     public var reads: [FactKey] { [.pendingTransfers(pending), .account(.id(transfer.accountID))] }
 
-    public func plan(_ facts: Facts) throws -> Plan<SetUpResult> {
+    public func plan(_ facts: Facts) throws -> Plan<Void> {
         // Support may issue a transfer for an account that is on no device; never for a deleted one.
-        guard try facts.account(transfer.accountID)?.deletedAt == nil else { return Plan(.accountDeleted) }
+        guard try facts.account(transfer.accountID)?.deletedAt == nil else { return Plan(refusing: .accountDeleted) }
         var effects: [Effect] = []
         var open: [TransferRecord] = []
         // A pending transfer past its expiry no longer holds its email.
@@ -107,7 +101,7 @@ public struct SetUpCommand: StoreOperation {
             }
         }
         if let key = transfer.proof.emailKey, open.contains(where: { $0.emailKey == key && $0.accountID != transfer.accountID }) {
-            return Plan(.emailInUse, effects)
+            return Plan(refusing: .emailInUse, effects)
         }
         // The account's earlier transfer, of either kind, gives way: new proof, new expiry, attempts reset.
         for earlier in open where earlier.accountID == transfer.accountID {
@@ -120,14 +114,8 @@ public struct SetUpCommand: StoreOperation {
         effects.append(.webhook(
             .transferSetUp, accountID: transfer.accountID, at: now,
             ["transferId": transfer.id, "expiresAt": transfer.expiresAt.rfc3339, "method": transfer.method.rawValue]))
-        return Plan(.created, effects)
+        return Plan((), effects)
     }
-}
-
-public enum SetUpResult: Sendable, Equatable {
-    case created
-    case emailInUse
-    case accountDeleted
 }
 
 /// Cancels the account's pending transfer (marked expired if it already was); false when none.

@@ -11,7 +11,7 @@ struct StoreCalls {
     func login(
         _ device: DeviceID, secret: String? = nil, _ target: LoginTarget = .current, at now: Timestamp, newAccount id: String = Identifier.make(),
         address: String? = nil, creationSlot: RateSlot? = nil, maxAccounts: Int = 5
-    ) async throws -> LoginResult {
+    ) async throws -> Result<SessionGrant, TransferError> {
         try await store.login(LoginCommand(
             deviceID: device, deviceSecret: secret ?? Self.secret(device), target: target, now: now, newAccountID: id,
             creationSlot: creationSlot, maxAccounts: maxAccounts,
@@ -35,14 +35,14 @@ struct StoreCalls {
                 id: id, accountID: account, email: try FieldRules.email(email), passwordHash: hash, createdAt: now,
                 expiresAt: now + .seconds(3600), issuedBy: by),
             reason: reason))
-        guard result == .created else { throw TestFailure("set-up \(id) was refused: \(result)") }
+        guard case .success = result else { throw TestFailure("set-up \(id) was refused: \(result)") }
         return id
     }
 
     func claim(
         transfer: String, account: String, device: DeviceID, secret: String? = nil, replace: Bool = false, add: Bool = false,
         at now: Timestamp, address: String? = nil, maxAccounts: Int = 5
-    ) async throws -> ClaimResult {
+    ) async throws -> Result<ClaimOutcome, TransferError> {
         try await store.execute(ClaimCommand(
             PasswordProof(transferID: transfer, accountID: account),
             target: ClaimTarget(deviceID: device, deviceSecret: secret ?? Self.secret(device), replaceExistingAccount: replace, addAccount: add),
@@ -50,28 +50,27 @@ struct StoreCalls {
             clientAddress: address))
     }
 
-    func refresh(_ token: String, at now: Timestamp) async throws -> RefreshResult {
+    func refresh(_ token: String, at now: Timestamp) async throws -> Result<SessionGrant, TransferError> {
         try await store.execute(RefreshCommand(token: token, now: now, expiresAt: now + .seconds(3600), fallbackKey: .random()))
     }
 }
 
-extension LoginResult {
+extension Result where Success == SessionGrant {
+    var grant: SessionGrant? { try? get() }
+}
+
+extension Result where Success == ClaimOutcome {
+    /// The session of a claim that was won (not refused, not a repeat).
     var grant: SessionGrant? {
-        if case .loggedIn(let grant) = self { return grant }
+        if case .success(.claimed(let grant)) = self { return grant }
         return nil
     }
 }
 
-extension ClaimResult {
-    var grant: SessionGrant? {
-        if case .claimed(let grant) = self { return grant }
-        return nil
-    }
-}
-
-extension RefreshResult {
-    var grant: SessionGrant? {
-        if case .rotated(let grant) = self { return grant }
+extension Result where Failure == TransferError {
+    /// The refusal; nil when the operation succeeded.
+    var refusal: TransferError? {
+        if case .failure(let error) = self { return error }
         return nil
     }
 }

@@ -71,12 +71,12 @@ public enum ProofCheck: Sendable, Equatable {
     case refused(TransferError, spent: [Effect] = [])
 }
 
-public enum ClaimResult: Sendable, Equatable {
+/// What a claim that was not refused comes to.
+public enum ClaimOutcome: Sendable, Equatable {
     case claimed(SessionGrant)
     /// The device already holds the account through this move, recently: its answer may have
     /// been lost. The service answers with a session (`ClaimRepeat`).
     case repeated(accountID: String)
-    case rejected(TransferError)
 }
 
 /// The claim's transaction: checks the proof, puts the account on the new device (beside its
@@ -112,28 +112,28 @@ public struct ClaimCommand<Proof: ClaimProof>: StoreOperation {
         proof.reads + [.device(target.deviceID.value), .accountDevices(proof.account), .account(proof.account)]
     }
 
-    public func plan(_ facts: Facts) throws -> Plan<ClaimResult> {
+    public func plan(_ facts: Facts) throws -> Plan<ClaimOutcome> {
         var plan = try decide(facts)
         if let slot { plan.effects.append(.takeSlot(slot)) }
         return plan
     }
 
-    func decide(_ facts: Facts) throws -> Plan<ClaimResult> {
+    func decide(_ facts: Facts) throws -> Plan<ClaimOutcome> {
         switch try proof.check(facts, target: target, now: now, clientAddress: clientAddress) {
         case .refused(let error, let spent):
-            return Plan(.rejected(error), spent)
+            return Plan(refusing: error, spent)
         case .repeated(let accountID, let spent):
             return Plan(.repeated(accountID: accountID), spent)
         case .holds(let accountID, let method, let spent):
             guard let account = try facts.account(proof.account), account.id == accountID, account.deletedAt == nil else {
-                return Plan(.rejected(proof.accountGone), spent)
+                return Plan(refusing: proof.accountGone, spent)
             }
             let move = MoveToDevice(
                 account: proof.account, accountID: accountID, target: target, maxAccounts: maxAccounts, now: now, fresh: fresh,
                 clientAddress: clientAddress, method: method)
             switch try move.plan(facts, account: account.summary) {
             case .failure(let error):
-                return Plan(.rejected(error), spent)
+                return Plan(refusing: error, spent)
             case .success(let (effects, grant)):
                 let won = try proof.won(facts, move: move)
                 return Plan(.claimed(grant), spent + effects + won.effects + [try move.claimedEvent(facts, method: won.method)])
@@ -174,19 +174,23 @@ extension TransferService {
     /// Runs the claim's transaction with `proof`, and answers.
     func claim(_ proof: some ClaimProof, _ target: ClaimTarget, slot: RateSlot?, clientAddress: String?) async throws -> SessionGrant {
         let now = clock.now()
-        let result = try await store.execute(
-            ClaimCommand(
-                proof, target: target, maxAccounts: policy.maxAccountsPerDevice, now: now, fresh: freshSession(now: now),
-                clientAddress: clientAddress, slot: slot))
-        switch result {
+        let outcome: ClaimOutcome
+        do {
+            outcome = try await store.execute(
+                ClaimCommand(
+                    proof, target: target, maxAccounts: policy.maxAccountsPerDevice, now: now, fresh: freshSession(now: now),
+                    clientAddress: clientAddress, slot: slot)
+            ).get()
+        } catch TransferError.invalidTransferCredentials {
+            observer.claimFailed()
+            throw TransferError.invalidTransferCredentials
+        }
+        switch outcome {
         case .claimed(let grant):
             observer.claimWon()
             return grant
         case .repeated(let accountID):
             return try await repeatedClaim(of: accountID, target, clientAddress: clientAddress)
-        case .rejected(let error):
-            if error == .invalidTransferCredentials { observer.claimFailed() }
-            throw error
         }
     }
 

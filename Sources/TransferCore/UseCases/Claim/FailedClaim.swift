@@ -40,16 +40,16 @@ public struct FailedClaimCommand: StoreOperation {
 
     public var reads: [FactKey] { [.transfer(id: transferID ?? Self.nobody)] }
 
-    public func plan(_ facts: Facts) throws -> Plan<FailedClaimResult> {
+    public func plan(_ facts: Facts) throws -> Plan<CountedFailure> {
         guard let transferID, let transfer = try facts.transfer(transferID) else {
-            return Plan(.notCounted(.invalidTransferCredentials), [
+            return Plan(refusing: .invalidTransferCredentials, [
                 .countFailures(transferID: Self.nobody, consecutive: 1, total: 1, lockedUntil: nil),
                 .audit(AuditEvent(at: now, kind: .claimFailed, accountID: nil, clientAddress: clientAddress)),
             ])
         }
-        guard transfer.isOpen(at: now) else { return Plan(.notCounted(.invalidTransferCredentials)) }
+        guard transfer.isOpen(at: now) else { return Plan(refusing: .invalidTransferCredentials) }
         if let until = transfer.lock(at: now) {
-            return Plan(.notCounted(.tooManyAttempts(retryAfterSeconds: now.secondsUntil(until))))
+            return Plan(refusing: .tooManyAttempts(retryAfterSeconds: now.secondsUntil(until)))
         }
         let account = transfer.accountID
         let total = transfer.failedTotal + 1
@@ -84,13 +84,13 @@ public struct FailedClaimCommand: StoreOperation {
     }
 }
 
-public enum FailedClaimResult: Sendable, Equatable {
+/// A wrong password counted against its transfer. One that is not counted (the transfer was
+/// locked, or no longer open, by the time it was recorded) is the plan's refusal.
+public enum CountedFailure: Sendable, Equatable {
     /// Counted; the transfer stays open.
     case counted
     /// Counted, and this failure locked the transfer until the given time.
     case locked(until: Timestamp)
     /// Counted, and this failure voided the transfer.
     case voided
-    /// Not counted: the transfer was locked, or no longer open, by the time it was recorded.
-    case notCounted(TransferError)
 }

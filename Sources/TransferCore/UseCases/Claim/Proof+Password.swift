@@ -64,13 +64,10 @@ extension TransferService {
     }
 
     private func recordFailure(transferID: String?, clientAddress: String?) async throws {
-        let result = try await store.execute(
-            FailedClaimCommand(transferID: transferID, now: clock.now(), policy: policy.lock, clientAddress: clientAddress))
-        switch result {
-        case .counted, .voided: return
-        case .locked: observer.transferLocked()
-        // Locked by a concurrent attempt while this one was verifying: refused, not counted.
-        case .notCounted(let error): throw error
-        }
+        // Refused (not counted) when a concurrent attempt locked the transfer while this one was verifying.
+        let counted = try await store.execute(
+            FailedClaimCommand(transferID: transferID, now: clock.now(), policy: policy.lock, clientAddress: clientAddress)
+        ).get()
+        if case .locked = counted { observer.transferLocked() }
     }
 }
