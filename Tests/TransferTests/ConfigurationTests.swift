@@ -4,7 +4,7 @@ import TransferCore
 import TransferHTTP
 import TransferSettings
 
-/// Issue 26: every flag declared once (`ServerFlags`), read from the command line, `TRANSFER_*`
+/// Every flag declared once (`ServerFlags`), read from the command line, `TRANSFER_*`
 /// variables and secret files, by the server and by the CLI alike.
 @Suite("Configuration")
 struct ConfigurationTests {

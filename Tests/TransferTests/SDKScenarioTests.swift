@@ -442,7 +442,7 @@ struct SDKScenarioTests {
         }
     }
 
-    @Test("issue 33, 1: a phone restored from A's backup claims; every answer is lost (the app is killed); the next launch signs in, not 'restored'",
+    @Test("a phone restored from A's backup claims; every answer is lost (the app is killed); the next launch signs in, not 'restored'",
           arguments: StoreKind.available)
     func restoredThenLostAnswer(kind: StoreKind) async throws {
         try await withNode(kind) { _, base, _ in
@@ -463,7 +463,7 @@ struct SDKScenarioTests {
         }
     }
 
-    @Test("issue 33, 3: a phone's non-current account moves to another phone; the next launch tells the app it left",
+    @Test("a phone's non-current account moves to another phone; the next launch tells the app it left",
           arguments: StoreKind.available)
     func nonCurrentAccountMoved(kind: StoreKind) async throws {
         try await withNode(kind) { _, base, _ in
@@ -483,7 +483,7 @@ struct SDKScenarioTests {
         }
     }
 
-    @Test("issue 33, 4: a new phone asked before its first launch claims first, and no empty account is left behind",
+    @Test("a new phone asked before its first launch claims first, and no empty account is left behind",
           arguments: StoreKind.available)
     func newPhoneClaimsFirst(kind: StoreKind) async throws {
         try await withNode(kind) { _, base, database in
