@@ -52,6 +52,18 @@ struct FactsPlanTests {
     }
 }
 
+extension FactsPlanTests {
+    @Test("an undeclared fact's error names the fact's kind, never its lookup key (a token's hash, an Apple ID)")
+    func undeclaredFactSaysNoKey() {
+        let hash = SecretHash(of: "refresh-token")
+        let text = UndeclaredFact(key: .refreshToken(hash)).description + FactKey.appleLinkBySub("001234.apple-sub").description
+        #expect(text.contains("refreshToken") && text.contains("appleLinkBySub"), "\(text)")
+        #expect(!text.contains("SecretHash") && !text.contains("bytes"), "\(text)")
+        #expect(!text.contains("apple-sub"), "\(text)")
+        #expect(FactKey.signingKeys.description == "the fact signingKeys")
+    }
+}
+
 /// A row type for plans answered with no rows.
 private struct NoRow: SQLRow {
     func text(_ column: String) throws -> String { fatalError() }

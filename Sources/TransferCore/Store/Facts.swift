@@ -9,7 +9,7 @@
 /// A new read is a case here with its accessor (the type of its value), and its SQL in
 /// TransferSQL's `FactSQL.swift`: statements, decoder, lock rank and the fact it chains from,
 /// in one switch the compiler keeps complete.
-public enum FactKey: Sendable, Equatable {
+public enum FactKey: Sendable, Equatable, CustomStringConvertible {
     /// A transfer by id.
     case transfer(id: String)
     /// The transfer whose code has this SHA-256, in whatever state.
@@ -68,6 +68,18 @@ public enum FactKey: Sendable, Equatable {
     case pushTokens(account: String)
     /// The sibling apps' sessions of the account.
     case siblingSessions(account: String)
+}
+
+extension FactKey {
+    /// The fact's kind only: its arguments are lookup keys (a code's or token's hash, an Apple
+    /// ID, an email key) that no log or error message needs.
+    public var description: String {
+        switch self {
+        case .signingKeys: return "the fact signingKeys"
+        case .failedOutbox: return "the fact failedOutbox"
+        default: return "the fact \(Mirror(reflecting: self).children.first?.label ?? "?")"
+        }
+    }
 }
 
 /// An account named by id, or by a code that leads to it: a code claim reads its account's
@@ -129,6 +141,7 @@ public struct AccountRecord: Sendable, Equatable {
 /// A fact an operation read without listing it: a mistake in the operation, never in the data.
 public struct UndeclaredFact: Error, CustomStringConvertible {
     public let key: FactKey
+    public init(key: FactKey) { self.key = key }
     public var description: String { "the operation read \(key) without listing it in its reads" }
 }
 

@@ -21,6 +21,13 @@ public struct AppleProof: ClaimProof {
         let used: [Effect] = [.consumeAppleNonce(hash: nonceHash)]
         // Unlinked since the token was issued: as if never linked.
         guard let link = try facts.appleLink(sub: sub) else { return .refused(.appleIDNotLinked, spent: used) }
+        // Each statement names the account by the Apple ID, and the link is locked only after
+        // them (its rank): a link moved to another account in between shows as facts of two
+        // accounts. Refused as not linked (the app may try again); the one-active-device index
+        // holds the rest (a retry, for an account whose old device went unread).
+        let consistent = try facts.accountDevices(account).allSatisfy { $0.account(link.accountID)?.state == .active }
+            && facts.pendingTransfers(.of(account)).allSatisfy { $0.accountID == link.accountID }
+        guard consistent else { return .refused(.appleIDNotLinked, spent: used) }
         // The device holds the account since a move moments ago: this is that move repeated
         // (its answer was lost), with a fresh nonce. `ClaimRepeat`.
         if let pair = try facts.device(target.deviceID.value)?.account(link.accountID), pair.state == .active,
