@@ -55,11 +55,6 @@ struct JSONBody {
         return JSONBody(fields: fields)
     }
 
-    /// The first key that appears twice in one object of valid JSON, if any.
-    static func duplicateKey(in bytes: [UInt8]) -> String? {
-        (try? JSONParser.parse(bytes))?.duplicateKey
-    }
-
     /// Whether the body names the field (null included).
     func has(_ name: String) -> Bool { fields[name] != nil }
 

@@ -161,8 +161,6 @@ public struct Facts: Sendable {
         }
     }
 
-    public func contains(_ key: FactKey) -> Bool { values.contains { $0.key == key } }
-
     /// The value read for `key`; one that was not read fails loudly.
     public func value<Value>(_ key: FactKey, as: Value.Type = Value.self) throws -> Value {
         guard let found = values.first(where: { $0.key == key }), let value = found.value as? Value else {
