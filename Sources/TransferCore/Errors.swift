@@ -16,6 +16,9 @@ public enum TransferError: Error, Equatable, Sendable {
     case invalidToken
     /// A sibling app's token on an endpoint that is the host app's (`403 insufficient_scope`, RFC 6750 §3.1).
     case insufficientScope
+    /// A change of the account's ways back (or its deletion) without the secret of the device
+    /// the access token was issued to (`401 device_proof_required`): a token alone is not enough.
+    case deviceProofRequired
 
     // Transfers.
     case emailInUse
@@ -86,6 +89,7 @@ extension TransferError {
         case .invalidRefreshToken: "invalid_refresh_token"
         case .invalidToken: "invalid_token"
         case .insufficientScope: "insufficient_scope"
+        case .deviceProofRequired: "device_proof_required"
         case .invalidGrant: "invalid_grant"
         case .unknownClient: "unknown_client"
         case .emailInUse: "email_in_use"

@@ -49,6 +49,19 @@ public struct WebhookEvent: Sendable, Equatable {
         case accountDeleted = "account.deleted"
         case appleLinked = "apple.linked"
         case appleUnlinked = "apple.unlinked"
+        case waysBackChanged = "account.ways_back_changed"
+    }
+
+    /// What an `account.ways_back_changed` event says changed.
+    public enum WayBackChange: String, Sendable, CaseIterable {
+        /// A transfer was set up, or replaced the one pending.
+        case transferSetUp = "transfer.set_up"
+        case transferCancelled = "transfer.cancelled"
+        case recoveryCodeCreated = "recovery_code.created"
+        case recoveryCodeReplaced = "recovery_code.replaced"
+        case recoveryCodeDeleted = "recovery_code.deleted"
+        case appleLinked = "apple.linked"
+        case appleUnlinked = "apple.unlinked"
     }
 
     /// How a `transfer.claimed` account reached its new device.
@@ -103,6 +116,14 @@ extension Effect {
     /// The event is written to the outbox with the change.
     public static func webhook(_ kind: WebhookEvent.Kind, accountID: String, at: Timestamp, _ data: [String: String?] = [:]) -> Effect {
         .enqueue(WebhookEvent(kind, accountID: accountID, at: at, data: data).entry)
+    }
+
+    /// `account.ways_back_changed`, so the app backend can tell the user that a way back changed
+    /// (a takeover changes one). `deviceID`: the device that made the change; nil for support's.
+    public static func waysBackChanged(
+        _ change: WebhookEvent.WayBackChange, accountID: String, deviceID: String?, at: Timestamp
+    ) -> Effect {
+        .webhook(.waysBackChanged, accountID: accountID, at: at, ["deviceId": deviceID, "change": change.rawValue])
     }
 }
 

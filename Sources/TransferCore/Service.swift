@@ -19,12 +19,16 @@ public struct ServicePolicy: Sendable {
     public var limits: RateLimits
     /// Device attestation for new accounts (`--attestation` and its platforms); off unless given.
     public var attestation: AttestationPolicy
+    /// Whether a change of the account's ways back (and its deletion) needs the device's secret
+    /// beside the access token (`--device-proof`, on unless turned off).
+    public var deviceProof: Bool
 
     public init(
         transferTTL: Duration = .seconds(24 * 3600), refreshTokenTTL: Duration = .seconds(30 * 24 * 3600),
         lock: LockPolicy = .standard, maxAccountsPerDevice: Int = 5, handoff: HandoffPolicy? = nil, limits: RateLimits = .off,
-        attestation: AttestationPolicy = .off
+        attestation: AttestationPolicy = .off, deviceProof: Bool = true
     ) {
+        self.deviceProof = deviceProof
         self.attestation = attestation
         self.handoff = handoff
         self.limits = limits

@@ -85,6 +85,8 @@ extension APIError {
         case .insufficientScope:
             self.init(.forbidden, error.code, "A sibling app's token cannot call this endpoint; it is the host app's.",
                       headers: [.wwwAuthenticate: #"Bearer error="insufficient_scope""#])
+        case .deviceProofRequired:
+            self.init(.unauthorized, error.code, "This change needs the device's secret in the X-Device-Secret header, beside the access token.")
         case .invalidGrant:
             self.init(.badRequest, error.code, "The hand-off code is invalid, expired or used.")
         case .unknownClient:

@@ -59,6 +59,8 @@ public struct ServerConfiguration: Sendable {
     public var handoff: HandoffPolicy?
     /// Device attestation for new accounts; off by default.
     public var attestation = AttestationConfiguration()
+    /// Whether way-back changes and account deletion need `X-Device-Secret` (`--device-proof`, on).
+    public var deviceProof = ServerFlags.deviceProof.defaultValue
     /// How often a node looks for a rotation (not a flag: a few seconds, so every node signs with a new key soon).
     public var signingKeyPollInterval = Duration.seconds(5)
 
@@ -119,6 +121,7 @@ public struct ServerConfiguration: Sendable {
             throw Invalid(description: "\(source) needs --handoff-clients (the hand-off is off without it)")
         }
         config.attestation = try AttestationConfiguration.load(values)
+        config.deviceProof = try values.value(F.deviceProof)
         let webhookURL = try values.value(F.webhookURL), webhookSecret = try values.value(F.webhookSecret)
         switch (webhookURL, webhookSecret) {
         case (nil, nil): break

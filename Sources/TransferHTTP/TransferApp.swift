@@ -62,8 +62,13 @@ public enum TransferApp {
             policy: ServicePolicy(
                 transferTTL: configuration.transferTTL, refreshTokenTTL: configuration.refreshTokenTTL,
                 maxAccountsPerDevice: configuration.maxAccountsPerDevice, handoff: configuration.handoff,
-                limits: configuration.limits, attestation: configuration.attestation.policy),
+                limits: configuration.limits, attestation: configuration.attestation.policy,
+                deviceProof: configuration.deviceProof),
             observer: metrics)
+        if !configuration.deviceProof {
+            logger.warning(
+                "--device-proof off: an access token alone can set up a transfer, replace a way back or delete the account; turn it on once the apps send X-Device-Secret")
+        }
         if let path = configuration.attestation.rootCAPath {
             logger.warning(
                 "App Attest trusts the root CA of --app-attest-root-ca instead of Apple's: only for a private staging CA",

@@ -104,6 +104,18 @@ public enum ServerFlags {
         return try Kinds.duration(text)
     }
 
+    public static let deviceProof = Setting<Bool>(
+        "device-proof",
+        "on: changing a way back (transfer, recovery code, Apple ID) or deleting the account needs the device's secret in X-Device-Secret beside the access token; off: the token alone, for apps that cannot send the header yet.",
+        value: "on|off", default: true, shown: "on"
+    ) { text throws(SettingProblem) in
+        switch text.lowercased() {
+        case "on": return true
+        case "off": return false
+        default: throw SettingProblem("'\(text)' is not on or off")
+        }
+    }
+
     public static let webhookURL = Setting<String?>(
         "webhook-url", "The app backend's webhook; needs --webhook-secret.", value: "url", default: nil, shown: "off"
     ) { text throws(SettingProblem) in try Kinds.httpURL(text) }
@@ -210,6 +222,7 @@ public enum ServerFlags {
         webhookURL, webhookSecret,
         appleClientIDs, appleIssuer, appleJWKSURL, appleTokenURL, appleRevokeURL, appleTeamID, appleKeyID, applePrivateKey,
         handoffClients, handoffCodeTTL,
+        deviceProof,
         attestation, appAttestAppIDs, appAttestEnvironment, appAttestRootCA, playIntegrityPackages, playIntegrityDecryptionKey,
         playIntegrityVerificationKey,
     ]

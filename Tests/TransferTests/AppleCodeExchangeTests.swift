@@ -178,14 +178,12 @@ struct AppleCodeExchangeTests {
                     "identityToken": try apple.token(apple.claims(sub: sub, nonce: nonce, now: Timestamp(Date()))), "nonce": nonce,
                     "authorizationCode": apple.authorizationCode(sub: sub),
                 ])
-                let bearer = "Authorization: Bearer \(access)"
-                let linked = try await Curl.callOffPool([
-                    "-X", "PUT", "-H", "Content-Type: application/json", "-H", bearer, "-d", String(decoding: body, as: UTF8.self),
-                    "\(node.base)/v1/me/apple",
-                ])
+                let bearer = Node.auth(access)
+                let linked = try await Curl.callOffPool(
+                    ["-X", "PUT", "-H", "Content-Type: application/json"] + bearer + ["-d", String(decoding: body, as: UTF8.self), "\(node.base)/v1/me/apple"])
                 #expect(linked.status == 201, "\(linked.body)")
                 let token = try #require(apple.refreshTokens(for: sub).first, "the server exchanged the code")
-                #expect(try await Curl.callOffPool(["-X", "DELETE", "-H", bearer, "\(node.base)/v1/me/apple"]).status == 204)
+                #expect(try await Curl.callOffPool(["-X", "DELETE"] + bearer + ["\(node.base)/v1/me/apple"]).status == 204)
                 #expect(try await revoked(apple, token), "unlink revokes at Apple")
                 #expect(!(try node.log()).contains(token))
             }

@@ -290,7 +290,8 @@ struct ConnectionTests {
     @Test("routes without a body refuse one that is not UTF-8 (or not JSON), and do nothing; no body or {} works")
     func bodylessRoutes() async throws {
         try await withServer { api, _ in
-            let session = try await api.login(Device())
+            let device = Device()
+            let session = try await api.login(device)
             let token = try session.accessToken
             let routes: [(HTTPRequest.Method, String)] = [
                 (.put, "/v1/me/recovery-code"), (.delete, "/v1/me/recovery-code"), (.delete, "/v1/me/transfer"),
@@ -300,7 +301,7 @@ struct ConnectionTests {
             for (method, path) in routes {
                 for (name, bytes) in [("not UTF-8", [0xFF, 0xFE, 0x7B] as [UInt8]), ("not JSON", Array("delete it".utf8))] {
                     let reply = try await api.client.execute(
-                        uri: path, method: method, headers: [.contentType: "application/json", .authorization: "Bearer \(token)"],
+                        uri: path, method: method, headers: [.contentType: "application/json", .authorization: "Bearer \(token)", .xDeviceSecret: device.secret],
                         body: ByteBuffer(bytes: bytes)
                     ) { Reply(status: $0.status, headers: $0.headers, body: $0.body) }
                     #expect(reply.status == .badRequest && reply.error == "invalid_request", "\(method) \(path), \(name): \(reply.text)")
@@ -383,7 +384,7 @@ final class RawConnection {
         try await session(port: port) { connection in
             try await connection.send(
                 "\(method) \(path) HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Type: application/json\r\n"
-                    + (token.map { "Authorization: Bearer \($0)\r\n" } ?? "") + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)")
+                    + (token.map { "Authorization: Bearer \($0)\r\n" + (Keychain.secret(forToken: $0).map { "X-Device-Secret: \($0)\r\n" } ?? "") } ?? "") + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)")
             answer = try await connection.readAnswer(within: .seconds(30))
         }
         guard let answer else { throw TestFailure("no answer to \(method) \(path)") }

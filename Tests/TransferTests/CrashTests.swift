@@ -34,7 +34,10 @@ struct CrashTests {
         var request = HTTPClientRequest(url: base + path)
         request.method = method
         request.headers.add(name: "Content-Type", value: "application/json")
-        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        if let token {
+            request.headers.add(name: "Authorization", value: "Bearer \(token)")
+            if let secret = Keychain.secret(forToken: token) { request.headers.add(name: "X-Device-Secret", value: secret) }
+        }
         request.body = .bytes(ByteBuffer(bytes: try! JSONSerialization.data(withJSONObject: json)))
         let status: Int, body: ByteBuffer
         do {
@@ -228,8 +231,8 @@ struct CrashTests {
                 defer { restarted.stop() }
                 #expect(try await restarted.waitReady())
                 // A failed first attempt waits 5 s; one that was in flight, its 60 s lease.
-                let all = try await receiver.wait(for: 3, timeout: .seconds(90))
-                #expect(all.map(\.type) == ["account.created", "transfer.set_up", "transfer.claimed"])
+                let all = try await receiver.wait(for: 4, timeout: .seconds(90))
+                #expect(all.map(\.type) == ["account.created", "transfer.set_up", "account.ways_back_changed", "transfer.claimed"])
                 #expect(all.allSatisfy { (try? WebhookTests.verifiedIndependently($0)) == true })
             }
         }

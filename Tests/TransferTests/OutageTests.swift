@@ -96,8 +96,8 @@ struct OutageTests {
         let calls: [(String, [String])] = [
             ("login", ["-X", "POST"] + json + ["-d", TwoNodeTests.body(phone), "\(node.base)/v1/devices/login"]),
             ("first launch", ["-X", "POST"] + json + ["-d", TwoNodeTests.body(Device()), "\(node.base)/v1/devices/login"]),
-            ("GET /v1/me", ["-H", "Authorization: Bearer \(token)", "\(node.base)/v1/me"]),
-            ("set-up", ["-X", "PUT"] + json + ["-H", "Authorization: Bearer \(token)", "-d",
+            ("GET /v1/me", Node.auth(token) + ["\(node.base)/v1/me"]),
+            ("set-up", ["-X", "PUT"] + json + Node.auth(token) + ["-d",
                 #"{"email":"outage@example.com","temporaryPassword":"plum-harbor-71-sail"}"#, "\(node.base)/v1/me/transfer"]),
             ("readiness", ["\(node.base)/readyz"]),
         ]

@@ -50,7 +50,7 @@ struct PrunerTests {
 
             // No webhook receiver: the events wait three days for one, then go.
             let events = try await store.outboxStats(kind: .webhook).pending
-            #expect(events == 3, "account.created ×2 and transfer.set_up")
+            #expect(events == 4, "account.created ×2, transfer.set_up and its account.ways_back_changed")
             let kept = try #require(try await store.prune(PruneCutoffs(now: t0 + .seconds(3 * 86_400 - 1), retainedSince: t0), batchSize: 2))
             #expect(kept.outbox == 0)
             let gone = try #require(try await store.prune(PruneCutoffs(now: later + .seconds(3 * 86_400), retainedSince: t0), batchSize: 2))

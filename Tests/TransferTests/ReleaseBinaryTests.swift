@@ -106,6 +106,7 @@ struct ReleaseBinaryTests {
         // The common-password list is there: a common password is refused for what it is.
         let (weak, weakBody) = try Curl.call([
             "-X", "PUT", "-H", "Content-Type: application/json", "-H", "Authorization: Bearer \(token)",
+            "-H", "X-Device-Secret: \(try #require(Keychain.secret(forToken: token)))",
             "-d", #"{"email":"mia@example.com","temporaryPassword":"sunshine"}"#, "\(node.base)/v1/me/transfer",
         ])
         #expect(weak == 400 && weakBody.contains("weak_password") && weakBody.contains("common"), "\(weak) \(weakBody)")

@@ -60,8 +60,9 @@ struct WebhookTests {
 
                 let expected: [String: [String]] = [
                     account: [
-                        "account.created", "transfer.set_up", "transfer.cancelled", "transfer.set_up", "transfer.claimed",
-                        "transfer.set_up", "transfer.locked", "transfer.locked", "transfer.locked", "transfer.voided", "account.deleted",
+                        "account.created", "transfer.set_up", "account.ways_back_changed", "transfer.cancelled", "account.ways_back_changed",
+                        "transfer.set_up", "account.ways_back_changed", "transfer.claimed", "transfer.set_up", "account.ways_back_changed",
+                        "transfer.locked", "transfer.locked", "transfer.locked", "transfer.voided", "account.deleted",
                     ],
                     try onC.accountID: ["account.created", "device.revoked"],
                     try onD.accountID: ["account.created"],
@@ -80,6 +81,8 @@ struct WebhookTests {
                 #expect(all.first { $0.type == "device.revoked" }?.data["deviceId"] as? String == c.id)
                 #expect(all.first { $0.type == "account.removed_from_device" }?.data["deviceId"] as? String == d.id)
                 #expect(all.first { $0.type == "transfer.locked" }?.data["lockedUntil"] is String)
+                let wayBack = all.first { $0.type == "account.ways_back_changed" }
+                #expect(wayBack?.data["deviceId"] as? String == a.id && wayBack?.data["change"] as? String == "transfer.set_up")
                 #expect(all.first { $0.type == "account.deleted" }?.data["reason"] as? String == "requested", "the app's own DELETE /v1/me")
 
                 for delivery in all {
@@ -131,9 +134,9 @@ struct WebhookTests {
             #expect(try await parts.store.outbox(limit: 10).allSatisfy { $0.state == .pending })
             try await FakeWebhookReceiver.run(port: port) { receiver in
                 harness.clock.advance(.seconds(3600))
-                let all = try await receiver.wait(for: 3)
+                let all = try await receiver.wait(for: 4)
                 let left = try await parts.store.outbox(limit: 10)
-                #expect(all.map(\.type) == ["account.created", "transfer.set_up", "transfer.claimed"], "outbox: \(left)")
+                #expect(all.map(\.type) == ["account.created", "transfer.set_up", "account.ways_back_changed", "transfer.claimed"], "outbox: \(left)")
             }
         }
     }

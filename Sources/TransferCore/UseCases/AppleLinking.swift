@@ -24,14 +24,15 @@ extension TransferService {
         _ caller: Caller, identity: AppleIdentity, nonce: String, grant: AppleGrant? = nil
     ) async throws -> AppleLinked {
         try await store.execute(LinkAppleCommand(
-            accountID: caller.accountID, identity: identity, nonceHash: SecretHash(of: nonce), grant: grant, now: clock.now())
+            accountID: caller.accountID, identity: identity, nonceHash: SecretHash(of: nonce), grant: grant, now: clock.now(),
+            deviceID: caller.deviceID)
         ).get()
     }
 
     /// `DELETE /v1/me/apple`: returns the link that was removed (its refresh token is to be
     /// revoked at Apple), nil when there was none.
     public func unlinkApple(_ caller: Caller) async throws -> AppleLink? {
-        try await store.execute(UnlinkAppleCommand(accountID: caller.accountID, now: clock.now())).get()
+        try await store.execute(UnlinkAppleCommand(accountID: caller.accountID, now: clock.now(), deviceID: caller.deviceID)).get()
     }
 }
 
@@ -88,7 +89,12 @@ public struct LinkAppleCommand: StoreOperation {
     /// Apple's refresh token from the code exchange, when there was one.
     public var grant: AppleGrant?
     public var now: Timestamp
-    public init(accountID: String, identity: AppleIdentity, nonceHash: SecretHash, grant: AppleGrant? = nil, now: Timestamp) {
+    /// The device that linked it (for `account.ways_back_changed`).
+    public var deviceID: String?
+    public init(
+        accountID: String, identity: AppleIdentity, nonceHash: SecretHash, grant: AppleGrant? = nil, now: Timestamp, deviceID: String? = nil
+    ) {
+        self.deviceID = deviceID
         self.accountID = accountID
         self.identity = identity
         self.nonceHash = nonceHash
@@ -137,6 +143,7 @@ public struct LinkAppleCommand: StoreOperation {
             .audit(AuditEvent(
                 at: now, kind: .appleLinked, accountID: accountID, reason: replaced == nil ? nil : "replaced the Apple ID linked before")),
             .webhook(.appleLinked, accountID: accountID, at: now),
+            .waysBackChanged(.appleLinked, accountID: accountID, deviceID: deviceID, at: now),
         ]
         return Plan(AppleLinked(link, created: true), effects)
     }
@@ -147,11 +154,13 @@ public struct UnlinkAppleCommand: StoreOperation {
     public var now: Timestamp
     public var by: Initiator
     public var reason: String?
-    public init(accountID: String, now: Timestamp, by: Initiator = .device, reason: String? = nil) {
+    public var deviceID: String?
+    public init(accountID: String, now: Timestamp, by: Initiator = .device, reason: String? = nil, deviceID: String? = nil) {
         self.accountID = accountID
         self.now = now
         self.by = by
         self.reason = reason
+        self.deviceID = deviceID
     }
 
     public var reads: [FactKey] { [.appleLink(.id(accountID))] }
@@ -162,6 +171,7 @@ public struct UnlinkAppleCommand: StoreOperation {
             .unlinkApple(accountID: accountID),
             .audit(AuditEvent(at: now, kind: .appleUnlinked, accountID: accountID, actor: by, reason: reason)),
             .webhook(.appleUnlinked, accountID: accountID, at: now),
+            .waysBackChanged(.appleUnlinked, accountID: accountID, deviceID: deviceID, at: now),
         ])
     }
 }

@@ -5,17 +5,22 @@
 extension TransferService {
     /// Makes the account's recovery code, replacing the one it had; returned once, stored
     /// only as its SHA-256. It does not raise the migration flag.
-    public func makeRecoveryCode(accountID: String) async throws -> (code: OneTimeCode, createdAt: Timestamp) {
-        let code = OneTimeCode.make(characters: RecoveryCodeRecord.length)
-        let now = clock.now()
-        try await store.execute(SetRecoveryCodeCommand(accountID: accountID, hash: code.hash, now: now)).get()
-        return (code, now)
+    /// Counted by `--setup-limit`, as a set-up is.
+    public func makeRecoveryCode(accountID: String, deviceID: String? = nil) async throws -> (code: OneTimeCode, createdAt: Timestamp) {
+        try await withSetUpSlot(accountID: accountID, by: .device) {
+            let code = OneTimeCode.make(characters: RecoveryCodeRecord.length)
+            let now = clock.now()
+            try await store.execute(SetRecoveryCodeCommand(accountID: accountID, hash: code.hash, now: now, deviceID: deviceID)).get()
+            return (code, now)
+        }
     }
 
     /// Deletes the account's recovery code; false when it had none.
     @discardableResult
-    public func deleteRecoveryCode(accountID: String) async throws -> Bool {
-        try await store.execute(DeleteRecoveryCodeCommand(accountID: accountID, now: clock.now())).get()
+    public func deleteRecoveryCode(accountID: String, deviceID: String? = nil) async throws -> Bool {
+        try await withSetUpSlot(accountID: accountID, by: .device) {
+            try await store.execute(DeleteRecoveryCodeCommand(accountID: accountID, now: clock.now(), deviceID: deviceID)).get()
+        }
     }
 }
 
@@ -23,10 +28,13 @@ public struct SetRecoveryCodeCommand: StoreOperation {
     public var accountID: String
     public var hash: SecretHash
     public var now: Timestamp
-    public init(accountID: String, hash: SecretHash, now: Timestamp) {
+    /// The device that made it (for `account.ways_back_changed`).
+    public var deviceID: String?
+    public init(accountID: String, hash: SecretHash, now: Timestamp, deviceID: String? = nil) {
         self.accountID = accountID
         self.hash = hash
         self.now = now
+        self.deviceID = deviceID
     }
 
     public var reads: [FactKey] { [.account(.id(accountID)), .recoveryCode(.id(accountID))] }
@@ -34,10 +42,11 @@ public struct SetRecoveryCodeCommand: StoreOperation {
     /// Refused (`accountDeleted`) when the account was deleted.
     public func plan(_ facts: Facts) throws -> Plan<Void> {
         guard let account = try facts.account(accountID), account.deletedAt == nil else { return Plan(refusing: .accountDeleted) }
+        let replaces = try facts.recoveryCode(accountID) != nil
         return Plan((), [
             .setRecoveryCode(accountID: accountID, hash: hash, at: now),
-            .audit(AuditEvent(
-                at: now, kind: .recoveryCodeSet, accountID: accountID, reason: try facts.recoveryCode(accountID) == nil ? nil : "replaces the earlier code")),
+            .audit(AuditEvent(at: now, kind: .recoveryCodeSet, accountID: accountID, reason: replaces ? "replaces the earlier code" : nil)),
+            .waysBackChanged(replaces ? .recoveryCodeReplaced : .recoveryCodeCreated, accountID: accountID, deviceID: deviceID, at: now),
         ])
     }
 }
@@ -45,9 +54,11 @@ public struct SetRecoveryCodeCommand: StoreOperation {
 public struct DeleteRecoveryCodeCommand: StoreOperation {
     public var accountID: String
     public var now: Timestamp
-    public init(accountID: String, now: Timestamp) {
+    public var deviceID: String?
+    public init(accountID: String, now: Timestamp, deviceID: String? = nil) {
         self.accountID = accountID
         self.now = now
+        self.deviceID = deviceID
     }
 
     public var reads: [FactKey] { [.recoveryCode(.id(accountID))] }
@@ -57,6 +68,7 @@ public struct DeleteRecoveryCodeCommand: StoreOperation {
         return Plan(true, [
             .deleteRecoveryCode(accountID: accountID),
             .audit(AuditEvent(at: now, kind: .recoveryCodeDeleted, accountID: accountID)),
+            .waysBackChanged(.recoveryCodeDeleted, accountID: accountID, deviceID: deviceID, at: now),
         ])
     }
 }

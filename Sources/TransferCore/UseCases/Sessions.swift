@@ -28,6 +28,18 @@ extension TransferService {
         return Caller(accountID: accountID, deviceID: deviceID, sessionID: sessionID, clientID: clientID)
     }
 
+    /// Checks the device's secret that a change of the account's ways back (or its deletion)
+    /// carries beside the access token: a stolen token alone cannot set up a transfer to another
+    /// email or replace the user's way back. A device's secret never changes, so a read without
+    /// a lock decides as well as the change's own transaction would. Nothing to check while
+    /// `--device-proof off`.
+    public func proveDevice(_ caller: Caller, secret: String?) async throws {
+        guard policy.deviceProof else { return }
+        guard let secret, (try? FieldRules.deviceSecret(secret)) != nil,
+            let device = try await store.device(caller.deviceID, at: clock.now()), device.secretHash.matches(SecretHash(of: secret))
+        else { throw TransferError.deviceProofRequired }
+    }
+
     /// `GET /v1/me`.
     public func profile(_ caller: Caller) async throws -> AccountProfile {
         guard let profile = try await store.profile(accountID: caller.accountID, at: clock.now()) else {

@@ -6,12 +6,13 @@ extension TransferService {
     /// `FieldRules.temporaryPassword`.
     public func setUpTransfer(
         accountID: String, email: Email, password: String, by initiator: Initiator = .device, reason: String? = nil,
-        clientAddress: String? = nil
+        clientAddress: String? = nil, deviceID: String? = nil
     ) async throws -> (email: String, expiresAt: Timestamp) {
         try await withSetUpSlot(accountID: accountID, by: initiator) {
             let hash = try await hasher.hash(password)
             let expiresAt = try await setUp(
-                accountID: accountID, proof: .password(email, hash: hash), by: initiator, reason: reason, clientAddress: clientAddress)
+                accountID: accountID, proof: .password(email, hash: hash), by: initiator, reason: reason, clientAddress: clientAddress,
+                deviceID: deviceID)
             return (email.display, expiresAt)
         }
     }
@@ -19,32 +20,33 @@ extension TransferService {
     /// Sets up (or replaces) the account's pending transfer with a transfer code, returned
     /// once and stored only as its SHA-256. No password hashing: no hash worker is involved.
     public func setUpTransferCode(
-        accountID: String, by initiator: Initiator = .device, reason: String? = nil, clientAddress: String? = nil
+        accountID: String, by initiator: Initiator = .device, reason: String? = nil, clientAddress: String? = nil, deviceID: String? = nil
     ) async throws -> (code: OneTimeCode, expiresAt: Timestamp) {
         try await withSetUpSlot(accountID: accountID, by: initiator) {
             let code = OneTimeCode.make(characters: OneTimeCode.transferCodeLength)
             let expiresAt = try await setUp(
-                accountID: accountID, proof: .code(code.hash), by: initiator, reason: reason, clientAddress: clientAddress)
+                accountID: accountID, proof: .code(code.hash), by: initiator, reason: reason, clientAddress: clientAddress, deviceID: deviceID)
             return (code, expiresAt)
         }
     }
 
     /// A set-up from the device holds a slot of `--setup-limit` for the account, taken before
-    /// the password is hashed; support's set-ups (`transfer issue`) take none.
-    private func withSetUpSlot<T>(accountID: String, by initiator: Initiator, _ work: () async throws -> T) async throws -> T {
+    /// the password is hashed; support's set-ups (`transfer issue`) take none. Recovery-code
+    /// changes take one too: each is a write a client could otherwise repeat at will.
+    func withSetUpSlot<T>(accountID: String, by initiator: Initiator, _ work: () async throws -> T) async throws -> T {
         let slot = initiator == .device ? policy.limits.slot(.setup, account: accountID, now: clock.now()) : nil
         return try await withSlot(slot, keepsSlot: Self.wasTried, work)
     }
 
     /// The set-up of either kind: one pending transfer per account, the new one replacing the old.
     private func setUp(
-        accountID: String, proof: TransferProof, by initiator: Initiator, reason: String?, clientAddress: String?
+        accountID: String, proof: TransferProof, by initiator: Initiator, reason: String?, clientAddress: String?, deviceID: String?
     ) async throws -> Timestamp {
         let now = clock.now()
         let transfer = NewTransfer(
             id: Identifier.make(), accountID: accountID, proof: proof, createdAt: now, expiresAt: now + policy.transferTTL,
             issuedBy: initiator)
-        try await store.execute(SetUpCommand(transfer: transfer, reason: reason, clientAddress: clientAddress)).get()
+        try await store.execute(SetUpCommand(transfer: transfer, reason: reason, clientAddress: clientAddress, deviceID: deviceID)).get()
         observer.transferSetUp()
         return transfer.expiresAt
     }
@@ -62,8 +64,10 @@ extension TransferService {
     }
 
     /// Cancels the account's pending transfer; false when none was pending.
-    public func cancelTransfer(accountID: String, by initiator: Initiator = .device, reason: String? = nil) async throws -> Bool {
-        try await store.execute(CancelTransferCommand(accountID: accountID, now: clock.now(), by: initiator, reason: reason)).get()
+    public func cancelTransfer(
+        accountID: String, by initiator: Initiator = .device, reason: String? = nil, deviceID: String? = nil
+    ) async throws -> Bool {
+        try await store.execute(CancelTransferCommand(accountID: accountID, now: clock.now(), by: initiator, reason: reason, deviceID: deviceID)).get()
     }
 
     /// Support: clears the lock and consecutive failures of the account's pending transfer.
@@ -77,7 +81,10 @@ public struct SetUpCommand: StoreOperation {
     public var transfer: NewTransfer
     public var reason: String?
     public var clientAddress: String?
-    public init(transfer: NewTransfer, reason: String? = nil, clientAddress: String? = nil) {
+    /// The device that set it up; nil for support's.
+    public var deviceID: String?
+    public init(transfer: NewTransfer, reason: String? = nil, clientAddress: String? = nil, deviceID: String? = nil) {
+        self.deviceID = deviceID
         self.transfer = transfer
         self.reason = reason
         self.clientAddress = clientAddress
@@ -114,6 +121,7 @@ public struct SetUpCommand: StoreOperation {
         effects.append(.webhook(
             .transferSetUp, accountID: transfer.accountID, at: now,
             ["transferId": transfer.id, "expiresAt": transfer.expiresAt.rfc3339, "method": transfer.method.rawValue]))
+        effects.append(.waysBackChanged(.transferSetUp, accountID: transfer.accountID, deviceID: deviceID, at: now))
         return Plan((), effects)
     }
 }
@@ -124,11 +132,14 @@ public struct CancelTransferCommand: StoreOperation {
     public var now: Timestamp
     public var by: Initiator
     public var reason: String?
-    public init(accountID: String, now: Timestamp, by: Initiator, reason: String?) {
+    /// The device that cancelled it; nil for support.
+    public var deviceID: String?
+    public init(accountID: String, now: Timestamp, by: Initiator, reason: String?, deviceID: String? = nil) {
         self.accountID = accountID
         self.now = now
         self.by = by
         self.reason = reason
+        self.deviceID = deviceID
     }
 
     public var reads: [FactKey] { [.pendingTransfers(.of(accountID))] }
@@ -140,6 +151,7 @@ public struct CancelTransferCommand: StoreOperation {
             .endTransfer(id: pending.id, state: .cancelled, at: now),
             .audit(AuditEvent(at: now, kind: .transferCancelled, accountID: accountID, transferID: pending.id, actor: by, reason: reason)),
             .webhook(.transferCancelled, accountID: accountID, at: now, ["transferId": pending.id]),
+            .waysBackChanged(.transferCancelled, accountID: accountID, deviceID: deviceID, at: now),
         ])
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import TransferCore
 
@@ -9,6 +10,9 @@ enum Access: Sendable {
     /// The host app on a device, with its access token. A sibling app's token gets
     /// `403 insufficient_scope`: these routes act on the host app's device or are its decision.
     case device
+    /// The host app on a device, with its access token and the device's secret in
+    /// `X-Device-Secret`: the routes that change the account's ways back or delete it.
+    case deviceWithProof
     /// The host app or a sibling app, with its access token (`GET /v1/me`, logout).
     case deviceOrSibling
     /// An app backend: `Authorization: Bearer <service key>`.
@@ -48,6 +52,10 @@ struct Authenticator<Context: AppRequestContext>: RouterMiddleware {
         switch access {
         case .anyone: break
         case .device, .deviceOrSibling: context.identity = .session(try await session(request, context))
+        case .deviceWithProof:
+            let caller = try await session(request, context)
+            try await service.proveDevice(caller, secret: request.headers[.xDeviceSecret])
+            context.identity = .session(caller)
         case .serviceKey: context.identity = .service(try await serviceKey(request))
         }
         return try await next(request, context)
@@ -79,4 +87,9 @@ struct Authenticator<Context: AppRequestContext>: RouterMiddleware {
         }
         return header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
     }
+}
+
+extension HTTPField.Name {
+    /// The device's secret, beside the access token, on the routes that change ways back.
+    static let xDeviceSecret = Self("X-Device-Secret")!
 }

@@ -6,8 +6,8 @@ extension API {
     static var appleRoutes: [Route] {
         [
             Route(.post, "/v1/apple/nonce") { try $0.withApple().nonce },
-            Route(.put, "/v1/me/apple", .device) { try $0.withApple().link },
-            Route(.delete, "/v1/me/apple", .device) { try $0.withApple().unlink },
+            Route(.put, "/v1/me/apple", .deviceWithProof) { try $0.withApple().link },
+            Route(.delete, "/v1/me/apple", .deviceWithProof) { try $0.withApple().unlink },
             Route(.post, "/v1/transfers/apple") { try $0.withApple().move },
             Route(.post, "/v1/apple/notifications") { try $0.withApple().notification },
         ]

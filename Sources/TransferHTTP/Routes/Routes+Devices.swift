@@ -6,7 +6,7 @@ extension API {
     static var deviceRoutes: [Route] {
         [
             Route(.get, "/v1/me", .deviceOrSibling) { $0.me },
-            Route(.delete, "/v1/me", .device) { $0.deleteAccount },
+            Route(.delete, "/v1/me", .deviceWithProof) { $0.deleteAccount },
             Route(.get, "/v1/devices/accounts", .device) { $0.deviceAccounts },
             Route(.put, "/v1/devices/current-account", .device) { $0.setCurrentAccount },
             Route(.delete, "/v1/devices/accounts/:accountId", .device) { $0.removeAccount },

@@ -6,10 +6,10 @@ import TransferCore
 extension API {
     static var transferRoutes: [Route] {
         [
-            Route(.put, "/v1/me/transfer", .device) { $0.setUpTransfer },
-            Route(.delete, "/v1/me/transfer", .device) { $0.cancelTransfer },
-            Route(.put, "/v1/me/recovery-code", .device) { $0.makeRecoveryCode },
-            Route(.delete, "/v1/me/recovery-code", .device) { $0.deleteRecoveryCode },
+            Route(.put, "/v1/me/transfer", .deviceWithProof) { $0.setUpTransfer },
+            Route(.delete, "/v1/me/transfer", .deviceWithProof) { $0.cancelTransfer },
+            Route(.put, "/v1/me/recovery-code", .deviceWithProof) { $0.makeRecoveryCode },
+            Route(.delete, "/v1/me/recovery-code", .deviceWithProof) { $0.deleteRecoveryCode },
             Route(.post, "/v1/transfers/claim") { $0.claim },
         ]
     }
@@ -22,33 +22,37 @@ extension API {
             guard !body.has("email"), !body.has("temporaryPassword") else {
                 throw APIError.invalidRequest("method 'code' takes no email and no temporaryPassword.")
             }
-            let result = try await service.setUpTransferCode(accountID: caller.accountID, clientAddress: clientAddress(request, context))
+            let result = try await service.setUpTransferCode(
+                accountID: caller.accountID, clientAddress: clientAddress(request, context), deviceID: caller.deviceID)
             return try Self.json(TransferCodeBody(transferCode: result.code.grouped, expiresAt: result.expiresAt.rfc3339), status: .created)
         }
         let email = try FieldRules.email(try body.string("email"))
         let password = try FieldRules.temporaryPassword(try body.string("temporaryPassword"), email: email)
         let result = try await service.setUpTransfer(
             accountID: caller.accountID, email: email, password: password,
-            clientAddress: clientAddress(request, context))
+            clientAddress: clientAddress(request, context), deviceID: caller.deviceID)
         return try Self.json(TransferBody(email: result.email, expiresAt: result.expiresAt.rfc3339), status: .created)
     }
 
     func cancelTransfer(_ request: Request, _ context: Context) async throws -> Response {
         try await Self.readNoBody(request, context)
-        _ = try await service.cancelTransfer(accountID: try context.caller.accountID)
+        let caller = try context.caller
+        _ = try await service.cancelTransfer(accountID: caller.accountID, deviceID: caller.deviceID)
         return Response(status: .noContent)
     }
 
     /// `PUT /v1/me/recovery-code`: shown once; replaces the account's earlier code.
     func makeRecoveryCode(_ request: Request, _ context: Context) async throws -> Response {
         try await Self.readNoBody(request, context)
-        let made = try await service.makeRecoveryCode(accountID: try context.caller.accountID)
+        let caller = try context.caller
+        let made = try await service.makeRecoveryCode(accountID: caller.accountID, deviceID: caller.deviceID)
         return try Self.json(RecoveryCodeBody(recoveryCode: made.code.grouped, createdAt: made.createdAt.rfc3339), status: .created)
     }
 
     func deleteRecoveryCode(_ request: Request, _ context: Context) async throws -> Response {
         try await Self.readNoBody(request, context)
-        try await service.deleteRecoveryCode(accountID: try context.caller.accountID)
+        let caller = try context.caller
+        try await service.deleteRecoveryCode(accountID: caller.accountID, deviceID: caller.deviceID)
         return Response(status: .noContent)
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
+import Synchronization
 import Testing
 import TransferCore
 
@@ -10,14 +11,40 @@ struct Device {
     let id: String
     let secret: String
     init() {
-        id = UUID().uuidString.lowercased()
-        secret = RandomToken.make(byteCount: 32)
+        self.init(id: UUID().uuidString.lowercased(), secret: RandomToken.make(byteCount: 32))
     }
     init(id: String, secret: String) {
         self.id = id
         self.secret = secret
+        // The phone that made the device keeps its secret; a test that presents the id with
+        // another secret (an attacker's guess) does not change it.
+        Keychain.secrets.withLock { $0[id] = $0[id] ?? secret }
     }
     var loginBody: [String: Any] { ["deviceId": id, "deviceSecret": secret] }
+}
+
+/// Every test device's secret by its id, as each phone's Keychain holds its own: `Client` sends
+/// the secret of the device a token was issued to, as TransferKit does, unless a test says not to.
+enum Keychain {
+    static let secrets = Mutex<[String: String]>([:])
+
+    /// The secret of the device an access token names (its `did` claim), if a test made that device.
+    static func secret(forToken token: String) -> String? {
+        let parts = token.split(separator: ".")
+        guard parts.count == 3, let payload = Base64URL.decode(parts[1]),
+            let claims = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any], let device = claims["did"] as? String
+        else { return nil }
+        return secrets.withLock { $0[device] }
+    }
+}
+
+/// What a call sends in `X-Device-Secret` beside its access token.
+enum DeviceProof {
+    /// The secret of the token's device, as the app keeps it.
+    case fromKeychain
+    /// No header: a stolen token alone.
+    case none
+    case secret(String)
 }
 
 /// One answer of the server.
@@ -95,10 +122,19 @@ struct Client {
 
     func call(
         _ method: HTTPRequest.Method, _ path: String, json: [String: Any]? = nil, raw: String? = nil,
-        token: String? = nil, headers extra: HTTPFields = [:]
+        token: String? = nil, headers extra: HTTPFields = [:], proof: DeviceProof = .fromKeychain
     ) async throws -> Reply {
         var headers = extra
-        if let token { headers[.authorization] = "Bearer \(token)" }
+        if let token {
+            headers[.authorization] = "Bearer \(token)"
+            let secret: String? =
+                switch proof {
+                case .fromKeychain: Keychain.secret(forToken: token)
+                case .none: nil
+                case .secret(let secret): secret
+                }
+            if let secret, headers[.xDeviceSecret] == nil { headers[.xDeviceSecret] = secret }
+        }
         var body: ByteBuffer?
         if let json {
             body = ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json))
@@ -145,4 +181,8 @@ struct Client {
     }
 
     func me(_ token: String) async throws -> Reply { try await call(.get, "/v1/me", token: token) }
+}
+
+extension HTTPField.Name {
+    static let xDeviceSecret = Self("X-Device-Secret")!
 }

@@ -185,7 +185,7 @@ final class Node: @unchecked Sendable {
     /// POSTs `json`; throws, with the status and the body, when the answer is not a JSON object.
     func post(_ path: String, _ json: String, token: String? = nil) throws -> (Int, [String: Any]) {
         var args = ["-X", "POST", "-H", "Content-Type: application/json", "-d", json]
-        if let token { args += ["-H", "Authorization: Bearer \(token)"] }
+        if let token { args += Self.auth(token) }
         let (status, body) = try Curl.call(args + ["\(base)\(path)"])
         guard let object = (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any] else {
             throw TestFailure("POST \(path) answered \(status) with a body that is not a JSON object: \(body)")
@@ -194,10 +194,15 @@ final class Node: @unchecked Sendable {
     }
 
     func put(_ path: String, _ json: String, token: String) throws -> Int {
-        try Curl.call(["-X", "PUT", "-H", "Content-Type: application/json", "-H", "Authorization: Bearer \(token)", "-d", json, "\(base)\(path)"]).status
+        try Curl.call(["-X", "PUT", "-H", "Content-Type: application/json"] + Self.auth(token) + ["-d", json, "\(base)\(path)"]).status
     }
 
     func get(_ path: String, token: String) throws -> Int {
-        try Curl.call(["-H", "Authorization: Bearer \(token)", "\(base)\(path)"]).status
+        try Curl.call(Self.auth(token) + ["\(base)\(path)"]).status
+    }
+
+    /// The token, and the secret of its device as the app sends it beside (`X-Device-Secret`).
+    static func auth(_ token: String) -> [String] {
+        ["-H", "Authorization: Bearer \(token)"] + (Keychain.secret(forToken: token).map { ["-H", "X-Device-Secret: \($0)"] } ?? [])
     }
 }

@@ -17,13 +17,17 @@ struct Endpoint: Sendable, Equatable, CustomStringConvertible {
     let queryFields: [String]
     /// Whether the request carries `Authorization: Bearer <accessToken>`.
     let needsToken: Bool
+    /// Whether it also carries the device's secret in `X-Device-Secret`: the operations that
+    /// change the account's ways back or delete it, which a stolen access token alone must not do.
+    let needsDeviceProof: Bool
 
-    init(_ method: String, _ path: String, body: [String] = [], query: [String] = [], token: Bool) {
+    init(_ method: String, _ path: String, body: [String] = [], query: [String] = [], token: Bool, deviceProof: Bool = false) {
         self.method = method
         self.path = path
         self.bodyFields = body
         self.queryFields = query
         self.needsToken = token
+        self.needsDeviceProof = deviceProof
     }
 
     var description: String { "\(method) \(path)" }
@@ -33,14 +37,14 @@ struct Endpoint: Sendable, Equatable, CustomStringConvertible {
     static let refresh = Endpoint("POST", "/v1/tokens/refresh", body: ["refreshToken"], token: false)
     static let logout = Endpoint("POST", "/v1/logout", token: true)
     static let me = Endpoint("GET", "/v1/me", token: true)
-    static let deleteAccount = Endpoint("DELETE", "/v1/me", token: true)
+    static let deleteAccount = Endpoint("DELETE", "/v1/me", token: true, deviceProof: true)
     static let deviceAccounts = Endpoint("GET", "/v1/devices/accounts", token: true)
     static let setCurrentAccount = Endpoint("PUT", "/v1/devices/current-account", body: ["accountId"], token: true)
     static let removeAccount = Endpoint(
         "DELETE", "/v1/devices/accounts/{accountId}", query: ["abandon"], token: true)
     static let setUpTransfer = Endpoint(
-        "PUT", "/v1/me/transfer", body: ["method", "email", "temporaryPassword"], token: true)
-    static let cancelTransfer = Endpoint("DELETE", "/v1/me/transfer", token: true)
+        "PUT", "/v1/me/transfer", body: ["method", "email", "temporaryPassword"], token: true, deviceProof: true)
+    static let cancelTransfer = Endpoint("DELETE", "/v1/me/transfer", token: true, deviceProof: true)
     static let claimTransfer = Endpoint(
         "POST", "/v1/transfers/claim",
         body: [
@@ -48,8 +52,8 @@ struct Endpoint: Sendable, Equatable, CustomStringConvertible {
             "replaceExistingAccount", "addAccount",
         ],
         token: false)
-    static let makeRecoveryCode = Endpoint("PUT", "/v1/me/recovery-code", token: true)
-    static let deleteRecoveryCode = Endpoint("DELETE", "/v1/me/recovery-code", token: true)
+    static let makeRecoveryCode = Endpoint("PUT", "/v1/me/recovery-code", token: true, deviceProof: true)
+    static let deleteRecoveryCode = Endpoint("DELETE", "/v1/me/recovery-code", token: true, deviceProof: true)
     static let registerPushToken = Endpoint(
         "PUT", "/v1/devices/push-token", body: ["provider", "token", "environment"], token: true)
     static let removePushToken = Endpoint("DELETE", "/v1/devices/push-token", query: ["provider"], token: true)
@@ -62,8 +66,8 @@ struct Endpoint: Sendable, Equatable, CustomStringConvertible {
     static let appleNonce = Endpoint("POST", "/v1/apple/nonce", token: false)
     static let attestationChallenge = Endpoint("POST", "/v1/attestation/challenge", token: false)
     static let linkApple = Endpoint(
-        "PUT", "/v1/me/apple", body: ["identityToken", "nonce", "authorizationCode"], token: true)
-    static let unlinkApple = Endpoint("DELETE", "/v1/me/apple", token: true)
+        "PUT", "/v1/me/apple", body: ["identityToken", "nonce", "authorizationCode"], token: true, deviceProof: true)
+    static let unlinkApple = Endpoint("DELETE", "/v1/me/apple", token: true, deviceProof: true)
     static let claimWithApple = Endpoint(
         "POST", "/v1/transfers/apple",
         body: ["identityToken", "nonce", "deviceId", "deviceSecret", "replaceExistingAccount", "addAccount"],

@@ -34,11 +34,11 @@ protocol HTTPTransport: Sendable {
 
 extension HTTPTransport {
     /// Sends one request to `endpoint` under `baseURL`: a JSON body when there is one, the bearer
-    /// token when given. A request that does not reach the service throws ``TransferError/Code/network``;
+    /// token when given, and the device's secret beside it when given. A request that does not reach the service throws ``TransferError/Code/network``;
     /// any answer is returned as is.
     func send(
         _ endpoint: Endpoint, baseURL: URL, path: [String: String] = [:], query: [String: String] = [:],
-        body: Data? = nil, token: String? = nil
+        body: Data? = nil, token: String? = nil, deviceSecret: String? = nil
     ) async throws -> HTTPResponse {
         var request = HTTPRequest(method: endpoint.method, url: endpoint.url(baseURL: baseURL, path: path, query: query))
         request.headers["Accept"] = "application/json"
@@ -47,6 +47,7 @@ extension HTTPTransport {
             request.headers["Content-Type"] = "application/json"
         }
         if let token { request.headers["Authorization"] = "Bearer \(token)" }
+        if let deviceSecret { request.headers["X-Device-Secret"] = deviceSecret }
         do {
             return try await send(request)
         } catch let error as CancellationError {

@@ -72,23 +72,25 @@ extension TransferClient {
 
     /// Sends an authorised request for the account (the current one when nil); a 401 renews the
     /// token once and sends once more. Throws ``TransferError`` for any answer that is not 2xx.
+    /// An endpoint that needs the device's proof gets this phone's device secret beside the token.
     func request(
         _ endpoint: Endpoint, as accountId: String?, path: [String: String] = [:], query: [String: String] = [:],
         body: (any Encodable & Sendable)? = nil
     ) async throws -> HTTPResponse {
         let accountId = try resolve(accountId)
         let data = try body.map { try Wire.encode($0) }
+        let deviceSecret = endpoint.needsDeviceProof ? try requireIdentity().deviceSecret : nil
         return try await authorized(accountId) { token in
-            try await self.send(endpoint, path: path, query: query, body: data, token: token).succeeded()
+            try await self.send(endpoint, path: path, query: query, body: data, token: token, deviceSecret: deviceSecret).succeeded()
         }
     }
 
     /// Sends one request as is.
     nonisolated func send(
         _ endpoint: Endpoint, path: [String: String] = [:], query: [String: String] = [:], body: Data? = nil,
-        token: String? = nil
+        token: String? = nil, deviceSecret: String? = nil
     ) async throws -> HTTPResponse {
-        try await transport.send(endpoint, baseURL: baseURL, path: path, query: query, body: body, token: token)
+        try await transport.send(endpoint, baseURL: baseURL, path: path, query: query, body: body, token: token, deviceSecret: deviceSecret)
     }
 
     // MARK: Tokens

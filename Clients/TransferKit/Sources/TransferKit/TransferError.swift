@@ -130,6 +130,10 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
         // Requests the service could not take.
         /// A sibling app's token on an endpoint of the host app (`403`).
         public static let insufficientScope = Code(rawValue: "insufficient_scope")
+        /// A change of the account's ways back, or its deletion, without this phone's device
+        /// secret beside the token (`401`). TransferKit always sends it; seen only when the
+        /// phone's identity is not the one the token was issued to.
+        public static let deviceProofRequired = Code(rawValue: "device_proof_required")
         /// A malformed request; the message names the field (`400`).
         public static let invalidRequest = Code(rawValue: "invalid_request")
         /// The device id is not an RFC 4122 UUID (`400`).
@@ -174,7 +178,7 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
             .deviceAccountLimit, .emailInUse, .invalidEmail, .weakPassword, .invalidTransferCredentials,
             .tooManyAttempts, .deviceHasAccount, .deviceAlreadyBound, .deviceRetired, .invalidPushToken,
             .invalidIdentityToken, .appleIdInUse, .appleIdNotLinked, .unknownClient, .invalidGrant,
-            .notConfigured, .insufficientScope, .invalidRequest, .invalidDeviceId, .invalidDeviceSecret,
+            .notConfigured, .insufficientScope, .deviceProofRequired, .invalidRequest, .invalidDeviceId, .invalidDeviceSecret,
             .payloadTooLarge, .unsupportedMediaType, .internalError, .rateLimited, .overloaded,
             .unavailable, .storageUnavailable, .notSignedIn, .signedOut, .handoffRequired, .network,
             .unexpectedResponse, .attestationRequired, .invalidAttestation, .attestationFailed,

@@ -14,6 +14,8 @@ public enum WireContract {
         public let queryFields: Set<String>
         /// Whether the request carries a bearer token.
         public let needsToken: Bool
+        /// Whether it carries the device's secret in `X-Device-Secret` too.
+        public let needsDeviceProof: Bool
     }
 
     /// The operation a request to `path` (under the base URL) with `method` is, if TransferKit calls it.
@@ -23,7 +25,7 @@ public enum WireContract {
         }
         return Route(
             name: endpoint.description, bodyFields: Set(endpoint.bodyFields), queryFields: Set(endpoint.queryFields),
-            needsToken: endpoint.needsToken)
+            needsToken: endpoint.needsToken, needsDeviceProof: endpoint.needsDeviceProof)
     }
 
     /// Whether `path` fits the path template (`{name}` matches one segment).

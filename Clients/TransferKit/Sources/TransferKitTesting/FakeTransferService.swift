@@ -338,6 +338,7 @@ public final class FakeTransferService: @unchecked Sendable {
             let extraQuery = Set(entry.query.keys).subtracting(endpoint.queryFields)
             if !extraQuery.isEmpty { problems.append("\(route): undeclared query \(extraQuery.sorted())") }
             if (entry.bearer != nil) != endpoint.needsToken { problems.append("\(route): Authorization header mismatch") }
+            if (request.headers["X-Device-Secret"] != nil) != endpoint.needsDeviceProof { problems.append("\(route): X-Device-Secret header mismatch") }
             if request.body != nil && request.headers["Content-Type"] != "application/json" {
                 problems.append("\(route): body without Content-Type application/json")
             }
@@ -358,6 +359,12 @@ public final class FakeTransferService: @unchecked Sendable {
         // A sibling's token may only read the account and log out (and refresh, which takes no token).
         if caller?.client != nil && !["POST /v1/logout", "GET /v1/me"].contains(route) {
             return error(403, "insufficient_scope")
+        }
+        // Changing a way back, or deleting the account, needs the device's secret beside the token.
+        if WireContract.route(method: request.method, path: path)?.needsDeviceProof == true,
+            let caller, devices[caller.device]?.secret != request.headers["X-Device-Secret"]
+        {
+            return error(401, "device_proof_required")
         }
         switch route {
         case "POST /v1/devices/login":

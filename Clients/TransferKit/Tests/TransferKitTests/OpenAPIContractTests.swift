@@ -36,6 +36,9 @@ struct OpenAPIDocument {
     /// Whether the document describes device attestation.
     var describesAttestation: Bool { lines.contains { $0.trimmed == "/v1/attestation/challenge:" } }
 
+    /// Contract v1.3's device proof: compared once the document declares the `deviceSecret` scheme.
+    var describesDeviceProof: Bool { lines.contains { $0.trimmed == "name: X-Device-Secret" } }
+
     let lines: [String]
 
     init() throws {
@@ -140,7 +143,12 @@ struct OpenAPIDocument {
     }
 
     static func needsBearer(_ operation: [String]) -> Bool {
-        operation.contains { $0.trimmed == "security: [{ bearer: [] }]" }
+        operation.contains { $0.trimmed == "security: [{ bearer: [] }]" || $0.trimmed == "security: [{ bearer: [], deviceSecret: [] }]" }
+    }
+
+    /// Whether the operation needs the device's secret beside the token (`X-Device-Secret`).
+    static func needsDeviceSecret(_ operation: [String]) -> Bool {
+        operation.contains { $0.trimmed == "security: [{ bearer: [], deviceSecret: [] }]" }
     }
 
     /// The lines after the line `key` at exactly `indent` spaces, up to the next line at that indent or less.
@@ -190,6 +198,11 @@ struct OpenAPIContractTests {
         if attestation && OpenAPIDocument.attestationOperations.contains(endpoint.description) { return }
         let operation = try #require(document.operation(endpoint.method, endpoint.path), "\(endpoint) is not in openapi.yaml")
         #expect(OpenAPIDocument.needsBearer(operation) == endpoint.needsToken, "\(endpoint): bearer security")
+        if document.describesDeviceProof {
+            #expect(
+                OpenAPIDocument.needsDeviceSecret(operation) == endpoint.needsDeviceProof,
+                "\(endpoint): X-Device-Secret (openapi.yaml's deviceSecret security) and Endpoint's deviceProof disagree")
+        }
         #expect(Set(endpoint.queryFields).isSubset(of: OpenAPIDocument.queryParameters(operation)), "\(endpoint): query")
         if endpoint.bodyFields.isEmpty {
             #expect(!OpenAPIDocument.requiresBody(operation), "\(endpoint) requires a body the SDK does not send")
