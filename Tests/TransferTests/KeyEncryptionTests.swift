@@ -44,6 +44,22 @@ struct KeyEncryptionTests {
         }
     }
 
+    /// A node on `harness`'s database with `kek` (nil: none) rotates once, so that a retired
+    /// key is published beside the current one, then logs `device` in: its access token, and the node's log.
+    static func tokenAfterARotation(
+        _ harness: Harness, kek: KeyEncryptionKey?, device: Device = Device()
+    ) async throws -> (token: String, logs: LogCollector) {
+        let node = restarted(harness, kek: kek)
+        let token = Mutex<String?>(nil)
+        try await node.run { api, parts in
+            _ = try await parts.service.rotateSigningKey(replacing: nil, kek: kek, by: .system, reason: "a retired key beside the current")
+            #expect(try await KeyRotationTests.eventually { try await KeyRotationTests.published(api).count == 2 })
+            let issued = try await api.login(device).accessToken
+            token.withLock { $0 = issued }
+        }
+        return (try #require(token.withLock { $0 }), node.logs)
+    }
+
     /// The one-line start-up error of a node on `harness`'s database, or nil when it started.
     static func startFailure(_ harness: Harness) async -> String? {
         do {
@@ -59,11 +75,8 @@ struct KeyEncryptionTests {
     func backupHoldsNoKey(kind: StoreKind) async throws {
         let kek = try KEKFile()
         defer { kek.remove() }
-        try await withHarness(kind, configure: { $0.keyEncryptionKey = kek.key }) { harness in
-            try await harness.run { api, parts in
-                _ = try await api.login(Device())
-                _ = try await parts.service.rotateSigningKey(replacing: nil, kek: kek.key, by: .system, reason: "a second key")
-            }
+        try await withHarness(kind) { harness in
+            let logs = try await Self.tokenAfterARotation(harness, kek: kek.key).logs.all
             let rows = try await Self.rows(harness)
             #expect(rows.count == 2)
             for row in rows {
@@ -74,10 +87,10 @@ struct KeyEncryptionTests {
                 let key = try Curve25519.Signing.PrivateKey(rawRepresentation: try record.rawPrivateKey(kek.key))
                 #expect(SigningKeyRecord.kid(for: key.publicKey) == row.kid)
                 #expect(throws: SigningKeyAtRestError.keyEncryptionKeyNeeded(kekID: kek.key.id)) { try record.rawPrivateKey(nil) }
-                #expect(!harness.logs.all.contains(key.rawRepresentation.base64EncodedString()), "a private key was logged")
+                #expect(!logs.contains(key.rawRepresentation.base64EncodedString()), "a private key was logged")
             }
-            #expect(!harness.logs.all.contains(kek.base64), "the key-encryption key was logged")
-            #expect(!harness.logs.all.contains("stored unencrypted"), "no warning with the flag")
+            #expect(!logs.contains(kek.base64), "the key-encryption key was logged")
+            #expect(!logs.contains("stored unencrypted"), "no warning with the flag")
         }
     }
 
@@ -86,18 +99,11 @@ struct KeyEncryptionTests {
     func plainKeysEncryptedAtStart(kind: StoreKind) async throws {
         let kek = try KEKFile()
         defer { kek.remove() }
-        try await withHarness(kind, configure: KeyRotationTests.fastPolling) { plain in
+        try await withHarness(kind) { plain in
             let device = Device()
-            let before = Mutex<String?>(nil)
-            try await plain.run { api, parts in
-                _ = try await parts.service.rotateSigningKey(replacing: nil, kek: nil, by: .system, reason: "a retired key too")
-                #expect(try await KeyRotationTests.eventually { try await KeyRotationTests.published(api).count == 2 })
-                let token = try await api.login(device).accessToken
-                before.withLock { $0 = token }
-            }
-            let warnings = plain.logs.lines.withLock { $0.filter { $0.contains("stored unencrypted") } }
+            let (token, logs) = try await Self.tokenAfterARotation(plain, kek: nil, device: device)
+            let warnings = logs.lines.withLock { $0.filter { $0.contains("stored unencrypted") } }
             #expect(warnings.count == 1 && warnings[0].hasPrefix("warning "), "one warning at start: \(warnings)")
-            let token = try #require(before.withLock { $0 })
             let plainRows = try await Self.rows(plain)
             #expect(plainRows.allSatisfy { Data(base64Encoded: $0.privateKey)?.count == 32 })
 
@@ -150,16 +156,9 @@ struct KeyEncryptionTests {
     func rotateKEK(kind: StoreKind) async throws {
         let old = try KEKFile(), new = try KEKFile()
         defer { old.remove(); new.remove() }
-        try await withHarness(kind, configure: { $0.keyEncryptionKey = old.key }) { harness in
+        try await withHarness(kind) { harness in
             let device = Device()
-            let before = Mutex<String?>(nil)
-            try await harness.run { api, parts in
-                _ = try await parts.service.rotateSigningKey(replacing: nil, kek: old.key, by: .system, reason: "two keys")
-                #expect(try await KeyRotationTests.eventually { try await KeyRotationTests.published(api).count == 2 })
-                let token = try await api.login(device).accessToken
-                before.withLock { $0 = token }
-            }
-            let token = try #require(before.withLock { $0 })
+            let token = try await Self.tokenAfterARotation(harness, kek: old.key, device: device).token
             let database = harness.databaseArgument
             let unchanged = try await Self.rows(harness)
 
@@ -273,11 +272,8 @@ struct KeyEncryptionTests {
         #expect(throws: SigningKeyAtRestError.doesNotOpen(kid: a.kid, kekID: kek.key.id)) { try swapped.rawPrivateKey(kek.key) }
         #expect(try a.rawPrivateKey(kek.key).count == 32)
 
-        try await withHarness(kind, configure: { $0.keyEncryptionKey = kek.key }) { harness in
-            try await harness.run { api, parts in
-                _ = try await parts.service.rotateSigningKey(replacing: nil, kek: kek.key, by: .system, reason: "two keys")
-                _ = try await api.login(Device())
-            }
+        try await withHarness(kind) { harness in
+            _ = try await Self.tokenAfterARotation(harness, kek: kek.key)
             let rows = try await Self.rows(harness)
             try #require(rows.count == 2)
             try await MigrationTests.RawDatabase(location: harness.configuration.database).run([
