@@ -371,6 +371,8 @@ public struct AuditEvent: Sendable, Equatable {
         case accountDeleted = "account.deleted"
         case outboxRetried = "outbox.retried"
         case signingKeyRotated = "signing_key.rotated"
+        /// Signing keys sealed under a key-encryption key (at start, by a rotation, or `transfer keys rotate-kek`).
+        case signingKeysEncrypted = "signing_key.encrypted"
     }
 
     public var at: Timestamp

@@ -55,6 +55,8 @@ public struct ServerConfiguration: Sendable {
     public var outboxPollInterval = Duration.milliseconds(500)
     /// After this long a node rotates the signing key by itself (once across all nodes); nil: only `transfer keys rotate`.
     public var signingKeyMaxAge = ServerFlags.signingKeyMaxAge.defaultValue
+    /// Seals the signing keys in the database (`--key-encryption-key-file`); nil: they are stored unencrypted.
+    public var keyEncryptionKey = ServerFlags.keyEncryptionKeyFile.defaultValue
     /// Sibling-app hand-off (`--handoff-clients`, `--handoff-code-ttl`); nil (the default): off, `501 not_configured`.
     public var handoff: HandoffPolicy?
     /// Device attestation for new accounts; off by default.
@@ -114,6 +116,7 @@ public struct ServerConfiguration: Sendable {
             }
             config.signingKeyMaxAge = maxAge
         }
+        config.keyEncryptionKey = try values.value(F.keyEncryptionKeyFile)
         config.apple = try AppleConfiguration.load(values)
         if let clients = try values.value(F.handoffClients) {
             config.handoff = HandoffPolicy(clients: Set(clients), codeTTL: try values.value(F.handoffCodeTTL))

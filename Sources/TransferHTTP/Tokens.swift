@@ -38,23 +38,28 @@ public struct TokenService: Sendable {
     /// The current kid, then the published ones: a rebuild is due when this changes.
     let fingerprint: [String]
 
-    /// Loads the signing keys from the store, creating the first one when there is none.
+    /// Loads the signing keys from the store, creating the first one when there is none. With
+    /// `kek`, plain keys are sealed under it first (and a new key is made sealed). Throws a
+    /// `SigningKeyAtRestError` when a key is under another key-encryption key than `kek` (or
+    /// any, without one), or one that signs or verifies does not open.
     public static func load(
-        store: any TransferStore, issuer: String, audience: String, accessTTL: Duration, now: Timestamp
+        store: any TransferStore, kek: KeyEncryptionKey?, issuer: String, audience: String, accessTTL: Duration, now: Timestamp
     ) async throws -> TokenService {
-        let records = try await store.execute(SigningKeysCommand(candidate: .generate(now: now), now: now)).get()
-        return try await make(records, issuer: issuer, audience: audience, accessTTL: accessTTL, now: now)
+        let records = try await store.execute(SigningKeysCommand(candidate: .generate(now: now, kek: kek), kek: kek, now: now)).get()
+        if let problem = SigningKeysAtRest.problem(records, kek: kek) { throw problem }
+        return try await make(records, kek: kek, issuer: issuer, audience: audience, accessTTL: accessTTL, now: now)
     }
 
-    /// Signs with the current key of `records`; verifies with (and publishes) those published at `now`.
+    /// Signs with the current key of `records`; verifies with (and publishes) those published
+    /// at `now`; sealed ones are opened with `kek`.
     static func make(
-        _ records: [SigningKeyRecord], issuer: String, audience: String, accessTTL: Duration, now: Timestamp
+        _ records: [SigningKeyRecord], kek: KeyEncryptionKey?, issuer: String, audience: String, accessTTL: Duration, now: Timestamp
     ) async throws -> TokenService {
-        guard let current = SigningKeys.current(records), let signing = try privateKey(current) else { throw TokenError.noKey }
+        guard let current = SigningKeys.current(records), let signing = try privateKey(current, kek) else { throw TokenError.noKey }
         let keys = JWTKeyCollection()
         var publics: [(String, String)] = []
         for record in SigningKeys.published(records, accessTTL: accessTTL, now: now) {
-            guard let key = try privateKey(record) else { continue }
+            guard let key = try privateKey(record, kek) else { continue }
             await keys.add(eddsa: EdDSA.PublicKey(backing: key.publicKey), kid: JWKIdentifier(string: record.kid))
             publics.append((record.kid, Base64URL.encode(key.publicKey.rawRepresentation)))
         }
@@ -69,9 +74,9 @@ public struct TokenService: Sendable {
         [SigningKeys.current(records)?.kid ?? ""] + SigningKeys.published(records, accessTTL: accessTTL, now: now).map(\.kid)
     }
 
-    private static func privateKey(_ record: SigningKeyRecord) throws -> Curve25519.Signing.PrivateKey? {
-        guard record.algorithm == "EdDSA", let raw = Data(base64Encoded: record.privateKey) else { return nil }
-        return try Curve25519.Signing.PrivateKey(rawRepresentation: raw)
+    private static func privateKey(_ record: SigningKeyRecord, _ kek: KeyEncryptionKey?) throws -> Curve25519.Signing.PrivateKey? {
+        guard record.algorithm == "EdDSA" else { return nil }
+        return try Curve25519.Signing.PrivateKey(rawRepresentation: try record.rawPrivateKey(kek))
     }
 
     /// The kid that signs.

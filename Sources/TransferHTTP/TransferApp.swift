@@ -8,6 +8,7 @@ import PostgresNIO
 import ServiceLifecycle
 import TransferArgon2
 import TransferCore
+import TransferSettings
 import TransferStorage
 
 /// Builds the whole server from a configuration: store, hasher, service, tokens, routes.
@@ -21,6 +22,8 @@ public enum TransferApp {
     /// A start-up failure, said in one line.
     public struct StartupError: Error, CustomStringConvertible {
         public let description: String
+        /// 1: a restart may help (the database was away); 2: it would not (the configuration is wrong).
+        public var exitCode: Int32 = 1
     }
 
     /// The application, ready to `run()` or to test. `clock` and `hasher` may be injected by tests.
@@ -69,6 +72,12 @@ public enum TransferApp {
             logger.warning(
                 "--device-proof off: an access token alone can set up a transfer, replace a way back or delete the account; turn it on once the apps send X-Device-Secret")
         }
+        if let kek = configuration.keyEncryptionKey {
+            logger.info("the token signing keys are stored encrypted", metadata: ["kek": "\(kek.id)"])
+        } else {
+            logger.warning(
+                "the token signing keys are stored unencrypted: a copy of the database can sign access tokens; give --key-encryption-key-file")
+        }
         if let path = configuration.attestation.rootCAPath {
             logger.warning(
                 "App Attest trusts the root CA of --app-attest-root-ca instead of Apple's: only for a private staging CA",
@@ -110,10 +119,13 @@ public enum TransferApp {
         // Once the database client runs: migrate, then load (or create) the signing key.
         app.beforeServerStarts { [prepare] in
             try await prepare()
-            let tokens = try await TokenService.load(
-                store: store, issuer: configuration.issuer, audience: configuration.audience,
-                accessTTL: configuration.accessTokenTTL, now: clock.now())
-            tokenBox.set(tokens)
+            do {
+                tokenBox.set(try await TokenService.load(
+                    store: store, kek: configuration.keyEncryptionKey, issuer: configuration.issuer, audience: configuration.audience,
+                    accessTTL: configuration.accessTokenTTL, now: clock.now()))
+            } catch let problem as SigningKeyAtRestError {
+                throw StartupError(description: problem.advice, exitCode: 2)
+            }
         }
         // Closes the database after the HTTP server has finished its in-flight requests and
         // after every service added below has stopped (a service group stops its services in
@@ -128,7 +140,7 @@ public enum TransferApp {
             inactivity: configuration.inactiveAccountTTL.map(InactivityPolicy.init), interval: configuration.pruneInterval,
             firstDelay: configuration.pruneInterval, logger: logger))
         app.addServices(SigningKeyWatcher(
-            service: service, tokenBox: tokenBox, issuer: configuration.issuer, audience: configuration.audience,
+            service: service, tokenBox: tokenBox, kek: configuration.keyEncryptionKey, issuer: configuration.issuer, audience: configuration.audience,
             accessTTL: configuration.accessTokenTTL, interval: configuration.signingKeyPollInterval,
             maxAge: configuration.signingKeyMaxAge, logger: logger))
         // Outgoing HTTP never runs inside a transaction: events wait in the outbox, written

@@ -140,6 +140,8 @@ extension Effect {
             return ["UPDATE transfers SET locked_until = NULL, failed_consecutive = 0 WHERE id = \(id)"]
         case .retireSigningKey(let kid, let at):
             return ["UPDATE signing_keys SET retired_at = \(at) WHERE kid = \(kid) AND retired_at IS NULL"]
+        case .setSigningKeyPrivateKey(let kid, let privateKey):
+            return ["UPDATE signing_keys SET private_key = \(privateKey) WHERE kid = \(kid)"]
         case .addSigningKey(let key):
             return [
                 """

@@ -35,7 +35,7 @@ enum TransferServerCommand {
             let (app, _) = try await TransferApp.build(configuration: config, logger: logger)
             try await app.runService()
         } catch let error as TransferApp.StartupError {
-            fail(error.description, code: 1)
+            fail(error.description, code: error.exitCode)
         } catch {
             fail("stopped: \(type(of: error))", code: 1)
         }

@@ -103,6 +103,20 @@ public enum ServerFlags {
         if text.lowercased() == "off" { return nil }
         return try Kinds.duration(text)
     }
+    public static let keyEncryptionKeyFile = Setting<KeyEncryptionKey?>(
+        "key-encryption-key-file",
+        "PATH of a file holding 32 random bytes in base64 (openssl rand -base64 32) that encrypt the token signing keys in the database; off: stored unencrypted (warned about at start).",
+        value: "path", default: nil, shown: "off"
+    ) { path throws(SettingProblem) in
+        // The path is not secret; the file's content is never repeated.
+        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
+            throw SettingProblem("cannot read '\(path)'")
+        }
+        guard let key = KeyEncryptionKey(base64: text) else {
+            throw SettingProblem("'\(path)' does not hold 32 bytes in base64 (make one with: openssl rand -base64 32)")
+        }
+        return key
+    }
 
     public static let deviceProof = Setting<Bool>(
         "device-proof",
@@ -218,7 +232,7 @@ public enum ServerFlags {
         idleTimeout, requestTimeout,
         argon2MemoryKiB, argon2Iterations, argon2Parallelism, hashWorkers, hashQueue,
         accountCreationLimit, claimLimit, setupLimit, nonceLimit, handoffLimit, ipv6Prefix, trustedProxy, maxAccountsPerDevice, auditRetention, inactiveAccountTTL, pruneInterval,
-        signingKeyMaxAge,
+        signingKeyMaxAge, keyEncryptionKeyFile,
         webhookURL, webhookSecret,
         appleClientIDs, appleIssuer, appleJWKSURL, appleTokenURL, appleRevokeURL, appleTeamID, appleKeyID, applePrivateKey,
         handoffClients, handoffCodeTTL,
@@ -249,4 +263,20 @@ public struct PEMFile: Sendable, CustomStringConvertible, CustomDebugStringConve
     /// Never the key.
     public var description: String { "PEMFile(\(path))" }
     public var debugDescription: String { description }
+}
+
+extension SigningKeyAtRestError {
+    /// One line for the operator (the server's start-up error, the CLI's), naming the flag that
+    /// gives the key-encryption key and the ids of the keys involved; never a key.
+    public var advice: String {
+        let flag = ServerFlags.keyEncryptionKeyFile
+        switch self {
+        case .keyEncryptionKeyNeeded:
+            return "\(description); give its file with \(flag.flag) (or \(flag.environmentName))"
+        case .otherKeyEncryptionKey(let needed, _):
+            return "\(flag.flag): \(description); give the file of \(needed) (transfer keys rotate-kek moves the keys to another)"
+        case .doesNotOpen, .unreadable:
+            return description
+        }
+    }
 }

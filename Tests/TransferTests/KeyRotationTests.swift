@@ -42,7 +42,7 @@ struct KeyRotationTests {
                 let old = try Self.kid(try before.accessToken)
                 #expect(try await Self.published(api) == [old])
 
-                let result = try await parts.service.rotateSigningKey(replacing: nil, by: .support(operator: "ana"), reason: "yearly")
+                let result = try await parts.service.rotateSigningKey(replacing: nil, kek: nil, by: .support(operator: "ana"), reason: "yearly")
                 guard case .rotated(let retired, let new) = result else {
                     Issue.record("no rotation: \(result)")
                     return
@@ -86,7 +86,7 @@ struct KeyRotationTests {
                 let first = try #require(SigningKeys.current(try await parts.store.signingKeys()))
                 let results = try await withThrowingTaskGroup(of: Rotation.self) { group in
                     for n in 0..<8 {
-                        group.addTask { try await parts.service.rotateSigningKey(replacing: first.kid, by: .support(operator: "op\(n)"), reason: "at once") }
+                        group.addTask { try await parts.service.rotateSigningKey(replacing: first.kid, kek: nil, by: .support(operator: "op\(n)"), reason: "at once") }
                     }
                     return try await group.reduce(into: []) { $0.append($1) }
                 }
@@ -105,13 +105,13 @@ struct KeyRotationTests {
                 let first = try Self.kid(try await api.login(Device()).accessToken)
                 let watchers = (0..<4).map { _ in
                     SigningKeyWatcher(
-                        service: parts.service, tokenBox: TokenBox(), issuer: "transfer-server",
+                        service: parts.service, tokenBox: TokenBox(), kek: nil, issuer: "transfer-server",
                         audience: "transfer-api", accessTTL: .seconds(900), interval: .seconds(5), maxAge: .seconds(90 * 86_400),
                         logger: harness.logs.logger)
                 }
                 for watcher in watchers {
                     watcher.tokenBox.set(try await TokenService.load(
-                        store: parts.store, issuer: "transfer-server", audience: "transfer-api", accessTTL: .seconds(900), now: harness.clock.now()))
+                        store: parts.store, kek: nil, issuer: "transfer-server", audience: "transfer-api", accessTTL: .seconds(900), now: harness.clock.now()))
                 }
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for watcher in watchers { group.addTask { try await watcher.check() } }

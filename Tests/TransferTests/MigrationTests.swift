@@ -282,7 +282,7 @@ struct MigrationTests {
             let now = Timestamp(Date())
             let raw = RawDatabase(location: location)
             try await raw.migrate(through: 6)
-            let key = SigningKeyRecord.generate(now: now - .seconds(86_400))
+            let key = SigningKeyRecord.generate(now: now - .seconds(86_400), kek: nil)
             let account = "a6000000-0000-4000-8000-000000000001"
             try await raw.run([
                 ("INSERT INTO signing_keys (kid, algorithm, private_key, created_at) VALUES (?, ?, ?, ?)",
@@ -298,14 +298,14 @@ struct MigrationTests {
                 let session = try await api.login(phone)
                 #expect(try session.accountID == account, "the v6 phone logs in after the upgrade: \(session.text)")
                 #expect(try KeyRotationTests.kid(try session.accessToken) == key.kid, "the v6 key still signs")
-                let rotated = try await parts.service.rotateSigningKey(replacing: key.kid, by: .system, reason: "after the upgrade")
+                let rotated = try await parts.service.rotateSigningKey(replacing: key.kid, kek: nil, by: .system, reason: "after the upgrade")
                 guard case .rotated(let retired, _) = rotated else {
                     Issue.record("\(rotated)")
                     return
                 }
                 #expect(retired?.kid == key.kid)
             }
-            let second = SigningKeyRecord.generate(now: now)
+            let second = SigningKeyRecord.generate(now: now, kek: nil)
             await #expect(throws: (any Error).self, "the schema allows one current key") {
                 try await raw.run([("INSERT INTO signing_keys (kid, algorithm, private_key, created_at) VALUES (?, ?, ?, ?)",
                                     [.text(second.kid), .text(second.algorithm), .text(second.privateKey), .int(now.milliseconds)])])

@@ -219,8 +219,8 @@ struct StoreConformanceTests {
         try await kind.withStore { store in
             let one = SigningKeyRecord(kid: "one", algorithm: "EdDSA", privateKey: "a", createdAt: t0)
             let two = SigningKeyRecord(kid: "two", algorithm: "EdDSA", privateKey: "b", createdAt: t0)
-            let first = try await store.execute(SigningKeysCommand(candidate: one, now: t0)).get()
-            let second = try await store.execute(SigningKeysCommand(candidate: two, now: t0)).get()
+            let first = try await store.execute(SigningKeysCommand(candidate: one, kek: nil, now: t0)).get()
+            let second = try await store.execute(SigningKeysCommand(candidate: two, kek: nil, now: t0)).get()
             #expect(first == [one])
             #expect(second == [one])
         }

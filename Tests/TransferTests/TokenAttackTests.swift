@@ -82,7 +82,7 @@ struct TokenAttackTests {
             let (header, payload) = try Self.parts(real)
             let keys = try await parts.store.execute(SigningKeysCommand(
                 candidate: SigningKeyRecord(kid: "unused", algorithm: "EdDSA", privateKey: "", createdAt: harness.clock.now()),
-                now: harness.clock.now())
+                kek: nil, now: harness.clock.now())
             ).get()
             let key = try #require(keys.first, "no signing key in the store")
             let serverKey = try Curve25519.Signing.PrivateKey(rawRepresentation: try #require(Data(base64Encoded: key.privateKey)))

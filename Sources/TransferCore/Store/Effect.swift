@@ -29,6 +29,8 @@ public enum Effect: Sendable, Equatable {
     case addSigningKey(SigningKeyRecord)
     /// The key stops signing (a newer one was added in the same transaction).
     case retireSigningKey(kid: String, at: Timestamp)
+    /// The key's private key as it is now stored (sealed under a key-encryption key).
+    case setSigningKeyPrivateKey(kid: String, privateKey: String)
     case audit(AuditEvent)
 
     // Push routing. Which accounts reach a token follows from the pairs, so an account that

@@ -5,7 +5,8 @@ import Foundation
 // one signs from its commit on, on every node. A retired key stays published (JWKS) until
 // every token it signed has expired, then leaves, and the pruner deletes it.
 
-/// A token signing key as stored: an Ed25519 private key (raw 32 bytes, base64).
+/// A token signing key as stored: an Ed25519 private key, the raw 32 bytes in base64, or
+/// sealed under a key-encryption key (`SigningKeysAtRest.swift`).
 public struct SigningKeyRecord: Sendable, Equatable {
     public var kid: String
     public var algorithm: String
@@ -19,13 +20,6 @@ public struct SigningKeyRecord: Sendable, Equatable {
         self.privateKey = privateKey
         self.createdAt = createdAt
         self.retiredAt = retiredAt
-    }
-
-    /// A new Ed25519 key; its `kid` is the first 16 base64url characters of the public key's SHA-256.
-    public static func generate(now: Timestamp) -> SigningKeyRecord {
-        let key = Curve25519.Signing.PrivateKey()
-        return SigningKeyRecord(
-            kid: kid(for: key.publicKey), algorithm: "EdDSA", privateKey: key.rawRepresentation.base64EncodedString(), createdAt: now)
     }
 
     public static func kid(for key: Curve25519.Signing.PublicKey) -> String {
@@ -62,44 +56,60 @@ public enum SigningKeys {
     }
 }
 
-/// The signing keys, oldest first. When none is current, `candidate` becomes the key (once,
-/// even when several nodes start together).
+/// The signing keys as a node starts, oldest first. With `kek`, plain keys are sealed under it
+/// first; when none is current, `candidate` (sealed under `kek` when given) becomes the key.
+/// Once, even when several nodes start together. When a key is under another key-encryption
+/// key than `kek` (or any, without one), nothing changes: the keys come back as they are and
+/// `SigningKeysAtRest.problem` says why the node cannot use them.
 public struct SigningKeysCommand: StoreOperation {
     public var candidate: SigningKeyRecord
+    public var kek: KeyEncryptionKey?
     public var now: Timestamp
-    public init(candidate: SigningKeyRecord, now: Timestamp) {
+    public init(candidate: SigningKeyRecord, kek: KeyEncryptionKey?, now: Timestamp) {
         self.candidate = candidate
+        self.kek = kek
         self.now = now
     }
 
     public var reads: [FactKey] { [.signingKeys] }
 
+    /// Pure but for the nonces of what it seals.
     public func plan(_ facts: Facts) throws -> Plan<[SigningKeyRecord]> {
         let keys = try facts.signingKeys()
-        guard SigningKeys.current(keys) == nil else { return Plan(keys) }
-        return Plan(keys + [candidate], [.addSigningKey(candidate)])
+        guard case .success(let changed) = SigningKeysAtRest.bring(keys, under: kek) else { return Plan(keys) }
+        let effects = SigningKeysAtRest.effects(
+            storing: changed, of: keys, under: kek, now: now, by: .system, reason: "a node started with a key-encryption key")
+        let stored = keys.map { key in changed.first { $0.kid == key.kid } ?? key }
+        guard SigningKeys.current(stored) == nil else { return Plan(stored, effects) }
+        return Plan(stored + [candidate], effects + [.addSigningKey(candidate)])
     }
 }
 
-/// What a signing-key rotation did (a rotation is never refused).
+/// What a signing-key rotation did.
 public enum Rotation: Sendable, Equatable {
     /// `new` signs from now on; `retired` (nil when there was no key) stays published for a while.
     case rotated(retired: SigningKeyRecord?, new: SigningKeyRecord)
     /// The key to replace was replaced already (another node or operator rotated first): `current` signs.
     case alreadyRotated(current: SigningKeyRecord)
+    /// Nothing changed: the keys are under another key-encryption key than the new one's (or
+    /// under one, and the new key would be plain).
+    case refused(SigningKeyAtRestError)
 }
 
 /// Retires the current key and makes `candidate` current, in one transaction. With
 /// `replacing`, only if that key is still current: nodes that decide together to rotate an
-/// old key rotate it once.
+/// old key rotate it once. With `kek` (`candidate` is sealed under it), plain keys are sealed
+/// too, and keys under another key-encryption key refuse the rotation; without, sealed keys do.
 public struct RotateSigningKeyCommand: StoreOperation {
     public var candidate: SigningKeyRecord
+    public var kek: KeyEncryptionKey?
     public var replacing: String?
     public var now: Timestamp
     public var by: Initiator
     public var reason: String
-    public init(candidate: SigningKeyRecord, replacing: String? = nil, now: Timestamp, by: Initiator, reason: String) {
+    public init(candidate: SigningKeyRecord, kek: KeyEncryptionKey?, replacing: String? = nil, now: Timestamp, by: Initiator, reason: String) {
         self.candidate = candidate
+        self.kek = kek
         self.replacing = replacing
         self.now = now
         self.by = by
@@ -108,12 +118,21 @@ public struct RotateSigningKeyCommand: StoreOperation {
 
     public var reads: [FactKey] { [.signingKeys] }
 
+    /// Pure but for the nonces of what it seals.
     public func plan(_ facts: Facts) throws -> Plan<Rotation> {
-        let current = SigningKeys.current(try facts.signingKeys())
+        let keys = try facts.signingKeys()
+        let current = SigningKeys.current(keys)
         if let replacing, let current, current.kid != replacing { return Plan(.alreadyRotated(current: current)) }
+        let changed: [SigningKeyRecord]
+        switch SigningKeysAtRest.bring(keys, under: kek) {
+        case .failure(let problem): return Plan(.refused(problem))
+        case .success(let records): changed = records
+        }
         var retired = current
         retired?.retiredAt = now
-        return Plan(.rotated(retired: retired, new: candidate), (current.map { [Effect.retireSigningKey(kid: $0.kid, at: now)] } ?? []) + [
+        return Plan(.rotated(retired: retired, new: candidate), SigningKeysAtRest.effects(
+            storing: changed, of: keys, under: kek, now: now, by: by, reason: "with the rotation: \(reason)")
+            + (current.map { [Effect.retireSigningKey(kid: $0.kid, at: now)] } ?? []) + [
             .addSigningKey(candidate),
             .audit(AuditEvent(
                 at: now, kind: .signingKeyRotated, accountID: nil, actor: by,
@@ -123,10 +142,12 @@ public struct RotateSigningKeyCommand: StoreOperation {
 }
 
 extension TransferService {
-    /// `transfer keys rotate`: a new key signs from the commit on. With `replacing`, only if
-    /// that key is still current (two operators rotating at once make one new key).
-    public func rotateSigningKey(replacing: String?, by: Initiator, reason: String) async throws -> Rotation {
+    /// `transfer keys rotate`: a new key signs from the commit on, sealed under `kek` when
+    /// given. With `replacing`, only if that key is still current (two operators rotating at
+    /// once make one new key).
+    public func rotateSigningKey(replacing: String?, kek: KeyEncryptionKey?, by: Initiator, reason: String) async throws -> Rotation {
         let now = clock.now()
-        return try await store.execute(RotateSigningKeyCommand(candidate: .generate(now: now), replacing: replacing, now: now, by: by, reason: reason)).get()
+        return try await store.execute(RotateSigningKeyCommand(
+            candidate: .generate(now: now, kek: kek), kek: kek, replacing: replacing, now: now, by: by, reason: reason)).get()
     }
 }
