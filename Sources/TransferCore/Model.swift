@@ -371,6 +371,9 @@ public struct AuditEvent: Sendable, Equatable {
         case accountDeleted = "account.deleted"
         case outboxRetried = "outbox.retried"
         case signingKeyRotated = "signing_key.rotated"
+        /// A push token registered on one device while another held it: recorded for the
+        /// accounts of both devices.
+        case pushTokenMoved = "push.token_moved"
         /// Signing keys sealed under a key-encryption key (at start, by a rotation, or `transfer keys rotate-kek`).
         case signingKeysEncrypted = "signing_key.encrypted"
     }

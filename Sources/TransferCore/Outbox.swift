@@ -50,6 +50,7 @@ public struct WebhookEvent: Sendable, Equatable {
         case appleLinked = "apple.linked"
         case appleUnlinked = "apple.unlinked"
         case waysBackChanged = "account.ways_back_changed"
+        case pushTokenMoved = "push.token_moved"
     }
 
     /// What an `account.ways_back_changed` event says changed.

@@ -47,6 +47,16 @@ public struct PushToken: Sendable, Equatable {
 }
 
 /// One row of the routing: `accountID` reaches the device's token for `provider`.
+/// The device a push token is registered on, and the accounts active there.
+public struct PushTokenHolder: Sendable, Equatable {
+    public var deviceID: String
+    public var accountIDs: [String]
+    public init(deviceID: String, accountIDs: [String]) {
+        self.deviceID = deviceID
+        self.accountIDs = accountIDs
+    }
+}
+
 public struct PushRoute: Sendable, Equatable {
     public var provider: PushProvider
     public var token: String

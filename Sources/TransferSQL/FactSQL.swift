@@ -33,8 +33,10 @@ extension FactKey {
         case .failedOutbox: 18
         case .recoveryCode: 19
         case .attestationChallenge: 20
+        // After the registering device (7): a device's own token row is locked only after the device.
+        case .pushTokenHolder: 21
         // Read only outside operations, never locked.
-        case .boundDevices, .devicesEver, .recentEvents, .pushTokens, .siblingSessions: 21
+        case .boundDevices, .devicesEver, .recentEvents, .pushTokens, .siblingSessions: 22
         }
     }
 
@@ -176,6 +178,12 @@ struct FactReading: Sendable {
             return "SELECT * FROM recovery_codes WHERE account_id = \(account.sql)\(forUpdate)"
         case .attestationChallenge(let hash):
             return "SELECT expires_at FROM attestation_challenges WHERE challenge_hash = \(hash)\(forUpdate)"
+        case .pushTokenHolder(let provider, let hash):
+            return """
+                SELECT t.device_id, p.account_id FROM push_tokens t
+                LEFT JOIN device_accounts p ON p.device_id = t.device_id AND p.state = 'active'
+                WHERE t.provider = \(provider) AND t.token_hash = \(hash) ORDER BY p.added_at\(lock ? SQLText.forUpdateOfTokens : "")
+                """
         case .boundDevices(let account):
             return """
                 SELECT device_id, added_at, last_login_at FROM device_accounts
@@ -221,6 +229,11 @@ struct FactReading: Sendable {
         case .dueOutbox, .failedOutbox: finish(try rows.map(Rows.outboxMessage))
         case .outboxMessage: finish(try rows.first.map(Rows.outboxMessage))
         case .recoveryCode: finish(try rows.first.map(Rows.recoveryCode))
+        case .pushTokenHolder:
+            finish(
+                try rows.first.map { first in
+                    PushTokenHolder(deviceID: try first.text("device_id"), accountIDs: try rows.compactMap { try $0.textOrNil("account_id") })
+                })
         case .boundDevices:
             finish(
                 try rows.map {

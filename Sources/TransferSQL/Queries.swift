@@ -7,6 +7,8 @@ extension SQLText {
     public static let forUpdate = SQLText(sqlite: "", postgres: " FOR UPDATE")
     /// `forUpdate` for a join: only the pair rows (`p`) are locked.
     public static let forUpdateOfPairs = SQLText(sqlite: "", postgres: " FOR UPDATE OF p")
+    /// `forUpdate` for a join on push tokens (`t`): the device's pairs (the outer join's side) are not locked.
+    public static let forUpdateOfTokens = SQLText(sqlite: "", postgres: " FOR UPDATE OF t")
     /// `forUpdate`, skipping rows another transaction holds instead of waiting for them.
     public static let forUpdateSkipLocked = SQLText(sqlite: "", postgres: " FOR UPDATE SKIP LOCKED")
     /// A NULL the union's other branches type as text (PostgreSQL cannot guess it).

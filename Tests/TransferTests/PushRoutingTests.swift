@@ -299,6 +299,47 @@ struct PushRoutingTests {
 }
 
 extension PushRoutingTests {
+    @Test("a token moving to another phone is audited on both, sends push.token_moved, and counts against --setup-limit",
+          arguments: StoreKind.available)
+    func tokenMoveVisible(kind: StoreKind) async throws {
+        try await FakeWebhookReceiver.run { receiver in
+            let url = receiver.url
+            try await withHarness(kind, configure: {
+                FakeWebhookReceiver.configure(&$0, url: url)
+                $0.limits.setup = RateLimit(count: 2, period: .seconds(3600))
+            }) { harness in
+                try await harness.run { api, parts in
+                    let a = Device(), b = Device()
+                    let onA = try await api.login(a), onB = try await api.login(b)
+                    let token = Self.apnsToken()
+                    // Registering on the phone that holds it, again and again, is no move and takes no slot.
+                    for _ in 1...4 { #expect(try await api.registerPush(try onA.accessToken, token: token).status == .noContent) }
+                    let toB = { try await api.registerPush(try onB.accessToken, token: token) }
+                    let toA = { try await api.registerPush(try onA.accessToken, token: token) }
+                    #expect(try await toB().status == .noContent, "B's first move")
+                    #expect(try await toB().status == .noContent, "already B's: no move")
+                    #expect(try await toA().status == .noContent, "A's first move")
+                    #expect(try await toB().status == .noContent, "B's second move")
+                    #expect(try await toA().status == .noContent, "A's second move")
+                    let refused = try await toB()
+                    #expect(refused.status == .tooManyRequests && refused.error == "rate_limited", "B's third move: \(refused.text)")
+                    let holder = try await parts.store.read([.pushTokenHolder(.apns, SecretHash(of: token))], at: harness.clock.now())
+                    #expect(try holder.pushTokenHolder(.apns, SecretHash(of: token))?.deviceID == a.id, "the refused move changed nothing")
+
+                    let moves = try await receiver.wait(for: 2 + 4).filter { $0.type == "push.token_moved" }
+                    #expect(moves.map { "\($0.data["fromDeviceId"] as? String ?? "?")→\($0.data["toDeviceId"] as? String ?? "?")" } == [
+                        "\(a.id)→\(b.id)", "\(b.id)→\(a.id)", "\(a.id)→\(b.id)", "\(b.id)→\(a.id)",
+                    ])
+                    #expect(moves.allSatisfy { $0.data["provider"] as? String == "apns" && !$0.body.contains(token) }, "never the token")
+                    let onBHistory = try await parts.store.history(accountID: try onB.accountID).filter { $0.kind == .pushTokenMoved }
+                    let onAHistory = try await parts.store.history(accountID: try onA.accountID).filter { $0.kind == .pushTokenMoved }
+                    #expect(onBHistory.count == 4 && onAHistory.count == 4, "each move on both phones' accounts: \(onAHistory) \(onBHistory)")
+                    #expect(onAHistory.first?.deviceID == a.id && onAHistory.first?.reason == "apns token to device \(b.id)")
+                }
+            }
+        }
+    }
+
     @Test("eight phones registering one token at once: it ends on exactly one of them, none fails", arguments: StoreKind.available)
     func concurrentRegistrations(kind: StoreKind) async throws {
         try await withBackend(kind) { api, backend, _ in

@@ -55,6 +55,9 @@ public enum FactKey: Sendable, Equatable, CustomStringConvertible {
     case recoveryCode(AccountRef)
     /// When an attestation challenge expires; nil when it was never issued or is used.
     case attestationChallenge(SecretHash)
+    /// The device that holds the push token of this provider with this hash, and the accounts
+    /// active on it: a registration of the token elsewhere moves it from there.
+    case pushTokenHolder(PushProvider, SecretHash)
 
     // Read only outside operations (profile and report reads): never locked.
 
@@ -201,6 +204,9 @@ public struct Facts: Sendable {
     public func recoveryCode(_ account: AccountRef) throws -> RecoveryCodeRecord? { try value(.recoveryCode(account)) }
     public func recoveryCode(_ id: String) throws -> RecoveryCodeRecord? { try recoveryCode(.id(id)) }
     public func attestationChallengeExpiry(_ hash: SecretHash) throws -> Timestamp? { try value(.attestationChallenge(hash)) }
+    public func pushTokenHolder(_ provider: PushProvider, _ hash: SecretHash) throws -> PushTokenHolder? {
+        try value(.pushTokenHolder(provider, hash))
+    }
     public func boundDevices(account: String) throws -> [AccountProfile.Device] { try value(.boundDevices(account: account)) }
     public func devicesEver(account: String) throws -> [DeviceRecord] { try value(.devicesEver(account: account)) }
     public func recentEvents(account: String, limit: Int) throws -> [AuditEvent] { try value(.recentEvents(account: account, limit: limit)) }

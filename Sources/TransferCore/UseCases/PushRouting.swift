@@ -11,7 +11,9 @@ extension TransferService {
         let push = PushToken(
             deviceID: caller.deviceID, provider: provider, token: token,
             environment: provider == .apns ? environment ?? .production : nil, registeredAt: now)
-        try await change(caller, now: now, [.setPushToken(push)])
+        try await store.execute(
+            RegisterPushTokenCommand(caller: caller, token: push, moveSlot: policy.limits.slot(.setup, account: caller.accountID, now: now))
+        ).get()
     }
 
     /// `DELETE /v1/devices/push-token`.
@@ -69,6 +71,43 @@ public struct DevicePushCommand: StoreOperation {
 
     public func plan(_ facts: Facts) throws -> Plan<Void> {
         guard let device = try facts.device(caller.deviceID), device.holds(caller.accountID) else { return Plan(refusing: .invalidToken) }
+        return Plan((), effects)
+    }
+}
+
+/// Registers the device's token. A token another device holds moves here (APNs and FCM tokens
+/// belong to one install: seen on another device, the app was restored or reinstalled there),
+/// but visibly and boundedly: the move takes a slot of `--setup-limit` for the registering
+/// account, is audited for the accounts of both devices, and sends `push.token_moved`.
+public struct RegisterPushTokenCommand: StoreOperation {
+    public var caller: Caller
+    public var token: PushToken
+    /// The `--setup-limit` slot a move takes; nil while the limit is off.
+    public var moveSlot: RateSlot?
+    public init(caller: Caller, token: PushToken, moveSlot: RateSlot?) {
+        self.caller = caller
+        self.token = token
+        self.moveSlot = moveSlot
+    }
+
+    public var now: Timestamp { token.registeredAt }
+    public var reads: [FactKey] { [.device(caller.deviceID), .pushTokenHolder(token.provider, token.tokenHash)] }
+
+    public func plan(_ facts: Facts) throws -> Plan<Void> {
+        guard let device = try facts.device(caller.deviceID), device.holds(caller.accountID) else { return Plan(refusing: .invalidToken) }
+        guard let holder = try facts.pushTokenHolder(token.provider, token.tokenHash), holder.deviceID != caller.deviceID else {
+            return Plan((), [.setPushToken(token)])
+        }
+        let from = holder.deviceID, to = caller.deviceID, provider = token.provider.rawValue
+        let moved = { (account: String?, device: String, reason: String) in
+            Effect.audit(AuditEvent(at: now, kind: .pushTokenMoved, accountID: account, deviceID: device, reason: reason))
+        }
+        var effects = moveSlot.map { [Effect.takeSlot($0)] } ?? []
+        effects.append(.setPushToken(token))
+        effects.append(moved(caller.accountID, to, "\(provider) token from device \(from)"))
+        for account in holder.accountIDs { effects.append(moved(account, from, "\(provider) token to device \(to)")) }
+        if holder.accountIDs.isEmpty { effects.append(moved(nil, from, "\(provider) token to device \(to)")) }
+        effects.append(.webhook(.pushTokenMoved, accountID: caller.accountID, at: now, ["fromDeviceId": from, "toDeviceId": to, "provider": provider]))
         return Plan((), effects)
     }
 }
