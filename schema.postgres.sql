@@ -65,7 +65,11 @@ CREATE TABLE public.audit_events (
     transfer_id text,
     actor text NOT NULL,
     reason text,
-    client_address text
+    client_address text,
+    repeats bigint DEFAULT 1 NOT NULL,
+    last_at bigint,
+    aggregate_key bytea,
+    CONSTRAINT audit_events_repeats_check CHECK ((repeats >= 1))
 );
 
 CREATE SEQUENCE public.audit_events_id_seq
@@ -347,6 +351,8 @@ CREATE UNIQUE INDEX apple_links_by_sub ON public.apple_links USING btree (sub);
 CREATE INDEX apple_nonces_by_expiry ON public.apple_nonces USING btree (expires_at);
 
 CREATE INDEX attestation_challenges_by_expiry ON public.attestation_challenges USING btree (expires_at);
+
+CREATE UNIQUE INDEX audit_events_aggregated ON public.audit_events USING btree (aggregate_key) WHERE (aggregate_key IS NOT NULL);
 
 CREATE INDEX audit_events_by_account ON public.audit_events USING btree (account_id, id);
 

@@ -52,7 +52,9 @@ CREATE TABLE audit_events (
     actor          TEXT NOT NULL,              -- 'device' or 'operator:NAME'
     reason         TEXT,
     client_address TEXT
-);
+, repeats INTEGER NOT NULL DEFAULT 1 CHECK (repeats >= 1), last_at INTEGER, aggregate_key BLOB);
+
+CREATE UNIQUE INDEX audit_events_aggregated ON audit_events(aggregate_key) WHERE aggregate_key IS NOT NULL;
 
 CREATE INDEX audit_events_by_account ON audit_events(account_id, id);
 

@@ -217,6 +217,9 @@ struct EventJSON: Encodable {
     var actor: String
     var reason: String?
     var clientAddress: String?
+    /// How many identical events within the hour the row stands for; the last one's time.
+    var repeats: Int
+    var lastAt: String?
 
     init(_ e: AuditEvent) {
         at = e.at.rfc3339
@@ -226,6 +229,8 @@ struct EventJSON: Encodable {
         actor = e.actor.description
         reason = e.reason
         clientAddress = e.clientAddress
+        repeats = e.repeats
+        lastAt = e.lastAt?.rfc3339
     }
 }
 
@@ -234,7 +239,10 @@ extension Array where Element == AuditEvent {
         guard !isEmpty else { return "  (none)" }
         return Text.table(
             ["WHEN", "EVENT", "DEVICE", "BY", "REASON"],
-            map { [Text.time($0.at, now: now), $0.kind.rawValue, $0.deviceID ?? "-", $0.actor.description, $0.reason ?? ""] })
+            map {
+                let kind = $0.repeats > 1 ? "\($0.kind.rawValue) ×\($0.repeats)" : $0.kind.rawValue
+                return [Text.time($0.at, now: now), kind, $0.deviceID ?? "-", $0.actor.description, $0.reason ?? ""]
+            })
     }
 }
 

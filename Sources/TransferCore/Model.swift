@@ -386,6 +386,9 @@ public struct AuditEvent: Sendable, Equatable {
     public var actor: Initiator
     public var reason: String?
     public var clientAddress: String?
+    /// How many identical events this row stands for (see ``aggregateKey``), and the latest's time.
+    public var repeats = 1
+    public var lastAt: Timestamp?
 
     public init(
         at: Timestamp, kind: Kind, accountID: String?, deviceID: String? = nil, transferID: String? = nil,
@@ -399,5 +402,29 @@ public struct AuditEvent: Sendable, Equatable {
         self.actor = actor
         self.reason = reason
         self.clientAddress = clientAddress
+    }
+}
+
+extension AuditEvent.Kind {
+    /// The kinds a client can repeat at will, one row each otherwise: a logout after each
+    /// login, a failed login or claim guess.
+    public var aggregates: Bool {
+        switch self {
+        case .logout, .loginFailed, .claimFailed: true
+        default: false
+        }
+    }
+}
+
+extension AuditEvent {
+    /// Identical events of an aggregating kind within one hour (UTC) share one row: the same
+    /// kind, account, device, transfer, actor, reason and client. nil for the other kinds.
+    public var aggregateKey: SecretHash? {
+        guard kind.aggregates else { return nil }
+        let fields = [
+            kind.rawValue, accountID ?? "", deviceID ?? "", transferID ?? "", actor.description, reason ?? "", clientAddress ?? "",
+            String(at.milliseconds / 3_600_000),
+        ]
+        return SecretHash(of: fields.joined(separator: "\u{1F}"))
     }
 }

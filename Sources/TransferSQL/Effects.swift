@@ -150,10 +150,21 @@ extension Effect {
                 """
             ]
         case .audit(let e):
+            guard let key = e.aggregateKey else {
+                return [
+                    """
+                    INSERT INTO audit_events (at, kind, account_id, device_id, transfer_id, actor, reason, client_address)
+                    VALUES (\(e.at), \(e.kind), \(e.accountID), \(e.deviceID), \(e.transferID), \(e.actor), \(e.reason), \(e.clientAddress))
+                    """
+                ]
+            }
+            // The hour's first such event makes the row; the others count in it.
             return [
                 """
-                INSERT INTO audit_events (at, kind, account_id, device_id, transfer_id, actor, reason, client_address)
-                VALUES (\(e.at), \(e.kind), \(e.accountID), \(e.deviceID), \(e.transferID), \(e.actor), \(e.reason), \(e.clientAddress))
+                INSERT INTO audit_events (at, kind, account_id, device_id, transfer_id, actor, reason, client_address, aggregate_key)
+                VALUES (\(e.at), \(e.kind), \(e.accountID), \(e.deviceID), \(e.transferID), \(e.actor), \(e.reason), \(e.clientAddress), \(key))
+                ON CONFLICT (aggregate_key) WHERE aggregate_key IS NOT NULL
+                DO UPDATE SET repeats = audit_events.repeats + 1, last_at = excluded.at
                 """
             ]
         case .setPushToken(let t):

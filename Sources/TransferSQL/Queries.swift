@@ -186,7 +186,7 @@ public enum Queries {
               (SELECT COUNT(*) FROM transfers WHERE state = 'voided') AS voided,
               (SELECT COUNT(*) FROM transfers WHERE state = 'pending' AND expires_at > \(now) AND locked_until > \(now)) AS locked,
               (SELECT COUNT(*) FROM audit_events WHERE kind IN ('transfer.claimed', 'recovery_code.used') AND at > \(dayAgo)) AS won,
-              (SELECT COUNT(*) FROM audit_events WHERE kind = 'transfer.claim_failed' AND at > \(dayAgo)) AS failed,
+              (SELECT CAST(COALESCE(SUM(repeats), 0) AS BIGINT) FROM audit_events WHERE kind = 'transfer.claim_failed' AND at > \(dayAgo)) AS failed,
               (SELECT COUNT(*) FROM audit_events WHERE kind = 'account.created' AND at > \(dayAgo)
                  AND reason LIKE 'attestation: verified%') AS created_verified,
               (SELECT COUNT(*) FROM audit_events WHERE kind = 'account.created' AND at > \(dayAgo)

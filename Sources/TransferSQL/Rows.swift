@@ -170,11 +170,14 @@ public enum Rows {
     }
 
     public static func event(_ row: some SQLRow) throws -> AuditEvent {
-        AuditEvent(
+        var event = AuditEvent(
             at: try row.time("at"), kind: try row.value("kind", table: "audit_events"), accountID: try row.textOrNil("account_id"),
             deviceID: try row.textOrNil("device_id"), transferID: try row.textOrNil("transfer_id"),
             actor: try Initiator(stored: try row.text("actor")), reason: try row.textOrNil("reason"),
             clientAddress: try row.textOrNil("client_address"))
+        event.repeats = try row.int("repeats")
+        event.lastAt = try row.timeOrNil("last_at")
+        return event
     }
 
     public static func refreshTokenLookup(_ row: some SQLRow) throws -> RefreshTokenLookup {

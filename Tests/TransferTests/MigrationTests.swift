@@ -195,6 +195,7 @@ struct MigrationTests {
                 let history = try await parts.store.history(accountID: "acct-yara")
                 #expect(history.first?.actor == .support(operator: "sam"))
                 #expect(history.map(\.kind) == [.transferIssued, .deviceMoved, .transferClaimed])
+                #expect(history.allSatisfy { $0.repeats == 1 && $0.lastAt == nil }, "a row from before v14 is one event")
             }
         }
     }

@@ -426,8 +426,8 @@ struct RevocationTests {
         try store.close()
         #expect(kinds == [
             "account.created", "transfer.set_up",
-            "transfer.claim_failed", "transfer.claim_failed", "transfer.claim_failed", "transfer.claim_failed",
-            "transfer.claim_failed", "transfer.locked", "device.moved", "transfer.claimed", "device.revoked",
+            "transfer.claim_failed",  // five guesses from one client within the hour: one row, repeats 5
+            "transfer.locked", "device.moved", "transfer.claimed", "device.revoked",
         ])
     }
 }

@@ -14,7 +14,7 @@ struct StoryTests {
 
     /// An audit line with device ids written as A, B, C.
     func line(_ e: AuditEvent) -> String {
-        var text = "\(e.kind.rawValue) by \(e.actor)"
+        var text = "\(e.kind.rawValue)\(e.repeats > 1 ? " ×\(e.repeats)" : "") by \(e.actor)"
         if let d = e.deviceID { text += " on \(d)" }
         if let r = e.reason { text += ": \(r)" }
         if let addr = e.clientAddress { text += " from \(addr)" }
@@ -107,13 +107,35 @@ struct StoryTests {
             }
             #expect(last == .success(.voided))
             let trail = try await transcript(store, account: acct)
-            let failed = Array(repeating: "transfer.claim_failed by device from 192.0.2.1", count: 5)
+            // Every guess came from one client within the hour: one row counts them all.
             let locked = "transfer.locked by system: 5 wrong passwords in a row"
-            let expected: [String] = ["account.created by device on A from 203.0.113.9", "transfer.set_up by device"]
-                + failed + [locked, "transfer.unlocked by operator:sam: ticket 7"]
-                + failed + [locked] + failed + [locked]
-                + failed + ["transfer.voided by system: 20 wrong passwords", "device A active", "moved to nowhere"]
+            let expected: [String] = [
+                "account.created by device on A from 203.0.113.9", "transfer.set_up by device",
+                "transfer.claim_failed ×20 by device from 192.0.2.1", locked, "transfer.unlocked by operator:sam: ticket 7", locked, locked,
+                "transfer.voided by system: 20 wrong passwords", "device A active", "moved to nowhere",
+            ]
             #expect(trail == expected)
+        }
+    }
+
+    @Test("identical events a client repeats share one audit row per hour; another client or another hour gets its own",
+          arguments: StoreKind.available)
+    func aggregatedEvents(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let acct = try await firstLaunch(store)
+            try await setUp(store, account: acct, id: "t1", at: at(0))
+            let caller = Caller(accountID: acct, deviceID: a.description, sessionID: "s")
+            // A login/logout cycle run 300 times in a minute, then once more in the next hour (t0 is 400 s into its hour).
+            for i in 0..<300 { try await store.execute(LogoutCommand(caller: caller, now: at(1 + Int64(i) / 10))).get() }
+            try await store.execute(LogoutCommand(caller: caller, now: at(3300))).get()
+            for client in ["192.0.2.1", "192.0.2.1", "198.51.100.7", "192.0.2.1"] {
+                _ = try await store.execute(FailedClaimCommand(transferID: "t1", now: at(40), policy: .standard, clientAddress: client))
+            }
+            let rows = try await store.history(accountID: acct).filter { $0.kind.aggregates }
+            #expect(rows.map { "\($0.kind.rawValue) ×\($0.repeats)\($0.clientAddress.map { " from \($0)" } ?? "")" } == [
+                "session.logout ×300", "session.logout ×1", "transfer.claim_failed ×3 from 192.0.2.1", "transfer.claim_failed ×1 from 198.51.100.7",
+            ])
+            #expect(rows.first?.at == at(1) && rows.first?.lastAt == at(30), "the first and the last of the hour")
         }
     }
 
