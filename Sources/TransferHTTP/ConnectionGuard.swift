@@ -134,15 +134,19 @@ struct GuardedHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
 /// errors from the decoder or the socket).
 final class ConnectionGuard {
     /// Requests decoded ahead of their answers: past this, the bytes read stay whole in
-    /// `held` and the socket is asked for no more until answers go out. A client that
-    /// pipelines and never reads holds at most this many requests (and those of the slice
-    /// that crossed the bound), the bytes of one read and their answers: about 170 KiB for
-    /// small answers, more for large ones (see BENCHMARKS.md).
-    static let maxUnanswered = 16
-    /// The bytes handed to the HTTP decoder at once: a read of tiny pipelined requests is
-    /// decoded a slice at a time, so that the bound above stops it (within the 30-odd
-    /// shortest requests a slice holds).
+    /// `held` and the socket is asked for no more until answers go out. Every request decoded
+    /// is answered, and Hummingbird writes an answer whether or not the client reads, so a
+    /// client that pipelines and never reads holds this many answers (and those of the slice
+    /// that crossed the bound) beyond the socket's buffers: two keep a pipelining client busy
+    /// and bound what one holds to a few hundred KiB even for the largest answers
+    /// (`/openapi.yaml`, 104 KiB; see BENCHMARKS.md).
+    static let maxUnanswered = 2
+    /// The bytes handed to the HTTP decoder at once while no answer is owed: a body arrives
+    /// in few slices.
     static let sliceBytes = 1024
+    /// The slice while answers are owed (the client pipelines): the shortest request is 18
+    /// bytes, so a slice that crosses the bound carries at most one more request.
+    static let owedSliceBytes = 32
 
     /// The request being received: from its first byte until its end is decoded.
     struct Receiving {
@@ -204,7 +208,7 @@ final class ConnectionGuard {
                 held = buffer
                 return
             }
-            let slice = buffer.readSlice(length: min(Self.sliceBytes, buffer.readableBytes))!
+            let slice = buffer.readSlice(length: min(owed > 0 ? Self.owedSliceBytes : Self.sliceBytes, buffer.readableBytes))!
             byteContext.fireChannelRead(NIOAny(slice))
         }
         held = nil
