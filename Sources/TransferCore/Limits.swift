@@ -165,14 +165,21 @@ public struct RateSlot: Sendable, Equatable {
         self.at = at
     }
 
-    /// When a window opened by this slot ends.
-    public var windowEnd: Timestamp { at + limit.period }
+    /// The limit's period shared out over its count (GCRA's emission interval, at least 1 ms):
+    /// each event takes this much of the period, and a key's budget refills by one slot per
+    /// interval instead of all at once at a window's end.
+    public var interval: Duration { .milliseconds(max(1, limit.period.milliseconds / Int64(limit.count))) }
 
-    /// The store's answer to taking the slot: the window's count (this slot included) and
-    /// its end. Over the limit: the seconds until the window ends (at least 1).
+    /// Where the key's budget stands after a first event: one interval taken.
+    public var windowEnd: Timestamp { at + interval }
+
+    /// The store's answer to taking the slot: the slots in use with this one (the intervals
+    /// from now to the key's theoretical arrival time, to the nearest) and that time, which a
+    /// refusal left where it was. Over the limit: the seconds until one more fits (at least 1).
     public func refusal(used: Int, windowEnd end: Timestamp) -> TransferError? {
         guard used > limit.count else { return nil }
-        return .rateLimited(retryAfterSeconds: max(1, at.secondsUntil(end)))
+        let free = Timestamp(milliseconds: end.milliseconds + interval.milliseconds * Int64(1 - limit.count))
+        return .rateLimited(retryAfterSeconds: max(1, at.secondsUntil(free)))
     }
 }
 

@@ -277,13 +277,11 @@ extension Effect {
         case .requireNoOpenTransfer(let accountID, let at):
             return [Queries.openTransferCount(accountID: accountID, at: at)]
         case .giveBackSlot(let slot):
-            // The window open when the slot was taken ends within one period of it; a later
-            // window ends later still, and keeps its count.
+            // The interval the slot took goes back; a budget that refilled since has nothing to give back.
             return [
                 """
-                UPDATE rate_slots SET used = used - 1
-                WHERE kind = \(slot.kind.rawValue) AND client = \(slot.key) AND used > 0
-                    AND window_end > \(slot.at) AND window_end <= \(slot.windowEnd)
+                UPDATE rate_slots SET window_end = window_end - \(slot.interval.milliseconds), used = used - 1
+                WHERE kind = \(slot.kind.rawValue) AND client = \(slot.key) AND used > 0 AND window_end > \(slot.at)
                 """
             ]
         case .enqueue(let e):
@@ -324,17 +322,25 @@ extension Effect {
 }
 
 extension RateSlot {
-    /// Counts the slot in its window (opening a new one when the last has ended) and answers
-    /// the window's count and end: one statement, atomic on both stores, so concurrent
-    /// requests on any node never count past the limit unseen.
+    /// Takes one interval of the key's budget (GCRA: `window_end` is the key's theoretical
+    /// arrival time, pushed one interval past now or past itself, whichever is later) and
+    /// answers the slots in use with this one and the time: one statement, atomic on both
+    /// stores, so concurrent requests on any node never count past the limit unseen. Over the
+    /// limit the time stays where it was: a refused request takes nothing, also where the
+    /// statement runs outside a transaction.
     var take: SQLText {
-        """
-        INSERT INTO rate_slots (kind, client, window_end, used) VALUES (\(kind.rawValue), \(key), \(windowEnd), 1)
-        ON CONFLICT (kind, client) DO UPDATE SET
-            used = CASE WHEN rate_slots.window_end <= \(at) THEN 1 ELSE rate_slots.used + 1 END,
-            window_end = CASE WHEN rate_slots.window_end <= \(at) THEN excluded.window_end ELSE rate_slots.window_end END
-        RETURNING used, window_end
-        """
+        let interval = interval.milliseconds
+        let next: SQLText = "(CASE WHEN rate_slots.window_end > \(at) THEN rate_slots.window_end ELSE \(at) END + \(interval))"
+        // Rounded to the nearest interval: requests that nodes stamped a few milliseconds out of
+        // order (each takes its time before its statement runs) still fit a burst of `count`.
+        let used: SQLText = "((\(next) - \(at) + \(interval / 2)) / \(interval))"
+        return """
+            INSERT INTO rate_slots (kind, client, window_end, used) VALUES (\(kind.rawValue), \(key), \(windowEnd), 1)
+            ON CONFLICT (kind, client) DO UPDATE SET
+                window_end = CASE WHEN \(used) <= \(limit.count) THEN \(next) ELSE rate_slots.window_end END,
+                used = \(used)
+            RETURNING used, window_end
+            """
     }
 }
 

@@ -65,6 +65,38 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test("a limit slides: no burst of twice the limit around a window's end, and one slot frees each period/count",
+          arguments: StoreKind.available)
+    func slidingLimit(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            // A fixed window opened at 0 s took 4 at 59.9 s and 4 more at 60.1 s: 8 within 0.2 s.
+            let times = [0, 59.9, 59.9, 59.9, 60.1, 60.1, 60.2, 75.1, 75.2, 200, 200, 200, 200]
+            var answers: [String] = []
+            for seconds in times {
+                answers.append(try await Self.take(store, RateLimit(count: 4, period: .seconds(60)), at: t0 + .milliseconds(Int64(seconds * 1000))))
+            }
+            let refused = "rateLimited(retryAfterSeconds: 15)"
+            #expect(answers == [
+                "taken", "taken", "taken", "taken",
+                "taken",  // the fourth within the minute
+                refused,  // no fifth: one slot frees every 60 s / 4
+                refused,  // a refusal took nothing
+                "taken", refused,  // one slot back 15 s later
+                "taken", "taken", "taken", "taken",  // the whole budget after a quiet period
+            ])
+        }
+    }
+
+    /// "taken", or the refusal.
+    static func take(_ store: any SupportStore, _ limit: RateLimit, at: Timestamp) async throws -> String {
+        do {
+            try await store.execute(TakeSlotCommand(RateSlot(kind: .claim, key: "203.0.113.9", limit: limit, at: at))).get()
+            return "taken"
+        } catch let refusal as TransferError {
+            return "\(refusal)"
+        }
+    }
+
     @Test("any earlier refresh token of a session ends it, not only the last one", arguments: StoreKind.available)
     func refreshReuse(kind: StoreKind) async throws {
         try await kind.withStore { store in
