@@ -64,6 +64,11 @@ public enum TransferApp {
                 maxAccountsPerDevice: configuration.maxAccountsPerDevice, handoff: configuration.handoff,
                 limits: configuration.limits, attestation: configuration.attestation.policy),
             observer: metrics)
+        if let everyone = configuration.trustedProxies.ranges.first(where: { $0.prefix == 0 }) {
+            logger.warning(
+                "--trusted-proxy trusts every peer of a family: any client there can write its own X-Forwarded-For",
+                metadata: ["range": "\(everyone)"])
+        }
         if let path = configuration.attestation.rootCAPath {
             logger.warning(
                 "App Attest trusts the root CA of --app-attest-root-ca instead of Apple's: only for a private staging CA",
