@@ -157,7 +157,7 @@ struct MultiAccountTests {
             let a = try await twoAccounts(api)
             let old = try await api.login(Device())
             #expect(try await api.setUp(token: old.accessToken, email: "new@example.com", password: password).status == .created)
-            let replaced = try await api.claim(email: "new@example.com", password: password, device: a.phone, replace: true)
+            let replaced = try await api.claim(email: "new@example.com", password: password, device: a.phone, replace: true, abandon: true)
             #expect(replaced.status == .ok, "\(replaced.text)")
             #expect(try replaced.accountIDs == [try old.accountID])
             #expect(try await api.me(a.work.accessToken).status == .unauthorized)
@@ -244,6 +244,71 @@ struct MultiAccountTests {
             #expect(try await api.login(a.phone, newAccount: true).error == "device_transferred", "a retired device takes no new account")
             let retired = try await api.claim(email: "nobody@example.com", password: password, device: a.phone)
             #expect(retired.error == "invalid_transfer_credentials")
+        }
+    }
+}
+
+/// Contract v1.3, security round 3: "`replaceExistingAccount` never strands an account".
+extension MultiAccountTests {
+    @Test("replaceExistingAccount refuses to push off an account with no way back (409 account_would_be_lost) and changes nothing",
+          arguments: StoreKind.available)
+    func replaceWouldStrand(kind: StoreKind) async throws {
+        try await withServer(kind) { api, _ in
+            let b = Device()
+            let own = try await api.login(b)  // B made its own account at first launch: no way back
+            let mia = try await api.login(Device())
+            #expect(try await api.setUp(token: try mia.accessToken, email: "mia@example.com", password: password).status == .created)
+            let ben = try await api.login(Device())
+            let code = try await api.call(.put, "/v1/me/transfer", json: ["method": "code"], token: try ben.accessToken).string("transferCode")
+
+            let byPassword = try await api.claim(email: "mia@example.com", password: password, device: b, replace: true)
+            #expect(byPassword.status == .conflict && byPassword.error == "account_would_be_lost", "\(byPassword.text)")
+            let byCode = try await api.call(.post, "/v1/transfers/claim", json: [
+                "transferCode": code, "deviceId": b.id, "deviceSecret": b.secret, "replaceExistingAccount": true,
+            ])
+            #expect(byCode.status == .conflict && byCode.error == "account_would_be_lost", "\(byCode.text)")
+            // Nothing changed: B holds its own account, both transfers are pending and usable.
+            let onB = try await api.login(b)
+            #expect(try onB.status == .ok && onB.accountIDs == [try own.accountID], "\(onB.text)")
+            #expect(try await api.me(try mia.accessToken)["migrationFlag"] as? Bool == true)
+            #expect(try await api.me(try ben.accessToken)["migrationFlag"] as? Bool == true)
+            for _ in 0..<5 {  // no wrong password was counted: five refusals lock nothing
+                #expect(try await api.claim(email: "mia@example.com", password: password, device: b, replace: true).error == "account_would_be_lost")
+            }
+            let elsewhere = try await api.call(.post, "/v1/transfers/claim", json: ["transferCode": code, "deviceId": Device().id, "deviceSecret": Device().secret])
+            #expect(try elsewhere.status == .ok && elsewhere.accountID == ben.accountID, "the code was not used up: \(elsewhere.text)")
+
+            // With a way back (a recovery code) the account may leave B, and comes back with it.
+            let recovery = try await api.call(.put, "/v1/me/recovery-code", token: try onB.accessToken).string("recoveryCode")
+            let replaced = try await api.claim(email: "mia@example.com", password: password, device: b, replace: true)
+            #expect(try replaced.status == .ok && replaced.accountIDs == [try mia.accountID], "\(replaced.text)")
+            let back = try await api.call(.post, "/v1/transfers/claim", json: ["recoveryCode": recovery, "deviceId": Device().id, "deviceSecret": Device().secret])
+            #expect(try back.status == .ok && back.accountID == own.accountID, "\(back.text)")
+
+            let alone = try await api.call(.post, "/v1/transfers/claim", json: [
+                "email": "x@example.com", "temporaryPassword": password, "deviceId": b.id, "deviceSecret": b.secret, "abandonExisting": true,
+            ])
+            #expect(alone.status == .badRequest && alone.error == "invalid_request", "abandonExisting needs replaceExistingAccount: \(alone.text)")
+        }
+    }
+
+    @Test("abandonExisting: the claim wins, and the account pushed off with no way back is audited as abandoned", arguments: StoreKind.available)
+    func replaceAbandoning(kind: StoreKind) async throws {
+        try await withHarness(kind) { harness in
+            try await harness.run { api, parts in
+                let b = Device()
+                let own = try await api.login(b)
+                let mia = try await api.login(Device())
+                #expect(try await api.setUp(token: try mia.accessToken, email: "mia@example.com", password: password).status == .created)
+                let claimed = try await api.claim(email: "mia@example.com", password: password, device: b, replace: true, abandon: true)
+                #expect(try claimed.status == .ok && claimed.accountIDs == [try mia.accountID], "\(claimed.text)")
+                #expect(try await api.login(b, account: try own.accountID).error == "account_not_on_device")
+                let report = try #require(try await parts.store.report(accountID: try own.accountID, at: harness.clock.now(), recentEvents: 10))
+                #expect(report.deletedAt == nil, "kept for support")
+                let replaced = try #require(report.recentEvents.last)
+                #expect(replaced.kind == .deviceReplaced && replaced.deviceID == b.id)
+                #expect(replaced.reason == "claimed account \(try mia.accountID) with replaceExistingAccount; abandoned with no way back (abandonExisting=true)")
+            }
         }
     }
 }

@@ -140,10 +140,13 @@ struct Client {
         try await call(.put, "/v1/me/transfer", json: ["email": email, "temporaryPassword": password], token: token)
     }
 
-    func claim(email: String, password: String, device: Device, replace: Bool? = nil, add: Bool? = nil) async throws -> Reply {
+    func claim(
+        email: String, password: String, device: Device, replace: Bool? = nil, add: Bool? = nil, abandon: Bool? = nil
+    ) async throws -> Reply {
         var body: [String: Any] = ["email": email, "temporaryPassword": password, "deviceId": device.id, "deviceSecret": device.secret]
         if let replace { body["replaceExistingAccount"] = replace }
         if let add { body["addAccount"] = add }
+        if let abandon { body["abandonExisting"] = abandon }
         return try await call(.post, "/v1/transfers/claim", json: body)
     }
 
