@@ -312,3 +312,44 @@ extension MultiAccountTests {
         }
     }
 }
+
+/// Contract v1.3, security round 3: one attestation (one device) cannot mint accounts without
+/// end through `newAccount` and `DELETE …?abandon=true`.
+extension MultiAccountTests {
+    @Test("a device creates at most 10 accounts in 24 hours, removed and deleted ones included: the 11th is 429, a day later it works",
+          arguments: StoreKind.available)
+    func deviceCreationCap(kind: StoreKind) async throws {
+        try await withServer(kind) { api, harness in
+            let phone = Device()
+            let first = try await api.login(phone)  // the 1st creation
+            try #require(first.status == .created)
+            for i in 2...10 {
+                harness.clock.advance(.seconds(60))  // creation i at 60 × (i - 1) seconds
+                let made = try await api.login(phone, newAccount: true)
+                try #require(made.status == .created, "creation \(i): \(made.text)")
+                // Out of the way again, one way or the other: neither frees its place in the day's count.
+                let gone = i % 2 == 0
+                    ? try await api.call(.delete, "/v1/devices/accounts/\(try made.accountID)?abandon=true", token: try made.accessToken)
+                    : try await api.call(.delete, "/v1/me", token: try made.accessToken)
+                try #require(gone.status == .noContent, "\(gone.text)")
+            }
+            harness.clock.advance(.seconds(3600))
+            let refused = try await api.login(phone, newAccount: true)
+            #expect(refused.status == .tooManyRequests && refused.error == "rate_limited", "\(refused.text)")
+            let retryAfter = Int(refused.headers[.retryAfter] ?? "") ?? 0
+            #expect(retryAfter == 86_400 - 540 - 3600, "until the first creation is a day old: \(retryAfter)")
+            let onPhone = try await api.login(phone)
+            #expect(try onPhone.status == .ok && onPhone.accountIDs == [try first.accountID], "nothing was written: \(onPhone.text)")
+
+            // A claim brings an account without creating one: not counted, not capped.
+            let other = try await api.login(Device())
+            #expect(try await api.setUp(token: try other.accessToken, email: "kid@example.com", password: password).status == .created)
+            #expect(try await api.claim(email: "kid@example.com", password: password, device: phone, add: true).status == .ok)
+
+            harness.clock.advance(.seconds(86_400 - 540 - 3600))
+            let later = try await api.login(phone, newAccount: true)
+            #expect(later.status == .created, "a day after the first creation: \(later.text)")
+            #expect(try await api.login(phone, newAccount: true).status == .tooManyRequests, "the 2nd..10th are still within their day")
+        }
+    }
+}

@@ -222,8 +222,12 @@ struct PlanTests {
         #expect(own.effects.map(\.auditKind).compactMap { $0 } == [.transferSetUp])
     }
 
-    func login(_ device: DeviceRecord?, secret: String = "secret", _ target: LoginTarget = .current, slot: RateSlot? = nil) -> Plan<SessionGrant> {
-        let f = Facts((.device(self.device.value), device))
+    /// `created`: when the accounts created on the device in the last day were created.
+    func login(
+        _ device: DeviceRecord?, secret: String = "secret", _ target: LoginTarget = .current, slot: RateSlot? = nil, created: [Timestamp] = []
+    ) -> Plan<SessionGrant> {
+        let f = Facts(
+            (.device(self.device.value), device), (.accountsCreated(onDevice: self.device.value, since: t0 - .seconds(86_400)), created))
         return planned(
             LoginCommand(
                 deviceID: self.device, deviceSecret: secret, target: target, now: t0, newAccountID: "new", creationSlot: slot, fresh: fresh,
@@ -244,6 +248,20 @@ struct PlanTests {
         #expect(!login(nil, slot: slot).effects.dropLast().contains { if case .takeSlot = $0 { true } else { false } })
         #expect(login(nil).effects.map(\.auditKind).compactMap { $0 } == [.accountCreated])
         #expect(login(nil, .account("acct")).result == .failure(.accountNotOnDevice))
+    }
+
+    /// Contract v1.3: one attestation must not mint accounts without end (`newAccount`, then removal).
+    @Test("newAccount: a device that created 10 accounts in the last 24 hours is refused until the oldest of them is a day old")
+    func deviceCreationCap() {
+        let device = record([("first", .active)])
+        let nine = (1...9).map { t0 - .seconds(3600 - Int64($0)) }  // the oldest 3599 s ago
+        #expect(login(device, .newAccount, created: nine).result.grant?.created == true, "9 in the day: the 10th is allowed")
+        let refused = login(device, .newAccount, created: nine + [t0 - .seconds(5)])
+        #expect(refused.result == .failure(.rateLimited(retryAfterSeconds: 86_400 - 3599)), "until the oldest is a day old")
+        #expect(refused.effects.isEmpty, "nothing is written")
+        #expect(login(device, .current, created: nine + [t0]).result.grant != nil, "logins of its accounts go on")
+        let created = login(device, .newAccount).effects.first { if case .createAccount = $0 { true } else { false } }
+        #expect(created == .createAccount(id: "new", userName: "new", device: self.device.value, at: t0), "a creation names its device")
     }
 
     @Test("a login of an open session writes one row and hands back the session's current refresh token")
