@@ -25,7 +25,8 @@ CREATE TABLE public.accounts (
     created_at bigint NOT NULL,
     moved_to_device_id text,
     deleted_at bigint,
-    protected_at bigint
+    protected_at bigint,
+    created_on_device_id text
 );
 
 CREATE TABLE public.apple_links (
@@ -345,6 +346,8 @@ ALTER TABLE ONLY public.signing_keys
 
 ALTER TABLE ONLY public.transfers
     ADD CONSTRAINT transfers_pkey PRIMARY KEY (id);
+
+CREATE INDEX accounts_by_creating_device ON public.accounts USING btree (created_on_device_id, created_at);
 
 CREATE UNIQUE INDEX apple_links_by_sub ON public.apple_links USING btree (sub);
 

@@ -9,7 +9,9 @@ CREATE TABLE accounts (
     user_name   TEXT NOT NULL UNIQUE,          -- the first device's UUID
     created_at  INTEGER NOT NULL,
     moved_to_device_id TEXT                           -- the device UUID the account was last moved to
-, deleted_at INTEGER, protected_at INTEGER);
+, deleted_at INTEGER, protected_at INTEGER, created_on_device_id TEXT);
+
+CREATE INDEX accounts_by_creating_device ON accounts(created_on_device_id, created_at);
 
 CREATE TABLE apple_links (
     account_id       TEXT PRIMARY KEY NOT NULL REFERENCES accounts(id),

@@ -28,6 +28,12 @@ public struct ClientAddress: Sendable, Hashable, CustomStringConvertible {
             t = t[..<colon]
         }
         if let percent = t.firstIndex(of: "%") { t = t[..<percent] }
+        self.init(exactly: t)
+    }
+
+    /// An address written alone, as `inet_pton` reads it: no port, brackets, zone or spaces
+    /// (a `--trusted-proxy` entry).
+    public init?(exactly t: some StringProtocol) {
         guard !t.isEmpty, t.utf8.count <= 45 else { return nil }
         let text = String(t)
         var v4 = in_addr()
@@ -46,7 +52,7 @@ public struct ClientAddress: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    private init(bytes: [UInt8]) {
+    init(bytes: [UInt8]) {
         self.bytes = bytes
         description = Self.text(bytes)
     }
@@ -57,15 +63,10 @@ public struct ClientAddress: Sendable, Hashable, CustomStringConvertible {
     /// address's network of `ipv6Prefix` bits, written `network/prefix` (`2001:db8:1:2::/64`).
     public func limitKey(ipv6Prefix: Int) -> String {
         guard isIPv6, ipv6Prefix < 128 else { return description }
-        var network = bytes
-        for i in 0..<16 {
-            let keep = max(0, min(8, ipv6Prefix - i * 8))
-            network[i] &= keep == 8 ? 0xFF : ~(UInt8(0xFF) >> keep)
-        }
-        return Self.text(network) + "/\(ipv6Prefix)"
+        return Self.text(AddressRange.mask(bytes, ipv6Prefix)) + "/\(ipv6Prefix)"
     }
 
-    private static func text(_ bytes: [UInt8]) -> String {
+    static func text(_ bytes: [UInt8]) -> String {
         var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
         let family = bytes.count == 4 ? AF_INET : AF_INET6
         _ = bytes.withUnsafeBytes { inet_ntop(family, $0.baseAddress, &buffer, socklen_t(buffer.count)) }

@@ -13,6 +13,9 @@ public struct ServicePolicy: Sendable {
     public var lock: LockPolicy
     /// Accounts one device may hold (`--max-accounts-per-device`).
     public var maxAccountsPerDevice: Int
+    /// Accounts one device may create in any 24 hours, its first included, however many it
+    /// holds (not a flag: see `RateLimit.deviceCreations`).
+    public var deviceCreations = RateLimit.deviceCreations
     /// Sibling-app hand-off; nil while off.
     public var handoff: HandoffPolicy?
     /// The per-client and per-account limits (`--*-limit`, `--ipv6-prefix`); off unless given.

@@ -111,7 +111,7 @@ extension APIError {
         case .accountWouldBeLost:
             self.init(
                 .conflict, error.code,
-                "This is the account's only device and no transfer is set up; set one up first, or pass abandon=true.")
+                "This is the account's only device and it has no way back (a pending transfer, a linked Apple ID or a recovery code); set one up first, or abandon it (abandon=true to remove it, abandonExisting: true in a claim).")
         case .accountDeleted:
             self.init(.gone, error.code, "This account was deleted.")
         case .invalidPushToken(let why):

@@ -33,7 +33,8 @@ public struct ServerConfiguration: Sendable {
         accountCreation: ServerFlags.accountCreationLimit.defaultValue, claim: ServerFlags.claimLimit.defaultValue,
         setup: ServerFlags.setupLimit.defaultValue, nonce: ServerFlags.nonceLimit.defaultValue,
         handoff: ServerFlags.handoffLimit.defaultValue, ipv6Prefix: ServerFlags.ipv6Prefix.defaultValue)
-    public var trustedProxy = ServerFlags.trustedProxy.defaultValue
+    /// The proxies whose `X-Forwarded-For` is believed; none by default (the socket peer is the client).
+    public var trustedProxies = ServerFlags.trustedProxy.defaultValue
     public var maxAccountsPerDevice = ServerFlags.maxAccountsPerDevice.defaultValue
     /// How long ended transfers and audit events are kept before the pruner removes them.
     public var auditRetention = ServerFlags.auditRetention.defaultValue
@@ -99,7 +100,7 @@ public struct ServerConfiguration: Sendable {
             accountCreation: try values.value(F.accountCreationLimit), claim: try values.value(F.claimLimit),
             setup: try values.value(F.setupLimit), nonce: try values.value(F.nonceLimit), handoff: try values.value(F.handoffLimit),
             ipv6Prefix: try values.value(F.ipv6Prefix))
-        config.trustedProxy = try values.value(F.trustedProxy)
+        config.trustedProxies = try values.value(F.trustedProxy)
         config.maxAccountsPerDevice = try values.value(F.maxAccountsPerDevice)
         config.auditRetention = try values.value(F.auditRetention)
         config.inactiveAccountTTL = try values.value(F.inactiveAccountTTL)

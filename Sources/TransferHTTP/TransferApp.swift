@@ -78,6 +78,11 @@ public enum TransferApp {
             logger.warning(
                 "the token signing keys are stored unencrypted: a copy of the database can sign access tokens; give --key-encryption-key-file")
         }
+        if let everyone = configuration.trustedProxies.ranges.first(where: { $0.prefix == 0 }) {
+            logger.warning(
+                "--trusted-proxy trusts every peer of a family: any client there can write its own X-Forwarded-For",
+                metadata: ["range": "\(everyone)"])
+        }
         if let path = configuration.attestation.rootCAPath {
             logger.warning(
                 "App Attest trusts the root CA of --app-attest-root-ca instead of Apple's: only for a private staging CA",

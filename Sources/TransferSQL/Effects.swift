@@ -5,8 +5,8 @@ extension Effect {
     /// writes `enqueue` effects last, under per-account locks: see `PostgresStore.execute`.)
     public var statements: [SQLText] {
         switch self {
-        case .createAccount(let id, let userName, let at):
-            return ["INSERT INTO accounts (id, user_name, created_at) VALUES (\(id), \(userName), \(at))"]
+        case .createAccount(let id, let userName, let device, let at):
+            return ["INSERT INTO accounts (id, user_name, created_at, created_on_device_id) VALUES (\(id), \(userName), \(at), \(device))"]
         case .createDevice(let id, let secretHash, let at):
             return ["INSERT INTO devices (id, secret_hash, created_at) VALUES (\(id), \(secretHash), \(at))"]
         case .addAccount(let device, let account, let at):

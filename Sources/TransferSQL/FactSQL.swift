@@ -22,6 +22,9 @@ extension FactKey {
         case .device: 7
         case .accountDevices: 8
         case .account: 9
+        // After the device (7): its lock holds back concurrent creations on it, so what this
+        // reads, unlocked, is every creation committed before this one may happen.
+        case .accountsCreated: 9
         case .signingKeys: 10
         case .serviceKey: 11
         case .appleNonce: 12
@@ -141,6 +144,8 @@ struct FactReading: Sendable {
                        \(SQLText.migrationFlag(at: now)) AS flag
                 FROM accounts a WHERE a.id = \(account.sql)\(forUpdate)
                 """
+        case .accountsCreated(let device, let since):
+            return "SELECT created_at FROM accounts WHERE created_on_device_id = \(device) AND created_at > \(since) ORDER BY created_at"
         case .signingKeys:
             if stage == 0 {
                 // Nodes starting together on an empty table serialise here: one inserts the key
@@ -221,6 +226,7 @@ struct FactReading: Sendable {
                 try devices.take(rows)
             }
         case .account: finish(try rows.first.map(Rows.account))
+        case .accountsCreated: finish(try rows.map { try $0.time("created_at") })
         case .signingKeys: if stage == 1 { finish(try rows.map(Rows.signingKey)) }
         case .serviceKey: finish(try rows.first.map(Rows.serviceKey))
         case .appleNonce, .attestationChallenge: finish(try rows.first.map { try $0.time("expires_at") })

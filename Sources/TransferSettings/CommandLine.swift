@@ -1,10 +1,10 @@
 /// The command line of a program whose flags are all `Setting`s (`transfer-server`):
-/// `--name value`, `--name=value`, `--switch`, and `--help`.
+/// `--name value`, `--name=value`, and `--help`.
 public enum SettingsCommandLine {
     public enum Parsed: Equatable {
         /// `-h` or `--help`.
         case help
-        /// The values given, by setting name (a switch given: `on`); the last one given wins.
+        /// The values given, by setting name; the last one given wins.
         case flags([String: String])
     }
 
@@ -23,15 +23,12 @@ public enum SettingsCommandLine {
             let parts = argument.dropFirst(2).split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let name = String(parts[0])
             guard let setting = byName[name] else { throw UsageError(description: "unknown option '--\(name)'") }
-            if setting.isSwitch {
-                guard parts.count == 1 else { throw UsageError(description: "--\(name) takes no value") }
-                flags[name] = "on"
-            } else if parts.count == 2 {
+            if parts.count == 2 {
                 flags[name] = String(parts[1])
             } else if let value = rest.first, !value.hasPrefix("--") {
                 flags[name] = rest.removeFirst()
             } else {
-                throw UsageError(description: "missing value for '--\(name) <\(setting.valueName)>'")
+                throw UsageError(description: setting.withoutValue ?? "missing value for '--\(name) <\(setting.valueName)>'")
             }
         }
         return .flags(flags)
@@ -47,7 +44,7 @@ public enum SettingsCommandLine {
             "FLAGS:",
         ]
         for setting in settings {
-            lines.append("  \(setting.flag)" + (setting.isSwitch ? "" : " <\(setting.valueName)>"))
+            lines.append("  \(setting.flag) <\(setting.valueName)>")
             lines.append("        \(setting.fullHelp)")
         }
         lines.append("  -h, --help")

@@ -73,8 +73,18 @@ public enum ServerFlags {
     public static let ipv6Prefix: Setting<Int> = .integer(
         "ipv6-prefix", "The leading bits of an IPv6 address that count as one client for the limits (a /64 is one home line).",
         in: 48...128, default: 64)
-    public static let trustedProxy: Setting<Bool> = .onOff(
-        "trusted-proxy", "Take the client address from the last X-Forwarded-For hop (the variable: on or off).")
+    /// v1's bare switch (`--trusted-proxy`, `TRANSFER_TRUSTED_PROXY=on`) is refused, naming the new form.
+    public static let trustedProxy = Setting<TrustedProxies>(
+        "trusted-proxy",
+        "The proxies in front of the server, addresses or CIDR ranges, comma-separated: X-Forwarded-For is read from the right past these only; any other peer is the client.",
+        value: "ranges", default: .none, shown: "off",
+        withoutValue: "--trusted-proxy names the proxies now, addresses or CIDR ranges: \(TrustedProxies.example)"
+    ) { text throws(SettingProblem) in
+        if ["on", "true", "yes", "1"].contains(text.trimmingCharacters(in: .whitespaces).lowercased()) {
+            throw SettingProblem("'\(text)' was v1's switch; name the proxies, addresses or CIDR ranges: \(TrustedProxies.example)")
+        }
+        do throws(AddressRange.Problem) { return try TrustedProxies(text) } catch { throw SettingProblem(error.description) }
+    }
     public static let maxAccountsPerDevice: Setting<Int> = .integer(
         "max-accounts-per-device", "Accounts one device may hold (409 device_account_limit beyond).", in: 1...100,
         default: ServicePolicy.standard.maxAccountsPerDevice)

@@ -17,13 +17,14 @@ public struct Setting<Value: Sendable>: Sendable {
     /// A secret (a key, a password in a URL): may come from the file `TRANSFER_NAME_FILE`
     /// names, and is never repeated in a message.
     public let isSecret: Bool
-    /// A switch (`--trusted-proxy`): on when given, takes no value on the command line.
-    public let isSwitch: Bool
+    /// What the command line says when the flag comes without a value, instead of "missing
+    /// value": a flag that was a switch once names its new form (`--trusted-proxy`).
+    public let withoutValue: String?
     let convert: @Sendable (String) throws(SettingProblem) -> Value
 
     public init(
         _ name: String, _ help: String, value valueName: String, default defaultValue: Value, shown defaultText: String,
-        secret: Bool = false, switch isSwitch: Bool = false, read: @escaping @Sendable (String) throws(SettingProblem) -> Value
+        secret: Bool = false, withoutValue: String? = nil, read: @escaping @Sendable (String) throws(SettingProblem) -> Value
     ) {
         self.name = name
         self.help = help
@@ -31,7 +32,7 @@ public struct Setting<Value: Sendable>: Sendable {
         self.defaultValue = defaultValue
         self.defaultText = defaultText
         self.isSecret = secret
-        self.isSwitch = isSwitch
+        self.withoutValue = withoutValue
         self.convert = read
     }
 
@@ -79,7 +80,7 @@ public protocol SettingDescription: Sendable {
     var valueName: String { get }
     var defaultText: String { get }
     var isSecret: Bool { get }
-    var isSwitch: Bool { get }
+    var withoutValue: String? { get }
     var flag: String { get }
     var environmentName: String { get }
     var fileEnvironmentName: String? { get }
@@ -192,19 +193,6 @@ extension Setting where Value == RateLimit? {
             let parts = t.split(separator: "/", maxSplits: 1)
             guard parts.count == 2, let n = Int(parts[0]), n > 0 else { throw SettingProblem("'\(text)' is not N/PERIOD (like 60/1m) or off") }
             return RateLimit(count: n, period: try Kinds.duration(String(parts[1])))
-        }
-    }
-}
-
-extension Setting where Value == Bool {
-    /// A switch: on when the flag is given; the variable says `on` or `off`.
-    public static func onOff(_ name: String, _ help: String) -> Self {
-        Self(name, help, value: "", default: false, shown: "off", switch: true) { text throws(SettingProblem) in
-            switch text.lowercased() {
-            case "1", "true", "yes", "on": return true
-            case "0", "false", "no", "off", "": return false
-            default: throw SettingProblem("'\(text)' is not on or off")
-            }
         }
     }
 }

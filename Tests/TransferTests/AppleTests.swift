@@ -262,6 +262,9 @@ struct AppleTests {
             let c = Device()
             let own = try await api.login(c)
             #expect(try await move(api, apple, harness, sub: sub, to: c).error == "device_has_account")
+            // Its own account has no way back: replacing it would strand it, unless abandoned (contract v1.3).
+            #expect(try await move(api, apple, harness, sub: sub, to: c, options: ["replaceExistingAccount": true]).error == "account_would_be_lost")
+            #expect(try await move(api, apple, harness, sub: sub, to: c, options: ["abandonExisting": true]).error == "invalid_request")
             #expect(try await move(api, apple, harness, sub: sub, to: c, options: ["addAccount": true, "replaceExistingAccount": true]).error == "invalid_request")
             #expect(try await move(api, apple, harness, sub: sub, to: Device(id: c.id, secret: RandomToken.make())).error == "invalid_device_credentials")
             let added = try await move(api, apple, harness, sub: sub, to: c, options: ["addAccount": true])

@@ -106,7 +106,7 @@ struct CLITests {
                 let sessionA = try await api.login(a)
                 let sessionB = try await api.login(b)
                 _ = try await api.setUp(token: sessionA.accessToken, email: "amb@example.com", password: password)
-                _ = try await api.claim(email: "amb@example.com", password: password, device: b, replace: true)
+                _ = try await api.claim(email: "amb@example.com", password: password, device: b, replace: true, abandon: true)
                 let run = try Self.transfer(["account", b.id], database: harness.databaseArgument)
                 #expect(run.code == 3)
                 let accountA = try #require(sessionA["accountId"] as? String)

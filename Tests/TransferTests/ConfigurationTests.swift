@@ -22,17 +22,47 @@ struct ConfigurationTests {
 
     static let secret = "whsec_" + Data(repeating: 7, count: 32).base64EncodedString()
 
-    @Test("the command line: --name value, --name=value and switches; anything else is a usage error")
+    @Test("the command line: --name value and --name=value; anything else is a usage error")
     func commandLine() throws {
         let all = ServerFlags.all
-        #expect(try SettingsCommandLine.parse(["--port", "1", "--hostname=::", "--trusted-proxy"], settings: all)
-            == .flags(["port": "1", "hostname": "::", "trusted-proxy": "on"]))
+        #expect(try SettingsCommandLine.parse(["--port", "1", "--hostname=::", "--trusted-proxy", "10.0.0.0/8"], settings: all)
+            == .flags(["port": "1", "hostname": "::", "trusted-proxy": "10.0.0.0/8"]))
         #expect(try SettingsCommandLine.parse(["--port", "1", "-h"], settings: all) == .help)
-        for bad in [["--transfer-tll", "24h"], ["--port"], ["--port", "--hostname", "x"], ["--trusted-proxy=on"], ["serve"]] {
+        for bad in [["--transfer-tll", "24h"], ["--port"], ["--port", "--hostname", "x"], ["--trusted-proxy"], ["serve"]] {
             #expect(throws: SettingsCommandLine.UsageError.self, "\(bad)") { try SettingsCommandLine.parse(bad, settings: all) }
         }
     }
 
+
+    /// Contract v1.3: the switch trusted whoever connected; the list names the proxies.
+    @Test("v1's bare --trusted-proxy is refused at start in one line that names the new form; so is a bad entry, by name")
+    func trustedProxyForms() throws {
+        let form = "--trusted-proxy 10.0.0.0/8,127.0.0.1"
+        for bare in [["--trusted-proxy"], ["--trusted-proxy", "--port", "8080"]] {
+            do {
+                _ = try SettingsCommandLine.parse(bare, settings: ServerFlags.all)
+                Issue.record("\(bare) was accepted")
+            } catch {
+                #expect(error.description == "--trusted-proxy names the proxies now, addresses or CIDR ranges: \(form)")
+            }
+        }
+        func failure(_ arguments: [String], _ environment: [String: String] = [:]) -> String {
+            do {
+                let config = try Self.load(arguments, environment)
+                return "accepted: \(config.trustedProxies)"
+            } catch { return "\(error)" }
+        }
+        #expect(failure([], ["TRANSFER_TRUSTED_PROXY": "on"])
+            == "TRANSFER_TRUSTED_PROXY: 'on' was v1's switch; name the proxies, addresses or CIDR ranges: \(form)")
+        #expect(failure(["--trusted-proxy=true"]) == "--trusted-proxy: 'true' was v1's switch; name the proxies, addresses or CIDR ranges: \(form)")
+        #expect(failure(["--trusted-proxy", "10.0.0.0/8,10.0.0.0/33"]) == "--trusted-proxy: '10.0.0.0/33': the prefix of an IPv4 range is 0 to 32")
+        #expect(failure(["--trusted-proxy", "127.0.0.1,proxy.internal"])
+            == "--trusted-proxy: 'proxy.internal' is not an IP address or a CIDR range (like 10.0.0.0/8, 127.0.0.1 or fd00::/8)")
+        #expect(failure(["--trusted-proxy", "127.0.0.1,"]) == "--trusted-proxy: '127.0.0.1,' has an empty entry")
+        for message in [failure(["--trusted-proxy", "10.0.0.0/33"]), failure([], ["TRANSFER_TRUSTED_PROXY": "on"])] {
+            #expect(!message.contains("\n"), "one line: \(message)")
+        }
+    }
 
     @Test("a flag wins over its variable; the variable over the default; both forms of a flag read alike")
     func precedence() throws {
@@ -40,8 +70,9 @@ struct ConfigurationTests {
         #expect(try Self.load([], ["TRANSFER_TRANSFER_TTL": "2h"]).transferTTL == .seconds(7200))
         #expect(try Self.load(["--transfer-ttl", "3h"], ["TRANSFER_TRANSFER_TTL": "2h"]).transferTTL == .seconds(3 * 3600))
         #expect(try Self.load(["--transfer-ttl=4h"]).transferTTL == .seconds(4 * 3600))
-        #expect(try Self.load(["--trusted-proxy"]).trustedProxy)
-        #expect(try Self.load([], ["TRANSFER_TRUSTED_PROXY": "on"]).trustedProxy)
+        #expect(try Self.load(["--trusted-proxy", "10.0.0.0/8, 127.0.0.1"]).trustedProxies.description == "10.0.0.0/8,127.0.0.1/32")
+        #expect(try Self.load([], ["TRANSFER_TRUSTED_PROXY": "fd00::/8"]).trustedProxies.description == "fd00::/8")
+        #expect(try Self.load([], ["TRANSFER_TRUSTED_PROXY": "off"]).trustedProxies == .none)
         #expect(try Self.load([], ["TRANSFER_ACCOUNT_CREATION_LIMIT": "off"]).limits.accountCreation == nil)
         #expect(try Self.load(["--handoff-clients", "com.a, com.b"]).handoff?.clients == ["com.a", "com.b"])
         do {

@@ -17,7 +17,7 @@ struct DeletionTests {
 
     @Test("deleting from the app: the phone hears 410 account_deleted, its tokens die, and no email or address is left in the database file")
     func deleteFromTheApp() async throws {
-        let harness = Harness { $0.trustedProxy = true }
+        let harness = Harness { $0.trustedProxies = .loopback }
         defer { harness.database.remove() }
         let a = Device(), b = Device()
         try await harness.run { api, parts in

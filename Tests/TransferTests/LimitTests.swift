@@ -39,7 +39,7 @@ struct LimitTests {
     func ipv6Network(_ kind: StoreKind) async throws {
         try await withServer(kind, configure: {
             $0.limits.claim = RateLimit(count: 3, period: .seconds(60))
-            $0.trustedProxy = true
+            $0.trustedProxies = .loopback
         }) { api, _ in
             func claim(from address: String) async throws -> Reply {
                 try await api.call(
@@ -67,7 +67,7 @@ struct LimitTests {
     func codeClaims(_ kind: StoreKind) async throws {
         try await withServer(kind, configure: {
             $0.limits.claim = RateLimit(count: 3, period: .seconds(60))
-            $0.trustedProxy = true
+            $0.trustedProxies = .loopback
         }) { api, _ in
             func claim(_ code: String, _ device: Device, from address: String) async throws -> Reply {
                 try await api.call(
@@ -93,7 +93,7 @@ struct LimitTests {
     func twoNodesShareABudget() async throws {
         try await TestPostgres.withDatabase { url in
             let (one, two) = try await TwoNodeTests.twoNodes(
-                url, extra: ["--claim-limit", "3/1m", "--account-creation-limit", "4/1m", "--trusted-proxy"])
+                url, extra: ["--claim-limit", "3/1m", "--account-creation-limit", "4/1m", "--trusted-proxy", "127.0.0.1,::1"])
             defer { one.stop(); two.stop() }
             func post(_ node: Node, _ path: String, _ json: String, from address: String) throws -> Int {
                 try Curl.call(["-X", "POST", "-H", "Content-Type: application/json", "-H", "X-Forwarded-For: \(address)", "-d", json, "\(node.base)\(path)"]).status
@@ -124,7 +124,7 @@ struct LimitTests {
         try await withServer(configure: {
             $0.limits.claim = RateLimit(count: 1, period: .seconds(60))
             $0.limits.ipv6Prefix = 128
-            $0.trustedProxy = true
+            $0.trustedProxies = .loopback
         }) { api, _ in
             for address in ["fd00:1::11", "fd00:1::12"] {
                 let r = try await api.call(
@@ -194,7 +194,7 @@ struct LimitTests {
         try await withServer(kind, configure: {
             $0.limits.nonce = RateLimit(count: 2, period: .seconds(60))
             $0.limits.handoff = RateLimit(count: 2, period: .seconds(3600))
-            $0.trustedProxy = true
+            $0.trustedProxies = .loopback
             $0.apple = AppleConfiguration(clientIDs: ["com.example.app"])
             $0.handoff = HandoffPolicy(clients: ["com.example.widget"], codeTTL: .seconds(60))
         }) { api, _ in
@@ -303,7 +303,7 @@ struct LimitTests {
     /// same statements and commit; the unknown one is audited without an account.
     @Test("a wrong password does the same work for an unknown email as for a pending transfer", arguments: StoreKind.available)
     func constantWorkFailures(_ kind: StoreKind) async throws {
-        try await withHarness(kind, configure: { $0.trustedProxy = true }) { harness in
+        try await withHarness(kind, configure: { $0.trustedProxies = .loopback }) { harness in
             try await harness.run { api, _ in
                 let token = try await api.login(Device()).accessToken
                 #expect(try await api.setUp(token: token, email: "known@example.com", password: "plum-harbor-71-sail").status == .created)

@@ -420,4 +420,39 @@ struct MigrationTests {
             }
         }
     }
+
+    @Test("a v13 database whose phone created accounts an hour ago upgrades to v15: they name no creating device and are not counted; new ones are",
+          arguments: StoreKind.available)
+    func upgradeFromV13(kind: StoreKind) async throws {
+        try await kind.withDatabaseLocation(empty: true) { location, file in
+            let phone = Device()
+            let hourAgo = Timestamp(Date()).milliseconds - 3_600_000
+            let raw = RawDatabase(location: location)
+            try await raw.migrate(through: 13)
+            let ids = (1...10).map { String(format: "a1300000-0000-4000-8000-%012d", $0) }
+            var rows: [(String, [Value])] = [
+                ("INSERT INTO devices (id, secret_hash, created_at) VALUES (?, ?, ?)", [.text(phone.id), .blob(SecretHash(of: phone.secret).bytes), .int(hourAgo)])
+            ]
+            for (i, id) in ids.enumerated() {
+                let at = Value.int(hourAgo + Int64(i))
+                rows += [
+                    ("INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)", [.text(id), .text(i == 0 ? phone.id : id), at]),
+                    i == 0
+                        ? ("INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES (?, ?, 'active', ?)", [.text(phone.id), .text(id), at])
+                        : ("INSERT INTO device_accounts (device_id, account_id, state, added_at, ended_at) VALUES (?, ?, 'removed', ?, ?)",
+                           [.text(phone.id), .text(id), at, at]),
+                ]
+            }
+            rows.append(("UPDATE devices SET current_account_id = ? WHERE id = ?", [.text(ids[0]), .text(phone.id)]))
+            try await raw.run(rows)
+            try await Harness(location: location, file: file).run { api, _ in
+                #expect(try await api.login(phone).accountID == ids[0])
+                let made = try await api.login(phone, newAccount: true)
+                #expect(made.status == .created, "the ten creations of v13 are not counted: \(made.text)")
+                let creators = try await raw.strings(
+                    "SELECT COALESCE(created_on_device_id, 'none') FROM accounts ORDER BY created_at, id")
+                #expect(creators == Array(repeating: "none", count: 10) + [phone.id], "\(creators)")
+            }
+        }
+    }
 }

@@ -157,7 +157,7 @@ struct MultiAccountTests {
             let a = try await twoAccounts(api)
             let old = try await api.login(Device())
             #expect(try await api.setUp(token: old.accessToken, email: "new@example.com", password: password).status == .created)
-            let replaced = try await api.claim(email: "new@example.com", password: password, device: a.phone, replace: true)
+            let replaced = try await api.claim(email: "new@example.com", password: password, device: a.phone, replace: true, abandon: true)
             #expect(replaced.status == .ok, "\(replaced.text)")
             #expect(try replaced.accountIDs == [try old.accountID])
             #expect(try await api.me(a.work.accessToken).status == .unauthorized)
@@ -244,6 +244,112 @@ struct MultiAccountTests {
             #expect(try await api.login(a.phone, newAccount: true).error == "device_transferred", "a retired device takes no new account")
             let retired = try await api.claim(email: "nobody@example.com", password: password, device: a.phone)
             #expect(retired.error == "invalid_transfer_credentials")
+        }
+    }
+}
+
+/// Contract v1.3, security round 3: "`replaceExistingAccount` never strands an account".
+extension MultiAccountTests {
+    @Test("replaceExistingAccount refuses to push off an account with no way back (409 account_would_be_lost) and changes nothing",
+          arguments: StoreKind.available)
+    func replaceWouldStrand(kind: StoreKind) async throws {
+        try await withServer(kind) { api, _ in
+            let b = Device()
+            let own = try await api.login(b)  // B made its own account at first launch: no way back
+            let mia = try await api.login(Device())
+            #expect(try await api.setUp(token: try mia.accessToken, email: "mia@example.com", password: password).status == .created)
+            let ben = try await api.login(Device())
+            let code = try await api.call(.put, "/v1/me/transfer", json: ["method": "code"], token: try ben.accessToken).string("transferCode")
+
+            let byPassword = try await api.claim(email: "mia@example.com", password: password, device: b, replace: true)
+            #expect(byPassword.status == .conflict && byPassword.error == "account_would_be_lost", "\(byPassword.text)")
+            let byCode = try await api.call(.post, "/v1/transfers/claim", json: [
+                "transferCode": code, "deviceId": b.id, "deviceSecret": b.secret, "replaceExistingAccount": true,
+            ])
+            #expect(byCode.status == .conflict && byCode.error == "account_would_be_lost", "\(byCode.text)")
+            // Nothing changed: B holds its own account, both transfers are pending and usable.
+            let onB = try await api.login(b)
+            #expect(try onB.status == .ok && onB.accountIDs == [try own.accountID], "\(onB.text)")
+            #expect(try await api.me(try mia.accessToken)["migrationFlag"] as? Bool == true)
+            #expect(try await api.me(try ben.accessToken)["migrationFlag"] as? Bool == true)
+            for _ in 0..<5 {  // no wrong password was counted: five refusals lock nothing
+                #expect(try await api.claim(email: "mia@example.com", password: password, device: b, replace: true).error == "account_would_be_lost")
+            }
+            let elsewhere = try await api.call(.post, "/v1/transfers/claim", json: ["transferCode": code, "deviceId": Device().id, "deviceSecret": Device().secret])
+            #expect(try elsewhere.status == .ok && elsewhere.accountID == ben.accountID, "the code was not used up: \(elsewhere.text)")
+
+            // With a way back (a recovery code) the account may leave B, and comes back with it.
+            let recovery = try await api.call(.put, "/v1/me/recovery-code", token: try onB.accessToken).string("recoveryCode")
+            let replaced = try await api.claim(email: "mia@example.com", password: password, device: b, replace: true)
+            #expect(try replaced.status == .ok && replaced.accountIDs == [try mia.accountID], "\(replaced.text)")
+            let back = try await api.call(.post, "/v1/transfers/claim", json: ["recoveryCode": recovery, "deviceId": Device().id, "deviceSecret": Device().secret])
+            #expect(try back.status == .ok && back.accountID == own.accountID, "\(back.text)")
+
+            let alone = try await api.call(.post, "/v1/transfers/claim", json: [
+                "email": "x@example.com", "temporaryPassword": password, "deviceId": b.id, "deviceSecret": b.secret, "abandonExisting": true,
+            ])
+            #expect(alone.status == .badRequest && alone.error == "invalid_request", "abandonExisting needs replaceExistingAccount: \(alone.text)")
+        }
+    }
+
+    @Test("abandonExisting: the claim wins, and the account pushed off with no way back is audited as abandoned", arguments: StoreKind.available)
+    func replaceAbandoning(kind: StoreKind) async throws {
+        try await withHarness(kind) { harness in
+            try await harness.run { api, parts in
+                let b = Device()
+                let own = try await api.login(b)
+                let mia = try await api.login(Device())
+                #expect(try await api.setUp(token: try mia.accessToken, email: "mia@example.com", password: password).status == .created)
+                let claimed = try await api.claim(email: "mia@example.com", password: password, device: b, replace: true, abandon: true)
+                #expect(try claimed.status == .ok && claimed.accountIDs == [try mia.accountID], "\(claimed.text)")
+                #expect(try await api.login(b, account: try own.accountID).error == "account_not_on_device")
+                let report = try #require(try await parts.store.report(accountID: try own.accountID, at: harness.clock.now(), recentEvents: 10))
+                #expect(report.deletedAt == nil, "kept for support")
+                let replaced = try #require(report.recentEvents.last)
+                #expect(replaced.kind == .deviceReplaced && replaced.deviceID == b.id)
+                #expect(replaced.reason == "claimed account \(try mia.accountID) with replaceExistingAccount; abandoned with no way back (abandonExisting=true)")
+            }
+        }
+    }
+}
+
+/// Contract v1.3, security round 3: one attestation (one device) cannot mint accounts without
+/// end through `newAccount` and `DELETE …?abandon=true`.
+extension MultiAccountTests {
+    @Test("a device creates at most 10 accounts in 24 hours, removed and deleted ones included: the 11th is 429, a day later it works",
+          arguments: StoreKind.available)
+    func deviceCreationCap(kind: StoreKind) async throws {
+        try await withServer(kind) { api, harness in
+            let phone = Device()
+            let first = try await api.login(phone)  // the 1st creation
+            try #require(first.status == .created)
+            for i in 2...10 {
+                harness.clock.advance(.seconds(60))  // creation i at 60 × (i - 1) seconds
+                let made = try await api.login(phone, newAccount: true)
+                try #require(made.status == .created, "creation \(i): \(made.text)")
+                // Out of the way again, one way or the other: neither frees its place in the day's count.
+                let gone = i % 2 == 0
+                    ? try await api.call(.delete, "/v1/devices/accounts/\(try made.accountID)?abandon=true", token: try made.accessToken)
+                    : try await api.call(.delete, "/v1/me", token: try made.accessToken)
+                try #require(gone.status == .noContent, "\(gone.text)")
+            }
+            harness.clock.advance(.seconds(3600))
+            let refused = try await api.login(phone, newAccount: true)
+            #expect(refused.status == .tooManyRequests && refused.error == "rate_limited", "\(refused.text)")
+            let retryAfter = Int(refused.headers[.retryAfter] ?? "") ?? 0
+            #expect(retryAfter == 86_400 - 540 - 3600, "until the first creation is a day old: \(retryAfter)")
+            let onPhone = try await api.login(phone)
+            #expect(try onPhone.status == .ok && onPhone.accountIDs == [try first.accountID], "nothing was written: \(onPhone.text)")
+
+            // A claim brings an account without creating one: not counted, not capped.
+            let other = try await api.login(Device())
+            #expect(try await api.setUp(token: try other.accessToken, email: "kid@example.com", password: password).status == .created)
+            #expect(try await api.claim(email: "kid@example.com", password: password, device: phone, add: true).status == .ok)
+
+            harness.clock.advance(.seconds(86_400 - 540 - 3600))
+            let later = try await api.login(phone, newAccount: true)
+            #expect(later.status == .created, "a day after the first creation: \(later.text)")
+            #expect(try await api.login(phone, newAccount: true).status == .tooManyRequests, "the 2nd..10th are still within their day")
         }
     }
 }

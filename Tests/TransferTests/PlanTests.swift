@@ -91,20 +91,29 @@ struct PlanTests {
 
     // MARK: Claim
 
+    /// `replacing`: the accounts whose ways back the claim read, and whether each has one (an
+    /// unused recovery code); by default every active account of the device, each with one.
     func claim(
         _ t: TransferRecord?, device d: DeviceRecord? = nil, secret: String = "secret", replace: Bool = false, add: Bool = false,
-        old: DeviceRecord? = nil, at now: Timestamp? = nil
+        abandon: Bool = false, replacing: [String: Bool]? = nil, old: DeviceRecord? = nil, at now: Timestamp? = nil
     ) -> Plan<ClaimOutcome> {
         var f = facts(t)
         f.record(.account(.id("acct")), AccountRecord?.some(AccountRecord(
             summary: AccountSummary(accountID: "acct", userName: "first-device", migrationFlag: true), createdAt: t0)))
         f.record(.accountDevices(.id("acct")), [old ?? record([("acct", .active)], id: "old-device")])
         f.record(.device(device.value), d)
+        let read = replacing ?? Dictionary(uniqueKeysWithValues: (replace ? d?.active ?? [] : []).map { ($0.account.accountID, true) })
+        for (id, wayBack) in read {
+            f.record(.pendingTransfers(.of(id)), [TransferRecord]())
+            f.record(.appleLink(.id(id)), AppleLink?.none)
+            f.record(.recoveryCode(.id(id)), wayBack ? RecoveryCodeRecord(accountID: id, codeHash: SecretHash(of: id), createdAt: t0) : nil)
+        }
         return planned(
             ClaimCommand(
                 PasswordProof(transferID: "t1", accountID: "acct"),
-                target: ClaimTarget(deviceID: device, deviceSecret: secret, replaceExistingAccount: replace, addAccount: add),
-                now: now ?? t0, fresh: fresh, clientAddress: nil), f)
+                target: ClaimTarget(
+                    deviceID: device, deviceSecret: secret, replaceExistingAccount: replace, addAccount: add, abandonExisting: abandon),
+                now: now ?? t0, fresh: fresh, clientAddress: nil, replacing: read.keys.sorted()), f)
     }
 
     @Test("claim order: the transfer first (gone, expired, locked), then the device (retired, secret, same account, other account, limit)")
@@ -152,6 +161,30 @@ struct PlanTests {
         #expect(plain.effects.contains(.retireDevice(id: "old-device", at: t0)), "the old device held nothing else")
     }
 
+    /// Contract v1.3: "`replaceExistingAccount` never strands an account".
+    @Test("replaceExistingAccount: an account pushed off with no way back refuses the claim unless it is abandoned")
+    func replaceStrandsNothing() {
+        let two = record([("kept", .active), ("bare", .active)])
+        let refused = claim(transfer(), device: two, replace: true, replacing: ["kept": true, "bare": false])
+        #expect(refused.result == .failure(.accountWouldBeLost))
+        #expect(refused.effects.isEmpty, "nothing changes: no pair ends, the transfer is not claimed, no failure is counted")
+        #expect(claim(transfer(), device: two, replace: true, replacing: ["kept": true, "bare": true]).result.grant != nil)
+        // An account that came onto the device after the service looked: its ways back were not read.
+        #expect(claim(transfer(), device: two, replace: true, replacing: ["kept": true]).result == .failure(.accountWouldBeLost))
+        // The device's checks come first, as ever.
+        #expect(claim(transfer(), device: two, secret: "wrong", replace: true, replacing: ["kept": true]).result == .failure(.invalidDeviceCredentials))
+
+        let abandoned = claim(transfer(), device: two, replace: true, abandon: true, replacing: ["kept": true, "bare": false])
+        #expect(abandoned.result.grant?.accounts.map(\.accountID) == ["acct"])
+        #expect(abandoned.effects.contains(.endPair(
+            deviceID: device.value, accountID: "bare", state: .replaced, reason: "taken over by account acct (replaceExistingAccount, abandoned)", at: t0)))
+        #expect(abandoned.effects.contains(.endPair(
+            deviceID: device.value, accountID: "kept", state: .replaced, reason: "taken over by account acct (replaceExistingAccount)", at: t0)))
+        #expect(abandoned.effects.contains(.audit(AuditEvent(
+            at: t0, kind: .deviceReplaced, accountID: "bare", deviceID: device.value, transferID: "t1",
+            reason: "claimed account acct with replaceExistingAccount; abandoned with no way back (abandonExisting=true)"))))
+    }
+
     @Test("a claim takes the account off its old device only; addAccount puts it beside the new device's accounts")
     func claimBeside() {
         let plan = claim(
@@ -189,8 +222,12 @@ struct PlanTests {
         #expect(own.effects.map(\.auditKind).compactMap { $0 } == [.transferSetUp])
     }
 
-    func login(_ device: DeviceRecord?, secret: String = "secret", _ target: LoginTarget = .current, slot: RateSlot? = nil) -> Plan<SessionGrant> {
-        let f = Facts((.device(self.device.value), device))
+    /// `created`: when the accounts created on the device in the last day were created.
+    func login(
+        _ device: DeviceRecord?, secret: String = "secret", _ target: LoginTarget = .current, slot: RateSlot? = nil, created: [Timestamp] = []
+    ) -> Plan<SessionGrant> {
+        let f = Facts(
+            (.device(self.device.value), device), (.accountsCreated(onDevice: self.device.value, since: t0 - .seconds(86_400)), created))
         return planned(
             LoginCommand(
                 deviceID: self.device, deviceSecret: secret, target: target, now: t0, newAccountID: "new", creationSlot: slot, fresh: fresh,
@@ -211,6 +248,20 @@ struct PlanTests {
         #expect(!login(nil, slot: slot).effects.dropLast().contains { if case .takeSlot = $0 { true } else { false } })
         #expect(login(nil).effects.map(\.auditKind).compactMap { $0 } == [.accountCreated])
         #expect(login(nil, .account("acct")).result == .failure(.accountNotOnDevice))
+    }
+
+    /// Contract v1.3: one attestation must not mint accounts without end (`newAccount`, then removal).
+    @Test("newAccount: a device that created 10 accounts in the last 24 hours is refused until the oldest of them is a day old")
+    func deviceCreationCap() {
+        let device = record([("first", .active)])
+        let nine = (1...9).map { t0 - .seconds(3600 - Int64($0)) }  // the oldest 3599 s ago
+        #expect(login(device, .newAccount, created: nine).result.grant?.created == true, "9 in the day: the 10th is allowed")
+        let refused = login(device, .newAccount, created: nine + [t0 - .seconds(5)])
+        #expect(refused.result == .failure(.rateLimited(retryAfterSeconds: 86_400 - 3599)), "until the oldest is a day old")
+        #expect(refused.effects.isEmpty, "nothing is written")
+        #expect(login(device, .current, created: nine + [t0]).result.grant != nil, "logins of its accounts go on")
+        let created = login(device, .newAccount).effects.first { if case .createAccount = $0 { true } else { false } }
+        #expect(created == .createAccount(id: "new", userName: "new", device: self.device.value, at: t0), "a creation names its device")
     }
 
     @Test("a login of an open session writes one row and hands back the session's current refresh token")

@@ -55,4 +55,12 @@ struct ProcessTests {
         #expect(lines(of: run.err).count == 1, "\(run)")
         #expect(run.err.contains("--transfer-ttl"))
     }
+
+    @Test("v1's bare --trusted-proxy stops the server at once with one line naming the new form")
+    func bareTrustedProxy() throws {
+        let run = try Executable.run("transfer-server", ["--trusted-proxy"])
+        #expect(run.code == 64, "\(run)")
+        #expect(lines(of: run.err).count == 1, "\(run)")
+        #expect(run.err.contains("--trusted-proxy 10.0.0.0/8,127.0.0.1"), "\(run)")
+    }
 }

@@ -95,9 +95,11 @@ struct Model {
     }
 
     /// Expected answer of a claim, applying its effects; `left` collects pairs whose session ended.
-    mutating func claim(email: String, password: String, device: String, replace: Bool, add: Bool, left: inout [String]) -> (Int, String?) {
+    mutating func claim(
+        email: String, password: String, device: String, replace: Bool, add: Bool, abandon: Bool, left: inout [String]
+    ) -> (Int, String?) {
         repeatedAccount = nil
-        if replace && add { return (400, "invalid_request") }
+        if replace && add || abandon && !replace { return (400, "invalid_request") }
         guard let account = transfers.first(where: { $0.value.email == email && now < $0.value.expiresAt })?.key,
             var t = transfers[account]
         else {
@@ -136,6 +138,8 @@ struct Model {
                 if phone.active.count >= maxAccounts { return (409, "device_account_limit") }
             } else if !phone.active.isEmpty {
                 if !replace { return (409, "device_has_account") }
+                // Their only device: one without a way back (here, an open transfer) would be stranded.
+                if !abandon && phone.active.contains(where: { open($0) == nil }) { return (409, "account_would_be_lost") }
                 for other in phone.active {
                     phone.set(other, .replaced)
                     left.append("\(device)|\(other)")
@@ -297,9 +301,11 @@ struct PropertyTests {
                     if !devices.contains(where: { $0.id == d.id }) { devices.append(d) }
                     let replace = Int.random(in: 0..<3, using: &rng) == 0
                     let add = Int.random(in: 0..<3, using: &rng) == 0
+                    let abandon = Int.random(in: 0..<3, using: &rng) == 0
                     var left: [String] = []
-                    let (status, code) = model.claim(email: email, password: password, device: d.id, replace: replace, add: add, left: &left)
-                    let r = try await api.claim(email: email, password: password, device: d, replace: replace, add: add)
+                    let (status, code) = model.claim(
+                        email: email, password: password, device: d.id, replace: replace, add: add, abandon: abandon, left: &left)
+                    let r = try await api.claim(email: email, password: password, device: d, replace: replace, add: add, abandon: abandon)
                     #expect(Int(r.status.code) == status, "claim \(context): \(r.text.prefix(120))")
                     #expect(Self.code(r) == code, "claim code \(context)")
                     seen["claim \(status) \(code ?? "")", default: 0] += 1

@@ -374,7 +374,7 @@ extension PushRoutingTests {
             let tokenB = Self.apnsToken()
             _ = try await api.registerPush(try own.accessToken, token: tokenB)
             #expect(try await api.setUp(token: try a.accessToken, email: "ann@example.com", password: password).status == .created)
-            let claimed = try await api.claim(email: "ann@example.com", password: password, device: b, replace: true)
+            let claimed = try await api.claim(email: "ann@example.com", password: password, device: b, replace: true, abandon: true)
             try #require(claimed.status == .ok, "\(claimed.text)")
             #expect(try await backend.reach([try own.accountID]) == [], "the replaced account no longer reaches B")
             #expect(try await backend.reach([try a.accountID]).map(\.token) == [tokenB], "B's token now reaches the claimed account")

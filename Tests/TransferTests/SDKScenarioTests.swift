@@ -112,7 +112,7 @@ struct SDKScenarioTests {
         }
     }
 
-    @Test("a claim with replace: the new phone's own account leaves it, the moved one is its only account",
+    @Test("a claim with replace: refused while the new phone's own account has no way back; abandoning it, the moved one is its only account",
           arguments: StoreKind.available)
     func claimReplacing(kind: StoreKind) async throws {
         try await withNode(kind) { _, base, _ in
@@ -122,7 +122,11 @@ struct SDKScenarioTests {
 
             let b = SimulatedPhone("B", baseURL: base)
             let own = try #require(signedIn(try await b.launch())).account
-            #expect(try await b.claim(email: "mia@example.com", password: password, choice: .replace).id == mia)
+            await #expect { try await b.claim(email: "mia@example.com", password: password, choice: .replace) } throws: {
+                ($0 as? TransferKit.TransferError)?.code == .accountWouldBeLost
+            }
+            #expect(try await b.accounts().map(\.id) == [own], "nothing changed")
+            #expect(try await b.claim(email: "mia@example.com", password: password, choice: .abandonExisting).id == mia)
             #expect(try await b.accounts().map(\.id) == [mia], "B holds only Mia's account")
             let relaunched = b.relaunched()
             let onB = try #require(signedIn(try await relaunched.launch()))

@@ -150,7 +150,11 @@ struct ScenarioTests {
             #expect(try await api.login(b)["accountId"] as? String == sessionB["accountId"] as? String)
             #expect(try await api.me(sessionA.accessToken)["migrationFlag"] as? Bool == true)
 
-            let replaced = try await api.claim(email: "own@example.com", password: password, device: b, replace: true)
+            // B's own account has no way back: replacing it would strand it (contract v1.3).
+            let stranding = try await api.claim(email: "own@example.com", password: password, device: b, replace: true)
+            #expect(stranding.status == .conflict && stranding.error == "account_would_be_lost", "\(stranding.text)")
+            #expect(try await api.login(b)["accountId"] as? String == sessionB["accountId"] as? String)
+            let replaced = try await api.claim(email: "own@example.com", password: password, device: b, replace: true, abandon: true)
             #expect(replaced.status == .ok)
             #expect(replaced["accountId"] as? String == sessionA["accountId"] as? String)
             #expect(try await api.login(b)["accountId"] as? String == sessionA["accountId"] as? String)

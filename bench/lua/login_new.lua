@@ -1,5 +1,5 @@
 -- Auto-login of new devices: every request creates an account. With BENCH_CLIENTS=N (and
--- the server's --trusted-proxy) each comes from one of N IPv4 clients, as X-Forwarded-For.
+-- the server's --trusted-proxy 127.0.0.1) each comes from one of N IPv4 clients, as X-Forwarded-For.
 dofile(os.getenv("BENCH_LUA") .. "/common.lua")
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"

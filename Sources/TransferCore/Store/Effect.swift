@@ -1,6 +1,7 @@
 /// One change to the stored state. Each store maps each case to its SQL, in one place.
 public enum Effect: Sendable, Equatable {
-    case createAccount(id: String, userName: String, at: Timestamp)
+    /// A new account, created on `device` (which its creation counts against: `RateLimit.deviceCreations`).
+    case createAccount(id: String, userName: String, device: String, at: Timestamp)
     case createDevice(id: String, secretHash: SecretHash, at: Timestamp)
     /// Puts the account on the device (again, if it was there before), active.
     case addAccount(deviceID: String, accountID: String, at: Timestamp)

@@ -32,6 +32,9 @@ public enum FactKey: Sendable, Equatable, CustomStringConvertible {
     case accountDevices(AccountRef)
     /// An account's row and migration flag.
     case account(AccountRef)
+    /// When the accounts created on a device after `since` were created, oldest first (read
+    /// after the device, whose lock holds back other creations on it; not locked itself).
+    case accountsCreated(onDevice: String, since: Timestamp)
     /// The token signing keys, oldest first; serialised among writers (and nodes).
     case signingKeys
     /// A service key by name.
@@ -190,6 +193,10 @@ public struct Facts: Sendable {
     public func accountDevices(_ id: String) throws -> [DeviceRecord] { try accountDevices(.id(id)) }
     public func account(_ account: AccountRef) throws -> AccountRecord? { try value(.account(account)) }
     public func account(_ id: String) throws -> AccountRecord? { try account(.id(id)) }
+    /// Oldest first.
+    public func accountsCreated(onDevice device: String, since: Timestamp) throws -> [Timestamp] {
+        try value(.accountsCreated(onDevice: device, since: since))
+    }
     /// Oldest first.
     public func signingKeys() throws -> [SigningKeyRecord] { try value(.signingKeys) }
     public func serviceKey(name: String) throws -> ServiceKeyRecord? { try value(.serviceKey(name: name)) }

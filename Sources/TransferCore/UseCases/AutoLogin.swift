@@ -39,7 +39,8 @@ extension TransferService {
                 deviceID: deviceID, deviceSecret: deviceSecret, target: target, now: now,
                 newAccountID: Identifier.make(at: wall, random: random[16..<32]),
                 creationSlot: policy.limits.slot(.accountCreation, client: clientAddress, now: now),
-                maxAccounts: policy.maxAccountsPerDevice, fresh: fresh, clientAddress: clientAddress, attestation: gate))
+                maxAccounts: policy.maxAccountsPerDevice, deviceCreations: policy.deviceCreations, fresh: fresh,
+                clientAddress: clientAddress, attestation: gate))
         switch result {
         case .success(let grant):
             observer.loggedIn(created: grant.created)
@@ -68,6 +69,8 @@ public struct LoginCommand: StoreOperation {
     /// Taken (in the same transaction) when an account is created; nil while the limit is off.
     public var creationSlot: RateSlot?
     public var maxAccounts: Int
+    /// The accounts a known device may create in a rolling window (`newAccount`).
+    public var deviceCreations: RateLimit
     /// Used only when the pair has no open session.
     public var fresh: FreshSession
     public var clientAddress: String?
@@ -76,9 +79,10 @@ public struct LoginCommand: StoreOperation {
 
     public init(
         deviceID: DeviceID, deviceSecret: String, target: LoginTarget = .current, now: Timestamp, newAccountID: String,
-        creationSlot: RateSlot? = nil, maxAccounts: Int = 5, fresh: FreshSession, clientAddress: String?,
-        attestation: AttestationGate? = nil
+        creationSlot: RateSlot? = nil, maxAccounts: Int = 5, deviceCreations: RateLimit = .deviceCreations, fresh: FreshSession,
+        clientAddress: String?, attestation: AttestationGate? = nil
     ) {
+        self.deviceCreations = deviceCreations
         self.attestation = attestation
         self.deviceID = deviceID
         self.deviceSecret = deviceSecret
@@ -93,10 +97,17 @@ public struct LoginCommand: StoreOperation {
 
     public var secretHash: SecretHash { SecretHash(of: deviceSecret) }
 
+    /// The device, and for a `newAccount` the accounts it created within `deviceCreations`'
+    /// period (a plain login, nearly all of them, reads the device alone).
     public var reads: [FactKey] {
-        guard let challenge = attestation?.proof?.challengeHash else { return [.device(deviceID.value)] }
-        return [.device(deviceID.value), .attestationChallenge(challenge)]
+        var reads: [FactKey] = [.device(deviceID.value)]
+        if target == .newAccount { reads.append(.accountsCreated(onDevice: deviceID.value, since: creationsSince)) }
+        if let challenge = attestation?.proof?.challengeHash { reads.append(.attestationChallenge(challenge)) }
+        return reads
     }
+
+    /// The start of the window a device's creations are counted in.
+    var creationsSince: Timestamp { now - deviceCreations.period }
 
     public func plan(_ facts: Facts) throws -> Plan<SessionGrant> {
         guard let device = try facts.device(deviceID.value) else {
@@ -114,6 +125,9 @@ public struct LoginCommand: StoreOperation {
             // A retired device holds nothing new: it answers as its plain login does.
             if device.retiredAt != nil { return logIn(device, device.currentAccountID.flatMap(device.account)) }
             guard device.active.count < maxAccounts else { return Plan(refusing: .deviceAccountLimit(maxAccounts)) }
+            // Before attestation and the client's slot: refused, nothing is written or used up.
+            let created = try facts.accountsCreated(onDevice: device.id, since: creationsSince)
+            if let refusal = deviceCreations.refusal(after: created, at: now) { return Plan(refusing: refusal) }
             return try create(on: device, facts)
         }
     }
@@ -147,7 +161,7 @@ public struct LoginCommand: StoreOperation {
             accounts: others + [ListedAccount(accountID: account.accountID, userName: account.userName, current: true)])
         grant.attestation = attested
         return Plan(grant, (device == nil ? [.createDevice(id: id, secretHash: secretHash, at: now)] : []) + attestationEffects + [
-            .createAccount(id: account.accountID, userName: account.userName, at: now),
+            .createAccount(id: account.accountID, userName: account.userName, device: id, at: now),
             .addAccount(deviceID: id, accountID: account.accountID, at: now),
             .setCurrentAccount(deviceID: id, accountID: account.accountID),
             .openSession(deviceID: id, accountID: account.accountID, session, at: now, clientAddress: clientAddress),
@@ -185,5 +199,27 @@ public struct LoginCommand: StoreOperation {
         return Plan(grant, [
             .openSession(deviceID: device.id, accountID: accountID, session, at: now, clientAddress: clientAddress)
         ])
+    }
+}
+
+extension RateLimit {
+    /// The accounts one device may create in any 24 hours, its first included (contract v1.3,
+    /// security round 3): one attestation, one genuine device, must not mint accounts without
+    /// end through `newAccount` and `DELETE /v1/devices/accounts/{id}?abandon=true`, which keep
+    /// it under `--max-accounts-per-device`. 10: a person sets up a handful of accounts on a
+    /// phone in its life (5 at once by default); 10 a day lets them fill it twice over in one
+    /// day, while a farm of genuine devices gets 10 accounts a day from each, not thousands. A
+    /// fixed rule, not a flag: no deployment needs more, and `--account-creation-limit` is the
+    /// knob for how fast accounts are made.
+    public static let deviceCreations = RateLimit(count: 10, period: .seconds(86_400))
+}
+
+extension RateLimit {
+    /// Refused once `count` events happened within the `period` before `now` (`recent`, oldest
+    /// first: a rolling window, counted from what the store holds, not a budget row):
+    /// `rateLimited`, with the seconds until the oldest of the last `count` leaves the window.
+    func refusal(after recent: [Timestamp], at now: Timestamp) -> TransferError? {
+        guard recent.count >= count else { return nil }
+        return .rateLimited(retryAfterSeconds: now.secondsUntil(recent[recent.count - count] + period))
     }
 }

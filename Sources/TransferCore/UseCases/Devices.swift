@@ -64,24 +64,39 @@ public struct RemoveAccountCommand: StoreOperation {
         self.now = now
     }
 
-    /// The account's pending transfer, Apple link and recovery code are read (and locked) too:
-    /// a cancel, an unlink or a deletion racing this removal must not leave the account on no
-    /// device with no way back.
-    public var reads: [FactKey] { [.pendingTransfers(.of(accountID)), .device(deviceID), .appleLink(.id(accountID)), .recoveryCode(.id(accountID))] }
+    /// The account's ways back are read (and locked) too: a cancel, an unlink or a deletion
+    /// racing this removal must not leave the account on no device with no way back.
+    public var reads: [FactKey] { [.device(deviceID)] + WayBack.facts(of: accountID) }
 
     public func plan(_ facts: Facts) throws -> Plan<Void> {
         guard let device = try facts.device(deviceID), device.account(accountID)?.state == .active else {
             return Plan(refusing: .accountNotOnDevice)
         }
-        let wayBack = try facts.pendingTransfers(.of(accountID)).contains { $0.accountID == accountID && $0.isOpen(at: now) }
-            || facts.appleLink(accountID) != nil || facts.recoveryCode(accountID)?.isUsable == true
-        guard abandon || wayBack else { return Plan(refusing: .accountWouldBeLost) }
+        guard try abandon || !WayBack.all(of: accountID, in: facts, at: now).isEmpty else { return Plan(refusing: .accountWouldBeLost) }
         var effects = device.leave(
             accountID, state: .removed, reason: abandon ? "removed by the app (abandoned)" : "removed by the app", at: now)
         effects.append(.audit(AuditEvent(
             at: now, kind: .accountRemoved, accountID: accountID, deviceID: deviceID, reason: abandon ? "abandon=true" : nil)))
         effects.append(.webhook(.accountRemovedFromDevice, accountID: accountID, at: now, ["deviceId": deviceID]))
         return Plan((), effects)
+    }
+}
+
+extension WayBack {
+    /// What tells an account's ways back: its pending transfers, Apple link and recovery code.
+    /// Read in an operation, they are locked (in rank order: the transfers before any device).
+    public static func facts(of accountID: String) -> [FactKey] {
+        [.pendingTransfers(.of(accountID)), .appleLink(.id(accountID)), .recoveryCode(.id(accountID))]
+    }
+
+    /// What would still bring the account onto a device once it leaves the one it is on (an
+    /// account is active on one device at most): a pending, unexpired transfer, a linked Apple
+    /// ID, an unused recovery code. None: leaving strands it (`account_would_be_lost`, unless
+    /// the app abandons it), for a removal and for a claim that pushes it off alike.
+    public static func all(of accountID: String, in facts: Facts, at now: Timestamp) throws -> [WayBack] {
+        let transfer = try facts.pendingTransfers(.of(accountID)).contains { $0.accountID == accountID && $0.isOpen(at: now) }
+        return (transfer ? [.transfer] : []) + (try facts.appleLink(accountID) != nil ? [.apple] : [])
+            + (try facts.recoveryCode(accountID)?.isUsable == true ? [.recoveryCode] : [])
     }
 }
 

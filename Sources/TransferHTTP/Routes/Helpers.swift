@@ -20,19 +20,11 @@ extension API {
         }
     }
 
-    /// The client's address in canonical form (`ClientAddress`): the socket peer, or with
-    /// `--trusted-proxy` the last `X-Forwarded-For` hop (the one the proxy appended). A hop
-    /// that is no IP address is not trusted: the peer (the proxy) is the client then.
+    /// The client's address in canonical form (`ClientAddress`): the socket peer, or behind
+    /// the proxies `--trusted-proxy` names, the `X-Forwarded-For` hop they vouch for
+    /// (`TrustedProxies.client`).
     func clientAddress(_ request: Request, _ context: Context) -> String {
-        if configuration.trustedProxy, let forwarded = request.headers[.xForwardedFor],
-            let last = forwarded.split(separator: ",").last, let address = ClientAddress(last)
-        {
-            return address.description
-        }
-        guard let peer = context.peerAddress else { return "unknown" }
-        // NIO writes an IPv4 peer as a dotted quad already: only IPv6 (an IPv4-mapped one on a
-        // dual-stack socket among them) needs the parse, not every login from IPv4.
-        return peer.utf8.contains(UInt8(ascii: ":")) ? ClientAddress(peer)?.description ?? peer : peer
+        configuration.trustedProxies.client(peer: context.peerAddress) { request.headers[values: .xForwardedFor] }
     }
 
     static func json(_ value: some Encodable, status: HTTPResponse.Status) throws -> Response {

@@ -96,8 +96,11 @@ extension ClaimTarget {
         let secret = try FieldRules.deviceSecret(try body.string("deviceSecret"))
         let replace = try body.bool("replaceExistingAccount", default: false)
         let add = try body.bool("addAccount", default: false)
-        self.init(deviceID: deviceID, deviceSecret: secret, replaceExistingAccount: replace, addAccount: add)
+        let abandon = try body.bool("abandonExisting", default: false)
+        self.init(deviceID: deviceID, deviceSecret: secret, replaceExistingAccount: replace, addAccount: add, abandonExisting: abandon)
         if replace && add { throw APIError.invalidRequest("replaceExistingAccount and addAccount cannot both be true.") }
+        // Like addAccount with replaceExistingAccount: an option that could only be misread is refused.
+        if abandon && !replace { throw APIError.invalidRequest("abandonExisting: true needs replaceExistingAccount: true.") }
     }
 }
 

@@ -142,6 +142,9 @@ struct Client {
             body = ByteBuffer(string: raw)
         }
         if body != nil, headers[.contentType] == nil { headers[.contentType] = "application/json" }
+        // Without a body, say so as clients do: on a socket (a harness that trusts proxies) NIO
+        // would send a POST's or PUT's missing body as an empty chunked one.
+        if body == nil, method == .post || method == .put, headers[.contentLength] == nil { headers[.contentLength] = "0" }
         return try await client.execute(uri: path, method: method, headers: headers, body: body) { response in
             Reply(status: response.status, headers: response.headers, body: response.body)
         }
@@ -173,10 +176,13 @@ struct Client {
         try await call(.put, "/v1/me/transfer", json: ["email": email, "temporaryPassword": password], token: token)
     }
 
-    func claim(email: String, password: String, device: Device, replace: Bool? = nil, add: Bool? = nil) async throws -> Reply {
+    func claim(
+        email: String, password: String, device: Device, replace: Bool? = nil, add: Bool? = nil, abandon: Bool? = nil
+    ) async throws -> Reply {
         var body: [String: Any] = ["email": email, "temporaryPassword": password, "deviceId": device.id, "deviceSecret": device.secret]
         if let replace { body["replaceExistingAccount"] = replace }
         if let add { body["addAccount"] = add }
+        if let abandon { body["abandonExisting"] = abandon }
         return try await call(.post, "/v1/transfers/claim", json: body)
     }
 

@@ -89,14 +89,24 @@ struct Harness {
         configuration = config
     }
 
-    /// Runs `body` against the server through the router (no socket).
+    /// Runs `body` against the server through the router (no socket). A server that trusts
+    /// proxies listens on a socket of its own instead: a router test has no peer to trust,
+    /// and on a socket the peer is 127.0.0.1 (the proxy, when it is named).
     func run(_ body: @Sendable (Client, TransferApp.Parts) async throws -> Void) async throws {
+        var configuration = configuration
+        let live = !configuration.trustedProxies.ranges.isEmpty
+        if live { configuration.port = 0 }
         let (app, parts) = try await TransferApp.build(
             configuration: configuration, clock: clock, passwordHasher: injectHasher ? hasher : nil, logger: logs.logger)
-        try await app.test(.router) { client in
+        try await app.test(live ? .live : .router) { client in
             try await body(Client(client: client), parts)
         }
     }
+}
+
+extension TrustedProxies {
+    /// The peer of a test's socket: `--trusted-proxy 127.0.0.1,::1`.
+    static let loopback = try! TrustedProxies("127.0.0.1,::1")
 }
 
 /// A server on a fresh database of the given store, removed afterwards.

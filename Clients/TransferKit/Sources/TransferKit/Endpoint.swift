@@ -49,7 +49,7 @@ struct Endpoint: Sendable, Equatable, CustomStringConvertible {
         "POST", "/v1/transfers/claim",
         body: [
             "email", "temporaryPassword", "transferCode", "recoveryCode", "deviceId", "deviceSecret",
-            "replaceExistingAccount", "addAccount",
+            "replaceExistingAccount", "addAccount", "abandonExisting",
         ],
         token: false)
     static let makeRecoveryCode = Endpoint("PUT", "/v1/me/recovery-code", token: true, deviceProof: true)
@@ -70,7 +70,7 @@ struct Endpoint: Sendable, Equatable, CustomStringConvertible {
     static let unlinkApple = Endpoint("DELETE", "/v1/me/apple", token: true, deviceProof: true)
     static let claimWithApple = Endpoint(
         "POST", "/v1/transfers/apple",
-        body: ["identityToken", "nonce", "deviceId", "deviceSecret", "replaceExistingAccount", "addAccount"],
+        body: ["identityToken", "nonce", "deviceId", "deviceSecret", "replaceExistingAccount", "addAccount", "abandonExisting"],
         token: false)
 
     /// Every operation TransferKit calls.

@@ -103,8 +103,16 @@ public enum StartingPoint: Sendable, Equatable {
 public enum ClaimChoice: String, Sendable, CaseIterable {
     /// Fail with ``TransferError/Code/deviceHasAccount`` (nothing changes), so the app can ask the user.
     case fail
-    /// The phone's accounts leave it (kept by the service, reachable by support); sends `replaceExistingAccount: true`.
+    /// The phone's accounts leave it (kept by the service, reachable by support); sends
+    /// `replaceExistingAccount: true`. Fails with ``TransferError/Code/accountWouldBeLost``
+    /// (nothing changes) when one of them has no way back (no pending transfer, linked Apple ID
+    /// or unused recovery code): this phone is its only one. Ask the user, then claim again with
+    /// ``abandonExisting``, or set up a way back for that account first.
     case replace
+    /// As ``replace``, and an account that leaves the phone with no way back is abandoned: kept
+    /// by the service for support only, out of the user's reach. Sends
+    /// `replaceExistingAccount: true` and `abandonExisting: true`. Ask the user first.
+    case abandonExisting
     /// The claimed account is added beside them; sends `addAccount: true`.
     case add
     /// The claimed account is added beside them (`addAccount: true`), then the accounts the phone
@@ -118,7 +126,9 @@ public enum ClaimChoice: String, Sendable, CaseIterable {
     case deleteExisting
 
     /// The claim's `replaceExistingAccount`: sent only when true.
-    var replaceExistingAccount: Bool? { self == .replace ? true : nil }
+    var replaceExistingAccount: Bool? { self == .replace || self == .abandonExisting ? true : nil }
+    /// The claim's `abandonExisting`: sent only when true.
+    var abandonExisting: Bool? { self == .abandonExisting ? true : nil }
     /// The claim's `addAccount`: sent only when true.
     var addAccount: Bool? { self == .add || self == .deleteExisting ? true : nil }
 }

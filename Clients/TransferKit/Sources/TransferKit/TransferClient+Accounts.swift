@@ -56,7 +56,9 @@ extension TransferClient {
     /// ``AttestationProvider`` is asked only when the service answers `attestation_required`.
     ///
     /// - Throws: ``TransferError/Code/deviceAccountLimit`` when the phone holds the most accounts
-    ///   it may, ``TransferError/Code/rateLimited``; when the service checks attestation,
+    ///   it may, ``TransferError/Code/rateLimited`` (too many new accounts from this address, or
+    ///   this phone created 10 in the last 24 hours, removed ones included: see
+    ///   ``TransferError/retryAfter``); when the service checks attestation,
     ///   ``TransferError/Code/attestationRequired``, ``TransferError/Code/invalidAttestation``,
     ///   ``TransferError/Code/attestationFailed``.
     @discardableResult

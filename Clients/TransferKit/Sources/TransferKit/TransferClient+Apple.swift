@@ -82,7 +82,8 @@ extension TransferClient {
             AppleMoveRequest(
                 identityToken: identityToken, nonce: nonce.value,
                 deviceId: identity.deviceId, deviceSecret: identity.deviceSecret,
-                replaceExistingAccount: existingAccounts.replaceExistingAccount, addAccount: existingAccounts.addAccount)
+                replaceExistingAccount: existingAccounts.replaceExistingAccount, addAccount: existingAccounts.addAccount,
+                abandonExisting: existingAccounts.abandonExisting)
         }
     }
 }

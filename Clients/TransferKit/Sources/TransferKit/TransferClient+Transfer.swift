@@ -31,7 +31,9 @@ extension TransferClient {
     ///
     /// - Parameter existingAccounts: what to do when this phone already holds accounts:
     ///   ``ClaimChoice/fail`` (the default) throws ``TransferError/Code/deviceHasAccount`` so the app
-    ///   can ask the user; ``ClaimChoice/replace`` takes them off the phone; ``ClaimChoice/add`` keeps
+    ///   can ask the user; ``ClaimChoice/replace`` takes them off the phone (unless one has no way
+    ///   back: ``TransferError/Code/accountWouldBeLost``; ``ClaimChoice/abandonExisting`` takes it
+    ///   off all the same); ``ClaimChoice/add`` keeps
     ///   them beside the claimed one; ``ClaimChoice/deleteExisting`` keeps them until the claim has
     ///   won, then deletes them (the account a new phone made by itself: ask the user first).
     ///
@@ -42,6 +44,7 @@ extension TransferClient {
     /// - Throws: ``TransferError/Code/invalidTransferCredentials`` (unknown email, wrong password,
     ///   expired, cancelled, claimed or voided: one answer for all), ``TransferError/Code/tooManyAttempts``,
     ///   ``TransferError/Code/rateLimited``, ``TransferError/Code/deviceHasAccount``,
+    ///   ``TransferError/Code/accountWouldBeLost``,
     ///   ``TransferError/Code/deviceAccountLimit``, ``TransferError/Code/deviceAlreadyBound``,
     ///   ``TransferError/Code/deviceRetired`` (call ``startOver()`` and claim again),
     ///   ``TransferError/Code/storageUnavailable``.
@@ -53,7 +56,8 @@ extension TransferClient {
             ClaimRequest(
                 email: email, temporaryPassword: temporaryPassword,
                 deviceId: identity.deviceId, deviceSecret: identity.deviceSecret,
-                replaceExistingAccount: existingAccounts.replaceExistingAccount, addAccount: existingAccounts.addAccount)
+                replaceExistingAccount: existingAccounts.replaceExistingAccount, addAccount: existingAccounts.addAccount,
+                abandonExisting: existingAccounts.abandonExisting)
         }
     }
 
@@ -91,7 +95,8 @@ extension TransferClient {
         try await claim(.claimTransfer, choice: existingAccounts) { identity in
             ClaimRequest(
                 transferCode: code.value, deviceId: identity.deviceId, deviceSecret: identity.deviceSecret,
-                replaceExistingAccount: existingAccounts.replaceExistingAccount, addAccount: existingAccounts.addAccount)
+                replaceExistingAccount: existingAccounts.replaceExistingAccount, addAccount: existingAccounts.addAccount,
+                abandonExisting: existingAccounts.abandonExisting)
         }
     }
 
@@ -128,7 +133,8 @@ extension TransferClient {
         try await claim(.claimTransfer, choice: existingAccounts) { identity in
             ClaimRequest(
                 recoveryCode: recoveryCode.value, deviceId: identity.deviceId, deviceSecret: identity.deviceSecret,
-                replaceExistingAccount: existingAccounts.replaceExistingAccount, addAccount: existingAccounts.addAccount)
+                replaceExistingAccount: existingAccounts.replaceExistingAccount, addAccount: existingAccounts.addAccount,
+                abandonExisting: existingAccounts.abandonExisting)
         }
     }
 

@@ -83,8 +83,10 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
         public static let invalidToken = Code(rawValue: "invalid_token")
         /// The refresh token was refused (`401`); TransferKit then logs in again with the device secret.
         public static let invalidRefreshToken = Code(rawValue: "invalid_refresh_token")
-        /// Removing the account would leave it on no device, with no transfer pending and no Apple ID
-        /// linked (`409`); remove it with `abandon: true` to keep it only for support.
+        /// Removing the account would leave it on no device, with no transfer pending, no Apple ID
+        /// linked and no unused recovery code (`409`); remove it with `abandon: true` to keep it
+        /// only for support. A claim with ``ClaimChoice/replace`` gets it when it would push such
+        /// an account off this phone: claim with ``ClaimChoice/abandonExisting`` to abandon it.
         public static let accountWouldBeLost = Code(rawValue: "account_would_be_lost")
         /// The device holds the most accounts it may (`409`).
         public static let deviceAccountLimit = Code(rawValue: "device_account_limit")

@@ -41,6 +41,7 @@ struct ClaimRequest: Codable, Sendable {
     var deviceSecret: String
     var replaceExistingAccount: Bool? = nil
     var addAccount: Bool? = nil
+    var abandonExisting: Bool? = nil
 }
 
 /// `CurrentAccountRequest`.
@@ -94,6 +95,7 @@ struct AppleMoveRequest: Codable, Sendable {
     var deviceSecret: String
     var replaceExistingAccount: Bool? = nil
     var addAccount: Bool? = nil
+    var abandonExisting: Bool? = nil
 }
 
 // MARK: Responses

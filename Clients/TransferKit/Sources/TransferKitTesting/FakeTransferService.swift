@@ -404,8 +404,7 @@ public final class FakeTransferService: @unchecked Sendable {
             let id = String(request.url.lastPathComponent)
             let abandon = URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems?.first { $0.name == "abandon" }?.value
             guard devices[caller!.device]!.accounts.contains(id) else { return error(403, "account_not_on_device") }
-            let wayBack = live[id] != nil || appleLinks.values.contains { $0.account == id } || recoveryCodes[id] != nil
-            guard abandon == "true" || wayBack else {
+            guard abandon == "true" || hasWayBack(id) else {
                 return error(409, "account_would_be_lost")
             }
             takeOff(id, from: caller!.device)
@@ -672,12 +671,15 @@ public final class FakeTransferService: @unchecked Sendable {
     private func move(_ account: String, onto body: [String: Any]) -> Response {
         let deviceId = (body["deviceId"] as! String).lowercased(), secret = body["deviceSecret"] as! String
         let replace = body["replaceExistingAccount"] as? Bool ?? false, add = body["addAccount"] as? Bool ?? false
-        if replace && add { return error(400, "invalid_request") }
+        let abandon = body["abandonExisting"] as? Bool ?? false
+        if replace && add || abandon && !replace { return error(400, "invalid_request") }
         var device = devices[deviceId] ?? Device(secret: secret, accounts: [], current: nil)
         if retired.contains(deviceId) { return error(409, "device_retired") }  // before the secret, as the service
         guard device.secret == secret else { return error(401, "invalid_device_credentials") }
         if device.accounts.contains(account) { return error(409, "device_already_bound") }
         if !device.accounts.isEmpty && !replace && !add { return error(409, "device_has_account") }
+        // This phone is the only one of its accounts: one with no way back would be stranded.
+        if replace && !abandon && !device.accounts.allSatisfy(hasWayBack) { return error(409, "account_would_be_lost") }
         for (id, old) in devices where old.accounts.contains(account) {
             takeOff(account, from: id, movedAway: true)
         }
@@ -756,6 +758,12 @@ public final class FakeTransferService: @unchecked Sendable {
         handoffCodes[code]!.used = true
         accessTokens = accessTokens.filter { $0.value != sibling }  // a later hand-off replaces the session
         return session(sibling, created: false, status: 200, rotate: true)
+    }
+
+    /// What would bring the account back once it leaves its phone: a pending transfer, a
+    /// linked Apple ID, an unused recovery code.
+    private func hasWayBack(_ account: String) -> Bool {
+        live[account] != nil || appleLinks.values.contains { $0.account == account } || recoveryCodes[account] != nil
     }
 
     /// A moved account stays its old device's current one (the plain login keeps answering 410).

@@ -63,7 +63,8 @@ struct AppleTests {
         #expect(phone.server.violations.isEmpty)
     }
 
-    @Test("claim with an Apple ID: fail / replace / add send the claim's fields", arguments: [ClaimChoice.fail, .replace, .add])
+    @Test("claim with an Apple ID: fail / replace / abandonExisting / add send the claim's fields",
+          arguments: [ClaimChoice.fail, .replace, .abandonExisting, .add])
     func claimChoice(_ choice: ClaimChoice) async throws {
         let old = try await Launched()
         try await link(old)
@@ -83,8 +84,15 @@ struct AppleTests {
             #expect(try sent().bodyKeys == base)
             #expect(new.client.currentAccountId == new.accountId)
         case .replace:
-            #expect(try await claim().id == old.accountId)
+            // The account the new phone made by itself has no way back: replacing it would strand it.
+            await #expect { try await claim() } throws: { TransferError.kind(of: $0) == .accountWouldBeLost }
             #expect(try sent().bodyKeys == base.union(["replaceExistingAccount"]))
+            #expect(new.client.currentAccountId == new.accountId, "nothing changed")
+            #expect(old.server.violations.isEmpty)
+            return
+        case .abandonExisting:
+            #expect(try await claim().id == old.accountId)
+            #expect(try sent().bodyKeys == base.union(["replaceExistingAccount", "abandonExisting"]))
             #expect(new.client.state.accounts.map(\.id) == [old.accountId])
             #expect(new.storedSessions.keys.sorted() == [old.accountId])
             #expect(new.events.all.contains(.accountRemoved(accountId: new.accountId)))

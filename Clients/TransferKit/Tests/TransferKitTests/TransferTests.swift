@@ -8,7 +8,7 @@ struct TransferTests {
     static let email = "ann@example.com"
     static let password = "blue-harbor-42"
 
-    @Test("claim with fail / replace / add sends the right fields", arguments: [ClaimChoice.fail, .replace, .add])
+    @Test("claim with fail / replace / abandonExisting / add sends the right fields", arguments: [ClaimChoice.fail, .replace, .abandonExisting, .add])
     func claimChoice(_ choice: ClaimChoice) async throws {
         let old = try await Launched()
         let pending = try await old.client.setUpTransfer(email: Self.email, temporaryPassword: Self.password)
@@ -29,10 +29,23 @@ struct TransferTests {
             #expect(new.server.requests("POST /v1/transfers/claim").last?.bodyKeys == base)
             #expect(new.client.currentAccountId == new.accountId)
         case .replace:
+            // The account the new phone made by itself has no way back: replacing it would strand it.
+            await #expect { try await claim() } throws: { TransferError.kind(of: $0) == .accountWouldBeLost }
+            #expect(new.client.state.accounts.map(\.id) == [new.accountId], "nothing changed")
+            _ = try await new.client.makeRecoveryCode()
             let account = try await claim()
             let sent = try #require(new.server.requests("POST /v1/transfers/claim").last)
             #expect(sent.bodyKeys == base.union(["replaceExistingAccount"]))
             #expect(sent.body["replaceExistingAccount"] as? Bool == true)
+            #expect(account.id == old.accountId)
+            #expect(new.client.state.accounts.map(\.id) == [old.accountId])
+            #expect(new.storedSessions.keys.sorted() == [old.accountId])
+            #expect(new.events.all.contains(.accountRemoved(accountId: new.accountId)))
+        case .abandonExisting:
+            let account = try await claim()
+            let sent = try #require(new.server.requests("POST /v1/transfers/claim").last)
+            #expect(sent.bodyKeys == base.union(["replaceExistingAccount", "abandonExisting"]))
+            #expect(sent.body["replaceExistingAccount"] as? Bool == true && sent.body["abandonExisting"] as? Bool == true)
             #expect(account.id == old.accountId)
             #expect(new.client.state.accounts.map(\.id) == [old.accountId])
             #expect(new.storedSessions.keys.sorted() == [old.accountId])

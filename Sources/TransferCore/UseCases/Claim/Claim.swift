@@ -11,11 +11,17 @@ public struct ClaimTarget: Sendable {
     public var replaceExistingAccount: Bool
     /// Add the account beside those the device holds (never together with `replaceExistingAccount`).
     public var addAccount: Bool
-    public init(deviceID: DeviceID, deviceSecret: String, replaceExistingAccount: Bool = false, addAccount: Bool = false) {
+    /// With `replaceExistingAccount`: an account pushed off with no way back is abandoned (kept
+    /// for support) instead of refusing the claim with `accountWouldBeLost`, as a removal's `abandon`.
+    public var abandonExisting: Bool
+    public init(
+        deviceID: DeviceID, deviceSecret: String, replaceExistingAccount: Bool = false, addAccount: Bool = false, abandonExisting: Bool = false
+    ) {
         self.deviceID = deviceID
         self.deviceSecret = deviceSecret
         self.replaceExistingAccount = replaceExistingAccount
         self.addAccount = addAccount
+        self.abandonExisting = abandonExisting
     }
 }
 
@@ -93,10 +99,13 @@ public struct ClaimCommand<Proof: ClaimProof>: StoreOperation {
     /// the claim decides (a password claim took its slot before argon2 ran, an Apple move before
     /// its identity token was verified).
     public var slot: RateSlot?
+    /// With `replaceExistingAccount`: the accounts the new device held when the service looked
+    /// (`MoveToDevice.replacing`), whose ways back the claim reads.
+    public var replacing: [String]
 
     public init(
         _ proof: Proof, target: ClaimTarget, maxAccounts: Int = 5, now: Timestamp, fresh: FreshSession, clientAddress: String?,
-        slot: RateSlot? = nil
+        slot: RateSlot? = nil, replacing: [String] = []
     ) {
         self.proof = proof
         self.target = target
@@ -105,11 +114,14 @@ public struct ClaimCommand<Proof: ClaimProof>: StoreOperation {
         self.fresh = fresh
         self.clientAddress = clientAddress
         self.slot = slot
+        self.replacing = replacing
     }
 
-    /// The proof's rows, then what every move locks: the new device, the account's device, the account.
+    /// The proof's rows, then what every move locks: the new device, the account's device, the
+    /// account; and the ways back of the accounts it may push off the device.
     public var reads: [FactKey] {
         proof.reads + [.device(target.deviceID.value), .accountDevices(proof.account), .account(proof.account)]
+            + replacing.flatMap(WayBack.facts(of:))
     }
 
     public func plan(_ facts: Facts) throws -> Plan<ClaimOutcome> {
@@ -130,7 +142,7 @@ public struct ClaimCommand<Proof: ClaimProof>: StoreOperation {
             }
             let move = MoveToDevice(
                 account: proof.account, accountID: accountID, target: target, maxAccounts: maxAccounts, now: now, fresh: fresh,
-                clientAddress: clientAddress, method: method)
+                clientAddress: clientAddress, method: method, replacing: replacing)
             switch try move.plan(facts, account: account.summary) {
             case .failure(let error):
                 return Plan(refusing: error, spent)
@@ -171,15 +183,21 @@ extension TransferService {
         }
     }
 
-    /// Runs the claim's transaction with `proof`, and answers.
+    /// Runs the claim's transaction with `proof`, and answers. A claim that may replace the
+    /// device's accounts first looks which they are (a read outside the transaction): the
+    /// transaction then reads and locks their ways back in the lock order, before the device.
     func claim(_ proof: some ClaimProof, _ target: ClaimTarget, slot: RateSlot?, clientAddress: String?) async throws -> SessionGrant {
         let now = clock.now()
+        var replacing: [String] = []
+        if target.replaceExistingAccount, let device = try await store.device(target.deviceID.value, at: now) {
+            replacing = device.active.map(\.account.accountID)
+        }
         let outcome: ClaimOutcome
         do {
             outcome = try await store.execute(
                 ClaimCommand(
                     proof, target: target, maxAccounts: policy.maxAccountsPerDevice, now: now, fresh: freshSession(now: now),
-                    clientAddress: clientAddress, slot: slot)
+                    clientAddress: clientAddress, slot: slot, replacing: replacing)
             ).get()
         } catch TransferError.invalidTransferCredentials {
             observer.claimFailed()

@@ -37,11 +37,16 @@ public struct MoveToDevice: Sendable {
     public var fresh: FreshSession
     public var clientAddress: String?
     public var method: MoveMethod
+    /// The accounts whose ways back were read (`WayBack.facts`): those the new device held when
+    /// the service looked, before the transaction. An account it holds now that is not among
+    /// them (it came onto the device meanwhile) has no way back as far as this move knows.
+    public var replacing: [String]
 
     public init(
         account: AccountRef, accountID: String, target: ClaimTarget, maxAccounts: Int, now: Timestamp, fresh: FreshSession,
-        clientAddress: String?, method: MoveMethod
+        clientAddress: String?, method: MoveMethod, replacing: [String] = []
     ) {
+        self.replacing = replacing
         self.account = account
         self.accountID = accountID
         self.target = target
@@ -82,16 +87,23 @@ public struct MoveToDevice: Sendable {
                 staying = device.summaries.map { ListedAccount(accountID: $0.accountID, userName: $0.userName, current: false) }
             } else if !device.active.isEmpty {
                 guard target.replaceExistingAccount else { return .failure(.deviceHasAccount) }
-                // The device's accounts lose it (kept, reachable by support).
-                for other in device.active.map(\.account.accountID) {
+                // The device's accounts lose it (kept, reachable by support). This is their only
+                // device: one with no way back would be stranded, so it goes only when the
+                // request abandons it, as a removal's (contract v1.3).
+                let others = device.active.map(\.account.accountID)
+                let lost = try others.filter { try !replacing.contains($0) || WayBack.all(of: $0, in: facts, at: now).isEmpty }
+                guard lost.isEmpty || target.abandonExisting else { return .failure(.accountWouldBeLost) }
+                for other in others {
+                    let abandoning = lost.contains(other)
                     effects += [
                         .endPair(
                             deviceID: newDevice, accountID: other, state: .replaced,
-                            reason: "taken over by account \(accountID) (replaceExistingAccount)", at: now),
+                            reason: "taken over by account \(accountID) (replaceExistingAccount\(abandoning ? ", abandoned" : ""))", at: now),
                         .audit(AuditEvent(
                             at: now, kind: .deviceReplaced, accountID: other, deviceID: newDevice, transferID: transferID,
                             reason: (transferID == nil ? "account \(accountID) moved here\(how)" : "claimed account \(accountID)")
-                                + " with replaceExistingAccount", clientAddress: clientAddress)),
+                                + " with replaceExistingAccount" + (abandoning ? "; abandoned with no way back (abandonExisting=true)" : ""),
+                            clientAddress: clientAddress)),
                         .webhook(.accountRemovedFromDevice, accountID: other, at: now, ["deviceId": newDevice]),
                     ]
                 }
