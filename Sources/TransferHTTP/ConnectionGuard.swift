@@ -150,7 +150,7 @@ final class ConnectionGuard {
 
     /// The request being received: from its first byte until its end is decoded.
     struct Receiving {
-        let firstByte: NIODeadline
+        var firstByte: NIODeadline
         /// Set when its head is decoded and handed to the router.
         var method: String?
     }
@@ -230,6 +230,7 @@ final class ConnectionGuard {
         guard !closing, let byteContext, !readingHeld else { return }
         if let buffer = held {
             held = nil
+            restartClock(carrying: buffer)
             forward(buffer)
             byteContext.fireChannelReadComplete()
             armRequestTimer()
@@ -248,8 +249,25 @@ final class ConnectionGuard {
     func bytesArrived(_ buffer: ByteBuffer) {
         lastActivity = .now()
         // A request starts with its first byte; blank lines between requests (which the
-        // parser skips) start nothing.
-        if receiving == nil, buffer.readableBytesView.contains(where: { $0 != UInt8(ascii: "\r") && $0 != UInt8(ascii: "\n") }) {
+        // parser skips) start nothing. Bytes the guard holds start nothing yet: the request
+        // waits on the server's answers, not on the client (`restartClock`).
+        if receiving == nil, held == nil, !readingHeld, Self.startsRequest(buffer) {
+            startRequest()
+        }
+    }
+
+    static func startsRequest(_ buffer: ByteBuffer) -> Bool {
+        buffer.readableBytesView.contains { $0 != UInt8(ascii: "\r") && $0 != UInt8(ascii: "\n") }
+    }
+
+    /// Held bytes go to the decoder: the request they carry (or finish) gets its
+    /// `--request-timeout` from now, however long the server took with the answers before it.
+    func restartClock(carrying buffer: ByteBuffer) {
+        requestTimer?.cancel()
+        requestTimer = nil
+        if receiving != nil {
+            receiving?.firstByte = .now()
+        } else if Self.startsRequest(buffer) {
             startRequest()
         }
     }
@@ -265,7 +283,8 @@ final class ConnectionGuard {
         guard let receiving, requestTimer == nil, !closing else { return }
         requestTimer = context?.eventLoop.assumeIsolated().scheduleTask(deadline: receiving.firstByte + .init(limits.requestTimeout)) {
             self.requestTimer = nil
-            guard !self.closing, self.receiving != nil else { return }
+            // Bytes the guard holds wait on the server: their clock restarts when they go on.
+            guard !self.closing, self.receiving != nil, self.held == nil else { return }
             self.stop(.requestTimeout("The request did not fully arrive within \(self.limits.requestTimeout.flagText) of its first byte."))
         }
     }

@@ -139,6 +139,32 @@ struct ConnectionTests {
         }
     }
 
+    @Test("a pipelined request held while the answers before it take longer than --request-timeout is answered, not 408")
+    func heldRequestNotTimedOut() async throws {
+        try await withLiveServer({ $0.requestTimeout = .seconds(1) }, hasher: SlowVerifier(delay: .milliseconds(1500))) { server, _ in
+            let a = Device()
+            let session = try await RawConnection.call(
+                port: server.port, "POST", Self.login, body: #"{"deviceId":"\#(a.id)","deviceSecret":"\#(a.secret)"}"#)
+            guard let token = session.json?["accessToken"] as? String else { throw TestFailure("no login: \(session.raw)") }
+            let setUp = try await RawConnection.call(
+                port: server.port, "PUT", "/v1/me/transfer", body: #"{"email":"held@example.com","temporaryPassword":"plum-harbor-71-sail"}"#,
+                token: token)
+            #expect(setUp.status == 201, "\(setUp.raw)")
+            let device = Device()
+            let body = #"{"email":"held@example.com","temporaryPassword":"wrong-guess-1","deviceId":"\#(device.id)","deviceSecret":"\#(device.secret)"}"#
+            let claim = "POST /v1/transfers/claim HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+            try await RawConnection.session(port: server.port) { connection in
+                // Two claims of 1.5 s each fill the bound of requests read ahead; the requests
+                // after them (more than one socket read: the later reads come while the guard
+                // holds) wait in the guard for 3 s.
+                try await connection.send(claim + claim + String(repeating: "GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n", count: 4000))
+                var statuses: [Int] = []
+                for _ in 0..<4 { statuses.append(try await connection.readAnswer(within: .seconds(15)).status) }
+                #expect(statuses == [401, 401, 200, 200], "the held requests had fully arrived: their clocks wait with them")
+            }
+        }
+    }
+
     @Test("a request whose whole body arrived is not cut off by --idle-timeout while its answer takes longer")
     func slowAnswerKept() async throws {
         // 3 s, not 1 s: under the whole suite's load a test's own connection can sit more than a

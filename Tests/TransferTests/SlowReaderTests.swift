@@ -82,6 +82,44 @@ struct SlowReaderTests {
     }
 }
 
+extension SlowReaderTests {
+    @Test("a pipelined request the guard holds while earlier answers take longer than --request-timeout is not timed out")
+    func heldRequestKeepsItsClock() throws {
+        let state = ConnectionGuard(
+            limits: .init(idleTimeout: .seconds(60), requestTimeout: .seconds(1)), metrics: ServiceMetrics(), logger: Logger(label: "test"))
+        let channel = EmbeddedChannel()
+        let pipeline = channel.pipeline.syncOperations
+        try pipeline.addHandler(ConnectionGuard.ByteWatcher(state))
+        try pipeline.configureHTTPServerPipeline(withPipeliningAssistance: false, withErrorHandling: false)
+        try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+        try pipeline.addHandler(ConnectionGuard.PartWatcher(state))
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        func heads() throws -> Int {
+            var n = 0
+            while let part = try channel.readInbound(as: HTTPRequestPart.self) { if case .head = part { n += 1 } }
+            return n
+        }
+        // Enough requests to reach the bound of unanswered ones, then one more in a later read.
+        try channel.writeInbound(ByteBuffer(string: String(repeating: Self.healthz, count: ConnectionGuard.maxUnanswered)))
+        #expect(try heads() == ConnectionGuard.maxUnanswered)
+        try channel.writeInbound(ByteBuffer(string: Self.healthz))
+        channel.pipeline.fireChannelReadComplete()  // as the socket does after each read
+        #expect(try heads() == 0, "held: answers are owed")
+        // The server takes 5 s over the answers owed: the held request waited on it, not on the client.
+        channel.embeddedEventLoop.advanceTime(by: .seconds(5))
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == nil, "no 408 for a request that had fully arrived")
+        #expect(channel.isActive)
+        for _ in 0..<ConnectionGuard.maxUnanswered {
+            try channel.writeOutbound(HTTPResponsePart.head(HTTPResponse(status: .ok, headerFields: [.contentLength: "0"])))
+            try channel.writeOutbound(HTTPResponsePart.end(nil))
+        }
+        channel.embeddedEventLoop.run()
+        #expect(try heads() == 1, "the held request goes on once answers went out")
+        #expect(channel.isActive)
+        _ = try channel.finish(acceptAlreadyClosed: true)
+    }
+}
+
 /// Counts the reads asked of the socket (first in the pipeline).
 final class ReadCounter: ChannelOutboundHandler, Sendable {
     typealias OutboundIn = Any
