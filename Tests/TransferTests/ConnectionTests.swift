@@ -139,20 +139,24 @@ struct ConnectionTests {
         }
     }
 
+    /// A phone signs in and sets up a transfer with `email` (a connection each: a kept-alive
+    /// one would meet a short idle timeout); returns the raw claim of it with `password` from a new phone.
+    static func claimOfNewTransfer(port: Int, email: String, password: String) async throws -> String {
+        let a = Device()
+        let session = try await RawConnection.call(port: port, "POST", login, body: #"{"deviceId":"\#(a.id)","deviceSecret":"\#(a.secret)"}"#)
+        guard let token = session.json?["accessToken"] as? String else { throw TestFailure("no login: \(session.raw)") }
+        let setUp = try await RawConnection.call(
+            port: port, "PUT", "/v1/me/transfer", body: #"{"email":"\#(email)","temporaryPassword":"plum-harbor-71-sail"}"#, token: token)
+        guard setUp.status == 201 else { throw TestFailure("no set-up: \(setUp.raw)") }
+        let device = Device()
+        let body = #"{"email":"\#(email)","temporaryPassword":"\#(password)","deviceId":"\#(device.id)","deviceSecret":"\#(device.secret)"}"#
+        return "POST /v1/transfers/claim HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+    }
+
     @Test("a pipelined request held while the answers before it take longer than --request-timeout is answered, not 408")
     func heldRequestNotTimedOut() async throws {
         try await withLiveServer({ $0.requestTimeout = .seconds(1) }, hasher: SlowVerifier(delay: .milliseconds(1500))) { server, _ in
-            let a = Device()
-            let session = try await RawConnection.call(
-                port: server.port, "POST", Self.login, body: #"{"deviceId":"\#(a.id)","deviceSecret":"\#(a.secret)"}"#)
-            guard let token = session.json?["accessToken"] as? String else { throw TestFailure("no login: \(session.raw)") }
-            let setUp = try await RawConnection.call(
-                port: server.port, "PUT", "/v1/me/transfer", body: #"{"email":"held@example.com","temporaryPassword":"plum-harbor-71-sail"}"#,
-                token: token)
-            #expect(setUp.status == 201, "\(setUp.raw)")
-            let device = Device()
-            let body = #"{"email":"held@example.com","temporaryPassword":"wrong-guess-1","deviceId":"\#(device.id)","deviceSecret":"\#(device.secret)"}"#
-            let claim = "POST /v1/transfers/claim HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+            let claim = try await Self.claimOfNewTransfer(port: server.port, email: "held@example.com", password: "wrong-guess-1")
             try await RawConnection.session(port: server.port) { connection in
                 // Two claims of 1.5 s each fill the bound of requests read ahead; the requests
                 // after them (more than one socket read: the later reads come while the guard
@@ -170,21 +174,10 @@ struct ConnectionTests {
         // 3 s, not 1 s: under the whole suite's load a test's own connection can sit more than a
         // second between its connect and its first byte, and was then closed as idle, unanswered.
         try await withLiveServer({ $0.idleTimeout = .seconds(3) }, hasher: SlowVerifier(delay: .seconds(5))) { server, _ in
-            // A connection each (the test client's kept-alive one would meet the 1 s idle timeout).
-            let a = Device()
-            let session = try await RawConnection.call(
-                port: server.port, "POST", Self.login, body: #"{"deviceId":"\#(a.id)","deviceSecret":"\#(a.secret)"}"#)
-            guard let token = session.json?["accessToken"] as? String else { throw TestFailure("no login: \(session.raw)") }
-            let setUp = try await RawConnection.call(
-                port: server.port, "PUT", "/v1/me/transfer", body: #"{"email":"slow@example.com","temporaryPassword":"plum-harbor-71-sail"}"#,
-                token: token)
-            #expect(setUp.status == 201, "\(setUp.raw)")
-            let device = Device()
-            let body = #"{"email":"slow@example.com","temporaryPassword":"plum-harbor-71-sail","deviceId":"\#(device.id)","deviceSecret":"\#(device.secret)"}"#
+            let claim = try await Self.claimOfNewTransfer(port: server.port, email: "slow@example.com", password: "plum-harbor-71-sail")
             try await RawConnection.session(port: server.port) { connection in
                 let start = ContinuousClock.now
-                try await connection.send(
-                    "POST /v1/transfers/claim HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
+                try await connection.send(claim)
                 let answer = try await connection.readAnswer(within: .seconds(15))
                 #expect(answer.status == 200, "a claim whose verification takes 5 s, with --idle-timeout 3s: \(answer.raw)")
                 #expect(ContinuousClock.now - start >= .seconds(4), "the slow verifier was not called")
