@@ -20,4 +20,9 @@ public struct ActivityResolution: Sendable, Equatable {
         guard let last else { return true }
         return last <= now - duration
     }
+
+    /// The effect that records a use at `now` of the pair, when one is due.
+    func record(_ pair: PairRecord, deviceID: String, at now: Timestamp) -> [Effect] {
+        isDue(last: pair.lastLoginAt, now: now) ? [.recordActivity(deviceID: deviceID, accountID: pair.account.accountID, at: now)] : []
+    }
 }
