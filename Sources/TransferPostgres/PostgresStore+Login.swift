@@ -37,7 +37,7 @@ extension PostgresStore {
     func openSession(_ c: LoginCommand) async throws -> (row: RenewOpenSession.Row, lastLoginAt: Timestamp?)? {
         guard case .some(let account) = loginAccount(of: c.target) else { return nil }
         return try await withConnection { [self] conn in
-            for try await row in try await conn.execute(ReadOpenSession(c, account: account), logger: logger) { return row }
+            for try await row in try await conn.execute(ReadOpenSession(command: c, account: account), logger: logger) { return row }
             return nil
         }
     }
@@ -52,7 +52,7 @@ extension PostgresStore {
     func renewOpenSession(_ c: LoginCommand) async throws -> SessionGrant? {
         guard case .some(let account) = loginAccount(of: c.target) else { return nil }
         let renewed: RenewOpenSession.Row? = try await withConnection { [self] conn in
-            for try await row in try await conn.execute(RenewOpenSession(c, account: account), logger: logger) { return row }
+            for try await row in try await conn.execute(RenewOpenSession(command: c, account: account), logger: logger) { return row }
             return nil
         }
         return renewed?.grant(c)
@@ -85,10 +85,6 @@ extension PostgresStore {
             """
         let command: LoginCommand
         let account: String?
-        init(_ command: LoginCommand, account: String?) {
-            self.command = command
-            self.account = account
-        }
 
         func makeBindings() throws -> PostgresBindings {
             var bindings = PostgresBindings(capacity: 4)
@@ -156,10 +152,6 @@ extension PostgresStore {
         }
         let command: LoginCommand
         let account: String?
-        init(_ command: LoginCommand, account: String?) {
-            self.command = command
-            self.account = account
-        }
 
         func makeBindings() throws -> PostgresBindings {
             let c = command
