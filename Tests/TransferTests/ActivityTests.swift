@@ -93,6 +93,9 @@ struct ActivityTests {
                 #expect(before == after, "500 launches within the hour changed no row")
                 let pair = try #require(try await store.device(phone.value, at: t0)?.active.first)
                 #expect(pair.lastLoginAt == t0, "the recorded activity is still the first launch's")
+                // The watch does see a write: a launch past the resolution.
+                #expect(try await calls.login(phone, at: t0 + Self.hour).grant?.wrote == true)
+                #expect(try await watch.mark() != after, "a launch that writes shows")
             }
         }
     }
