@@ -1,10 +1,8 @@
 import Foundation
 import GRDB
-import Logging
 import Testing
 import TransferCore
 import TransferHTTP
-import TransferStorage
 
 /// Contract v1.3, "A launch that changes nothing writes nothing": a login of an open session
 /// within `--activity-resolution` of the pair's last recorded activity writes nothing and
@@ -20,12 +18,6 @@ struct ActivityTests {
 
     static func deleted(_ store: any SupportStore, _ account: String) async throws -> Bool {
         try #require(try await store.report(accountID: account, at: Timestamp(Date()), recentEvents: 1)).deletedAt != nil
-    }
-
-    static func withStore(_ location: DatabaseLocation, _ body: @Sendable (any SupportStore) async throws -> Void) async throws {
-        var quiet = Logger(label: "test.store")
-        quiet.logLevel = .error
-        try await Storage.withStore(location, poolSize: 16, logger: quiet, body)
     }
 
     /// What says whether anything was written: on SQLite, `PRAGMA data_version` of a connection
@@ -67,7 +59,7 @@ struct ActivityTests {
           arguments: StoreKind.available)
     func launchesWriteNothing(kind: StoreKind) async throws {
         try await kind.withDatabaseLocation { location, _ in
-            try await Self.withStore(location) { store in
+            try await InactiveAccountTests.withStore(location) { store in
                 let calls = StoreCalls(store: store)
                 let phone = Self.device()
                 let first = try #require(try await calls.login(phone, at: t0).grant)
