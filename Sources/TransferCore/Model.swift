@@ -85,6 +85,8 @@ public struct PairRecord: Sendable, Equatable {
     public var account: AccountSummary
     public var state: PairState
     public var addedAt: Timestamp
+    /// The pair's last activity (a login, a refresh of its session or of a sibling app's on
+    /// it, a hand-off), recorded to the activity resolution (`ActivityResolution`).
     public var lastLoginAt: Timestamp?
     public var endedAt: Timestamp?
     public var endedReason: String?

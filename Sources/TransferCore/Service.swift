@@ -25,12 +25,16 @@ public struct ServicePolicy: Sendable {
     /// Whether a change of the account's ways back (and its deletion) needs the device's secret
     /// beside the access token (`--device-proof`, on unless turned off).
     public var deviceProof: Bool
+    /// How finely the use of a session is recorded (`--activity-resolution`): a login within it
+    /// of the pair's last recorded activity writes nothing.
+    public var activityResolution: ActivityResolution
 
     public init(
         transferTTL: Duration = .seconds(24 * 3600), refreshTokenTTL: Duration = .seconds(30 * 24 * 3600),
         lock: LockPolicy = .standard, maxAccountsPerDevice: Int = 5, handoff: HandoffPolicy? = nil, limits: RateLimits = .off,
-        attestation: AttestationPolicy = .off, deviceProof: Bool = true
+        attestation: AttestationPolicy = .off, deviceProof: Bool = true, activityResolution: ActivityResolution = .standard
     ) {
+        self.activityResolution = activityResolution
         self.deviceProof = deviceProof
         self.attestation = attestation
         self.handoff = handoff
@@ -58,6 +62,9 @@ public struct SessionGrant: Sendable, Equatable {
     public var clientID: String?
     /// The attestation of the account this grant created, while attestation is on.
     public var attestation: AttestationResult?
+    /// Whether the login that made this grant wrote; false for a login of an open session
+    /// within the activity resolution, which answered from what it read.
+    public var wrote = true
 
     public init(
         account: AccountSummary, deviceID: String, sessionID: String, refreshToken: String, created: Bool,
@@ -102,7 +109,8 @@ public struct Caller: Sendable, Equatable {
 
 /// Observes domain events for metrics; the HTTP layer plugs Prometheus counters in.
 public protocol ServiceObserver: Sendable {
-    func loggedIn(created: Bool)
+    /// A login succeeded: it created an account, or not; it wrote, or answered from what it read.
+    func loggedIn(created: Bool, wrote: Bool)
     func transferSetUp()
     func claimWon()
     func claimFailed()
@@ -117,7 +125,7 @@ extension ServiceObserver {
 
 public struct NoObserver: ServiceObserver {
     public init() {}
-    public func loggedIn(created: Bool) {}
+    public func loggedIn(created: Bool, wrote: Bool) {}
     public func transferSetUp() {}
     public func claimWon() {}
     public func claimFailed() {}

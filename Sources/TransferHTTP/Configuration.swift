@@ -42,6 +42,8 @@ public struct ServerConfiguration: Sendable {
     public var pruneInterval = ServerFlags.pruneInterval.defaultValue
     /// Accounts whose devices have all not logged in for this long are erased as inactive; nil (the default): never.
     public var inactiveAccountTTL = ServerFlags.inactiveAccountTTL.defaultValue
+    /// A launch within this of the pair's last recorded activity writes nothing.
+    public var activityResolution = ServerFlags.activityResolution.defaultValue
     /// `iss` of access tokens.
     public var issuer = "transfer-server"
     /// `aud` of access tokens.
@@ -107,6 +109,12 @@ public struct ServerConfiguration: Sendable {
         if config.inactiveAccountTTL != nil, case .postgres = config.database, config.databasePoolSize < 2 {
             // The pruner holds one connection for its lock and erases on others.
             throw Invalid(description: "--inactive-account-ttl needs --database-pool-size 2 or more on PostgreSQL (the pruner holds one connection while it erases on another)")
+        }
+        config.activityResolution = try values.value(F.activityResolution)
+        if config.activityResolution.duration >= config.refreshTokenTTL {
+            // A launch within the resolution does not extend its session: the session must outlive it.
+            let source = values.source(of: F.activityResolution) ?? F.activityResolution.flag
+            throw Invalid(description: "\(source): must be shorter than --refresh-token-ttl (a launch within it does not extend the session)")
         }
         config.pruneInterval = try values.value(F.pruneInterval)
         if let age = try values.given(F.signingKeyMaxAge), let maxAge = age.value {

@@ -8,7 +8,8 @@ import TransferCore
 public final class ServiceMetrics: ServiceObserver {
     public let registry = PrometheusCollectorRegistry()
     let factory: PrometheusMetricsFactory
-    private let logins: Metrics.Counter
+    /// `transfer_logins_total{wrote}`: every successful login, by whether it wrote.
+    private let logins: [Bool: Metrics.Counter]
     private let accountsCreated: Metrics.Counter
     private let transfersSetUp: Metrics.Counter
     private let claimsWon: Metrics.Counter
@@ -25,7 +26,9 @@ public final class ServiceMetrics: ServiceObserver {
         ]
         factory.defaultValueHistogramBuckets = [0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5]
         self.factory = factory
-        logins = Metrics.Counter(label: "transfer_logins_total", factory: factory)
+        logins = Dictionary(uniqueKeysWithValues: [true, false].map {
+            ($0, Metrics.Counter(label: "transfer_logins_total", dimensions: [("wrote", String($0))], factory: factory))
+        })
         accountsCreated = Metrics.Counter(label: "transfer_accounts_created_total", factory: factory)
         transfersSetUp = Metrics.Counter(label: "transfer_transfers_set_up_total", factory: factory)
         claimsWon = Metrics.Counter(label: "transfer_claims_won_total", factory: factory)
@@ -34,7 +37,10 @@ public final class ServiceMetrics: ServiceObserver {
         hashSeconds = Metrics.Recorder(label: "transfer_argon2_seconds", aggregate: true, factory: factory)
     }
 
-    public func loggedIn(created: Bool) { created ? accountsCreated.increment() : logins.increment() }
+    public func loggedIn(created: Bool, wrote: Bool) {
+        logins[wrote]?.increment()
+        if created { accountsCreated.increment() }
+    }
     public func transferSetUp() { transfersSetUp.increment() }
     public func claimWon() { claimsWon.increment() }
     public func claimFailed() { claimsFailed.increment() }

@@ -66,7 +66,7 @@ public enum TransferApp {
                 transferTTL: configuration.transferTTL, refreshTokenTTL: configuration.refreshTokenTTL,
                 maxAccountsPerDevice: configuration.maxAccountsPerDevice, handoff: configuration.handoff,
                 limits: configuration.limits, attestation: configuration.attestation.policy,
-                deviceProof: configuration.deviceProof),
+                deviceProof: configuration.deviceProof, activityResolution: configuration.activityResolution),
             observer: metrics)
         if !configuration.deviceProof {
             logger.warning(

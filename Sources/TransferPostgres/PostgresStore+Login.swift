@@ -5,33 +5,106 @@ import TransferSQL
 
 /// The PostgreSQL fast path of auto-login: the one request every launch makes.
 extension PostgresStore {
+    /// A login of an open session is one SELECT, on the primary (every claim, revocation,
+    /// removal and deletion committed before it is seen): within the activity resolution
+    /// (`LoginCommand.writes`, the core's rule) that row is the answer and nothing is written.
+    /// When activity is due, the one-statement UPDATE renews the session; any other case (no
+    /// open session, a refusal, a new account, a race) runs `LoginCommand` through `execute`.
     public func login(_ c: LoginCommand) async throws -> Result<SessionGrant, TransferError> {
-        if let grant = try await renewOpenSession(c) { return .success(grant) }
+        if let open = try await openSession(c) {
+            if !c.writes(lastLoginAt: open.lastLoginAt, sessionExpiresAt: open.row.session.expiresAt),
+                var grant = open.row.grant(c)
+            {
+                grant.wrote = false
+                return .success(grant)
+            }
+            if let grant = try await renewOpenSession(c) { return .success(grant) }
+        }
         return try await execute(c)
     }
 
-    /// The common case of `LoginCommand` (the device's secret matches, the account is on it
-    /// and its session is open) as one statement: one round trip and one row written instead
-    /// of a transaction. The UPDATE's row lock and WHERE clause are the check-then-act: a claim
-    /// or removal that ends the pair at the same time either commits first (no row: the
-    /// transaction path then answers with the real state) or waits for this login. The secret
-    /// is compared as SHA-256 digests, so the comparison's timing tells nothing.
-    /// `nil`: not that case; the caller runs `LoginCommand` through `execute`.
-    func renewOpenSession(_ c: LoginCommand) async throws -> SessionGrant? {
-        let account: String?
-        switch c.target {
-        case .current: account = nil
-        case .account(let id): account = id
-        case .newAccount: return nil
+    /// The account a login of `target` is for (nil: the device's current one); nil for a new account.
+    private func loginAccount(of target: LoginTarget) -> String?? {
+        switch target {
+        case .current: .some(nil)
+        case .account(let id): .some(id)
+        case .newAccount: nil
         }
-        let renewed: RenewOpenSession.Row? = try await withConnection { [self] conn in
-            for try await row in try await conn.execute(RenewOpenSession(c, account: account), logger: logger) { return row }
+    }
+
+    /// The pair's open session as `RenewOpenSession` would renew it, read without writing; nil:
+    /// not that case.
+    func openSession(_ c: LoginCommand) async throws -> (row: RenewOpenSession.Row, lastLoginAt: Timestamp?)? {
+        guard case .some(let account) = loginAccount(of: c.target) else { return nil }
+        return try await withConnection { [self] conn in
+            for try await row in try await conn.execute(ReadOpenSession(command: c, account: account), logger: logger) { return row }
             return nil
         }
-        guard let renewed, let token = renewed.session.currentToken(deviceSecret: c.deviceSecret) else { return nil }
-        return SessionGrant(
-            account: renewed.account, deviceID: c.deviceID.value, sessionID: renewed.session.sessionID, refreshToken: token,
-            created: false, accounts: renewed.accounts)
+    }
+
+    /// The common case of `LoginCommand` when activity is due (the device's secret matches, the
+    /// account is on it and its session is open) as one statement: one round trip and one row
+    /// written instead of a transaction. The UPDATE's row lock and WHERE clause are the
+    /// check-then-act: a claim or removal that ends the pair at the same time either commits
+    /// first (no row: the transaction path then answers with the real state) or waits for this
+    /// login. The secret is compared as SHA-256 digests, so the comparison's timing tells nothing.
+    /// `nil`: not that case; the caller runs `LoginCommand` through `execute`.
+    func renewOpenSession(_ c: LoginCommand) async throws -> SessionGrant? {
+        guard case .some(let account) = loginAccount(of: c.target) else { return nil }
+        let renewed: RenewOpenSession.Row? = try await withConnection { [self] conn in
+            for try await row in try await conn.execute(RenewOpenSession(command: c, account: account), logger: logger) { return row }
+            return nil
+        }
+        return renewed?.grant(c)
+    }
+
+    /// What both statements answer, from the pair `p`, its account `a` and the device's current
+    /// account `current`; `now` and `device` are their parameters.
+    static func answerColumns(now: String, device: String, current: String) -> String {
+        """
+        p.account_id, a.user_name,
+               \(SQLText.migrationFlag(now: SQLText(stringLiteral: now)).unboundText(.postgres)) AS flag,
+               p.session_id, p.session_started_at, p.refresh_generation, p.refresh_hash, p.key_by_device, \(current),
+               ARRAY(SELECT o.account_id FROM device_accounts o
+                     WHERE o.device_id = \(device) AND o.state = 'active' ORDER BY o.added_at, o.account_id) AS ids,
+               ARRAY(SELECT u.user_name FROM device_accounts o JOIN accounts u ON u.id = o.account_id
+                     WHERE o.device_id = \(device) AND o.state = 'active' ORDER BY o.added_at, o.account_id) AS names
+        """
+    }
+
+    /// The read of `RenewOpenSession`: the same conditions and answer, plus what decides
+    /// whether the login writes. Prepared, like it.
+    struct ReadOpenSession: PostgresPreparedStatement {
+        static let sql = """
+            SELECT \(PostgresStore.answerColumns(now: "$1", device: "$2", current: "d.current_account_id")), p.refresh_expires_at, p.last_login_at
+            FROM devices d
+            JOIN device_accounts p ON p.device_id = d.id AND p.account_id = COALESCE($4::text, d.current_account_id)
+            JOIN accounts a ON a.id = p.account_id
+            WHERE d.id = $2 AND d.secret_hash = $3 AND d.retired_at IS NULL
+              AND p.state = 'active' AND p.session_id IS NOT NULL AND p.refresh_expires_at > $1 AND p.key_by_device IS NOT NULL
+            """
+        let command: LoginCommand
+        let account: String?
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 4)
+            bindings.append(command.now.milliseconds)
+            bindings.append(command.deviceID.value)
+            try bindings.append(Data(command.secretHash.bytes))
+            if let account { bindings.append(account) } else { bindings.appendNull() }
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> (row: RenewOpenSession.Row, lastLoginAt: Timestamp?) {
+            let (id, userName, flag, sessionID, startedAt, generation, hash, key, current, ids, names, expiresAt, lastLoginAt) =
+                try row.decode((String, String, Bool, String, Int64, Int64, Data, Data, String?, [String], [String], Int64, Int64?).self)
+            return (
+                RenewOpenSession.Row(
+                    id: id, userName: userName, flag: flag, sessionID: sessionID, startedAt: startedAt, generation: generation,
+                    hash: hash, key: key, expiresAt: Timestamp(milliseconds: expiresAt), current: current, ids: ids, names: names),
+                lastLoginAt.map(Timestamp.init(milliseconds:))
+            )
+        }
     }
 
     /// A prepared statement: each pooled connection plans it once, not on every login.
@@ -49,26 +122,36 @@ extension PostgresStore {
                 RETURNING p.account_id, p.session_id, p.session_started_at, p.refresh_generation, p.refresh_hash, p.key_by_device,
                           d.current_account_id
             )
-            SELECT p.account_id, a.user_name,
-                   \(SQLText.migrationFlag(now: "$2").unboundText(.postgres)) AS flag,
-                   p.session_id, p.session_started_at, p.refresh_generation, p.refresh_hash, p.key_by_device, p.current_account_id,
-                   ARRAY(SELECT o.account_id FROM device_accounts o
-                         WHERE o.device_id = $4 AND o.state = 'active' ORDER BY o.added_at, o.account_id) AS ids,
-                   ARRAY(SELECT u.user_name FROM device_accounts o JOIN accounts u ON u.id = o.account_id
-                         WHERE o.device_id = $4 AND o.state = 'active' ORDER BY o.added_at, o.account_id) AS names
+            SELECT \(PostgresStore.answerColumns(now: "$2", device: "$4", current: "p.current_account_id"))
             FROM p JOIN accounts a ON a.id = p.account_id
             """
         struct Row {
             var account: AccountSummary
             var session: PairSession
             var accounts: [ListedAccount]
+
+            init(
+                id: String, userName: String, flag: Bool, sessionID: String, startedAt: Int64, generation: Int64, hash: Data, key: Data,
+                expiresAt: Timestamp, current: String?, ids: [String], names: [String]
+            ) {
+                account = AccountSummary(accountID: id, userName: userName, migrationFlag: flag)
+                session = PairSession(
+                    sessionID: sessionID, startedAt: Timestamp(milliseconds: startedAt), generation: Int(generation),
+                    refreshHash: SecretHash(bytes: [UInt8](hash)), expiresAt: expiresAt, keyByDevice: [UInt8](key), keyByToken: nil)
+                accounts = zip(ids, names).map { ListedAccount(accountID: $0, userName: $1, current: $0 == current) }
+            }
+
+            /// The login's answer; nil when the device secret does not give the session's token
+            /// (a session from schema v2: the transaction path opens a new one).
+            func grant(_ c: LoginCommand) -> SessionGrant? {
+                guard let token = session.currentToken(deviceSecret: c.deviceSecret) else { return nil }
+                return SessionGrant(
+                    account: account, deviceID: c.deviceID.value, sessionID: session.sessionID, refreshToken: token, created: false,
+                    accounts: accounts)
+            }
         }
         let command: LoginCommand
         let account: String?
-        init(_ command: LoginCommand, account: String?) {
-            self.command = command
-            self.account = account
-        }
 
         func makeBindings() throws -> PostgresBindings {
             let c = command
@@ -86,13 +169,9 @@ extension PostgresStore {
             let (id, userName, flag, sessionID, startedAt, generation, hash, key, current, ids, names) = try row.decode(
                 (String, String, Bool, String, Int64, Int64, Data, Data, String?, [String], [String]).self)
             // The expiry is not read back: the session answer does not show it.
-            let session = PairSession(
-                sessionID: sessionID, startedAt: Timestamp(milliseconds: startedAt), generation: Int(generation),
-                refreshHash: SecretHash(bytes: [UInt8](hash)), expiresAt: command.fresh.expiresAt, keyByDevice: [UInt8](key),
-                keyByToken: nil)
             return Row(
-                account: AccountSummary(accountID: id, userName: userName, migrationFlag: flag), session: session,
-                accounts: zip(ids, names).map { ListedAccount(accountID: $0, userName: $1, current: $0 == current) })
+                id: id, userName: userName, flag: flag, sessionID: sessionID, startedAt: startedAt, generation: generation, hash: hash,
+                key: key, expiresAt: command.fresh.expiresAt, current: current, ids: ids, names: names)
         }
     }
 }

@@ -50,6 +50,8 @@ extension Effect {
                 WHERE device_id = \(device) AND account_id = \(account)
                 """
             ]
+        case .recordActivity(let device, let account, let at):
+            return ["UPDATE device_accounts SET last_login_at = \(at) WHERE device_id = \(device) AND account_id = \(account)"]
         case .rotateSession(let device, let account, let s, let used, let usedExpiresAt):
             return [
                 """

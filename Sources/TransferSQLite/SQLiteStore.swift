@@ -83,6 +83,20 @@ public final class SQLiteStore: SQLStore {
         return result
     }
 
+    /// Auto-login. Most launches fall within the activity resolution and write nothing, so the
+    /// login is first decided on a reader connection (a WAL snapshot that holds every commit
+    /// made before it began, so a claim, revocation, removal or deletion answered a moment ago
+    /// is seen): a plan with no effects is the answer, and such a login never queues behind
+    /// the writer. A plan with effects is decided again in the write transaction, on what is
+    /// read there, as every operation is.
+    public func login(_ command: LoginCommand) async throws -> Result<SessionGrant, TransferError> {
+        let plan = try await pool.read { db in
+            try command.plan(try db.read(FactsPlan(command.reads, at: command.now, lock: false, dialect: .sqlite)))
+        }
+        if plan.effects.isEmpty { return plan.result }
+        return try await execute(command)
+    }
+
     /// Runs the operation in one write transaction; also says whether it erased an account (then
     /// the WAL still holds what was erased: `execute` checkpoints it, the pruner once a batch).
     func apply<Operation: StoreOperation>(_ operation: Operation) async throws -> (result: Result<Operation.Success, TransferError>, erased: Bool) {

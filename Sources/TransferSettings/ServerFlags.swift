@@ -102,6 +102,17 @@ public enum ServerFlags {
         }
         return ttl
     }
+    public static let activityResolution = Setting<ActivityResolution>(
+        "activity-resolution",
+        "How finely the use of a session is recorded, 1m to 1d: a launch within this of the last recorded one writes nothing.",
+        value: "duration", default: .standard, shown: ActivityResolution.standard.duration.flagText
+    ) { text throws(SettingProblem) in
+        let resolution = try Kinds.duration(text)
+        guard ActivityResolution.bounds.contains(resolution) else {
+            throw SettingProblem("'\(text)' is out of range; activity is recorded to between 1m and 1d")
+        }
+        return ActivityResolution(resolution)
+    }
     /// At least 1s: a duration is a whole number of seconds or more.
     public static let pruneInterval: Setting<Duration> = .duration(
         "prune-interval", "How often the pruner runs (expired sessions, old events, inactive accounts); the first round one interval after start.",
@@ -241,7 +252,7 @@ public enum ServerFlags {
         hostname, port, database, databasePoolSize, transferTTL, accessTokenTTL, refreshTokenTTL,
         idleTimeout, requestTimeout,
         argon2MemoryKiB, argon2Iterations, argon2Parallelism, hashWorkers, hashQueue,
-        accountCreationLimit, claimLimit, setupLimit, nonceLimit, handoffLimit, ipv6Prefix, trustedProxy, maxAccountsPerDevice, auditRetention, inactiveAccountTTL, pruneInterval,
+        accountCreationLimit, claimLimit, setupLimit, nonceLimit, handoffLimit, ipv6Prefix, trustedProxy, maxAccountsPerDevice, auditRetention, inactiveAccountTTL, activityResolution, pruneInterval,
         signingKeyMaxAge, keyEncryptionKeyFile,
         webhookURL, webhookSecret,
         appleClientIDs, appleIssuer, appleJWKSURL, appleTokenURL, appleRevokeURL, appleTeamID, appleKeyID, applePrivateKey,

@@ -279,6 +279,25 @@ struct PlanTests {
         #expect(opened.result.grant?.sessionID == "s1")
     }
 
+    @Test("a login of an open session within the activity resolution plans nothing and answers the same; past it, or with no activity recorded, it renews")
+    func loginWithinResolution() throws {
+        var device = record([("acct", .active)])
+        let (session, token) = PairSession.open(sessionID: "s0", key: .random(), deviceSecret: "secret", at: t0, expiresAt: fresh.expiresAt)
+        device.accounts[0].session = session
+        device.accounts[0].lastLoginAt = t0 - .seconds(3599)
+        let quiet = login(device)
+        #expect(quiet.effects.isEmpty)
+        #expect(quiet.result.grant?.refreshToken == token && quiet.result.grant?.sessionID == "s0" && quiet.result.grant?.created == false)
+        #expect(quiet.result.grant?.wrote == false)
+        device.accounts[0].lastLoginAt = t0 - .seconds(3600)
+        let due = login(device)
+        #expect(due.effects == [.renewSession(deviceID: self.device.value, accountID: "acct", expiresAt: fresh.expiresAt, at: t0, clientAddress: nil)])
+        #expect(due.result.grant?.refreshToken == token && due.result.grant?.wrote == true)
+        // A creation and a new session write as before.
+        #expect(!login(nil).effects.isEmpty)
+        #expect(!login(record([("acct", .active)])).effects.isEmpty)
+    }
+
     @Test("several accounts: accountId picks one without changing the current; newAccount adds one up to the limit")
     func severalAccounts() {
         let slot = RateSlot(kind: .accountCreation, key: "203.0.113.7", limit: RateLimit(count: 3, period: .seconds(60)), at: t0)

@@ -57,11 +57,15 @@ struct StoreConformanceTests {
             #expect(rotated.refreshToken != a.refreshToken)
             let third = try #require(try await login(store, d, at: t0 + .seconds(4)).grant)
             #expect(third.refreshToken == rotated.refreshToken)
-            // Logins are not audit events; the pair keeps the last one.
+            // Logins are not audit events; the pair keeps the last one that wrote: within the
+            // activity resolution (an hour) none did, past it the next one does.
             let history = try await store.history(accountID: a.account.accountID)
             #expect(history.map(\.kind) == [.accountCreated])
+            #expect(try await store.device(d.value, at: t0)?.active.first?.lastLoginAt == t0)
+            let past = try #require(try await login(store, d, at: t0 + .seconds(3601)).grant)
+            #expect(past.refreshToken == rotated.refreshToken && past.wrote)
             let device = try #require(try await store.device(d.value, at: t0))
-            #expect(device.active.first?.lastLoginAt == t0 + .seconds(4))
+            #expect(device.active.first?.lastLoginAt == t0 + .seconds(3601))
         }
     }
 

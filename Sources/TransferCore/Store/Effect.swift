@@ -17,6 +17,9 @@ public enum Effect: Sendable, Equatable {
     case openSession(deviceID: String, accountID: String, PairSession, at: Timestamp, clientAddress: String?)
     /// A login of the pair's open session: extends it and records the login. The one row a launch writes.
     case renewSession(deviceID: String, accountID: String, expiresAt: Timestamp, at: Timestamp, clientAddress: String?)
+    /// A use of the pair's sessions that is not a login (a refresh, a sibling app's refresh, a
+    /// hand-off), recorded as its `lastLoginAt` when the last one is older than the activity resolution.
+    case recordActivity(deviceID: String, accountID: String, at: Timestamp)
     /// A refresh: the session moves to its next generation; `used` is remembered until it expires.
     case rotateSession(deviceID: String, accountID: String, next: PairSession, used: SecretHash, usedExpiresAt: Timestamp)
     /// Ends the pair's session (logout, reuse of a rotated token), and the sibling apps' sessions on the pair.

@@ -1,7 +1,9 @@
 // Auto-login: `POST /v1/devices/login`. An unknown device creates its account; a known one
 // logs in to its current account, to another account it holds (`accountId`), or creates one
 // more (`newAccount`); or learns that the account moved away or was revoked, but only with
-// the device's secret. A login of an open session renews it in place: one row written.
+// the device's secret. A login of an open session renews it in place (one row written), or,
+// within the activity resolution of the pair's last recorded activity, writes nothing and
+// answers from what it read (`LoginCommand.writes`).
 
 /// Which account a login is for.
 public enum LoginTarget: Sendable, Equatable {
@@ -40,10 +42,10 @@ extension TransferService {
                 newAccountID: Identifier.make(at: wall, random: random[16..<32]),
                 creationSlot: policy.limits.slot(.accountCreation, client: clientAddress, now: now),
                 maxAccounts: policy.maxAccountsPerDevice, deviceCreations: policy.deviceCreations, fresh: fresh,
-                clientAddress: clientAddress, attestation: gate))
+                clientAddress: clientAddress, attestation: gate, activityResolution: policy.activityResolution))
         switch result {
         case .success(let grant):
-            observer.loggedIn(created: grant.created)
+            observer.loggedIn(created: grant.created, wrote: grant.wrote)
             if let result = grant.attestation, !result.earlier { observer.attestation(result) }
             return grant
         case .failure(let error):
@@ -76,13 +78,16 @@ public struct LoginCommand: StoreOperation {
     public var clientAddress: String?
     /// Consulted only when an account is created; nil while attestation is off.
     public var attestation: AttestationGate?
+    /// A login of an open session within this of the pair's last recorded activity writes nothing.
+    public var activityResolution: ActivityResolution
 
     public init(
         deviceID: DeviceID, deviceSecret: String, target: LoginTarget = .current, now: Timestamp, newAccountID: String,
         creationSlot: RateSlot? = nil, maxAccounts: Int = 5, deviceCreations: RateLimit = .deviceCreations, fresh: FreshSession,
-        clientAddress: String?, attestation: AttestationGate? = nil
+        clientAddress: String?, attestation: AttestationGate? = nil, activityResolution: ActivityResolution = .standard
     ) {
         self.deviceCreations = deviceCreations
+        self.activityResolution = activityResolution
         self.attestation = attestation
         self.deviceID = deviceID
         self.deviceSecret = deviceSecret
@@ -172,7 +177,19 @@ public struct LoginCommand: StoreOperation {
         ] + (creationSlot.map { [.takeSlot($0)] } ?? []))
     }
 
-    /// A session for an account on the device: the open one renewed, or a new one.
+    /// Whether a login of the pair's open session writes (extends the session, records the
+    /// login and the client address): when the pair's recorded activity is older than the
+    /// resolution, or the session would otherwise end sooner than the refresh lifetime minus
+    /// the resolution (its expiry was last extended before activity recorded since, by a
+    /// sibling app's refresh). Otherwise the login writes nothing and answers the same: the
+    /// session's current refresh token follows from its key, which the login does not change.
+    /// PostgreSQL's fast path asks this of the one row it read.
+    public func writes(lastLoginAt: Timestamp?, sessionExpiresAt: Timestamp) -> Bool {
+        activityResolution.isDue(last: lastLoginAt, now: now) || sessionExpiresAt + activityResolution.duration < fresh.expiresAt
+    }
+
+    /// A session for an account on the device: the open one renewed (or, within the activity
+    /// resolution, answered as it is), or a new one.
     func logIn(_ device: DeviceRecord, _ pair: PairRecord?) -> Plan<SessionGrant> {
         guard let pair else { return Plan(refusing: .accountNotOnDevice) }
         if pair.accountDeleted { return Plan(refusing: .accountDeleted) }
@@ -184,9 +201,13 @@ public struct LoginCommand: StoreOperation {
         }
         let accountID = pair.account.accountID
         if let session = pair.session, now < session.expiresAt, let token = session.currentToken(deviceSecret: deviceSecret) {
-            let grant = SessionGrant(
+            var grant = SessionGrant(
                 account: pair.account, deviceID: device.id, sessionID: session.sessionID, refreshToken: token, created: false,
                 accounts: device.summaries)
+            guard writes(lastLoginAt: pair.lastLoginAt, sessionExpiresAt: session.expiresAt) else {
+                grant.wrote = false
+                return Plan(grant)
+            }
             return Plan(grant, [
                 .renewSession(deviceID: device.id, accountID: accountID, expiresAt: fresh.expiresAt, at: now, clientAddress: clientAddress)
             ])

@@ -148,7 +148,8 @@ extension TransferService {
         return try await store.execute(
             RedeemHandoffCommand(
                 codeHash: SecretHash(of: code), verifier: verifier, clientID: clientID, now: now, sessionID: Identifier.make(),
-                refreshToken: token, expiresAt: now + policy.refreshTokenTTL, clientAddress: clientAddress)
+                refreshToken: token, expiresAt: now + policy.refreshTokenTTL, clientAddress: clientAddress,
+                activityResolution: policy.activityResolution)
         ).get()
     }
 }
@@ -189,11 +190,14 @@ public struct RedeemHandoffCommand: StoreOperation {
     public var refreshToken: String
     public var expiresAt: Timestamp
     public var clientAddress: String?
+    /// Opening a sibling session is a use of the pair: recorded at this resolution.
+    public var activityResolution: ActivityResolution
 
     public init(
         codeHash: SecretHash, verifier: String, clientID: String, now: Timestamp, sessionID: String, refreshToken: String,
-        expiresAt: Timestamp, clientAddress: String?
+        expiresAt: Timestamp, clientAddress: String?, activityResolution: ActivityResolution = .standard
     ) {
+        self.activityResolution = activityResolution
         self.codeHash = codeHash
         self.verifier = verifier
         self.clientID = clientID
@@ -234,7 +238,7 @@ public struct RedeemHandoffCommand: StoreOperation {
             .redeemHandoffCode(hash: codeHash, at: now, siblingSessionID: sessionID),
             .openSiblingSession(session),
             .audit(AuditEvent(at: now, kind: .handoff, accountID: code.accountID, deviceID: device.id, reason: clientID, clientAddress: clientAddress)),
-        ])
+        ] + activityResolution.record(pair, deviceID: device.id, at: now))
     }
 }
 

@@ -1,10 +1,15 @@
 // Inactive accounts (contract v1.2): with `--inactive-account-ttl`, the pruner erases, as
-// `DELETE /v1/me` does, each account whose devices have all not logged in for that long,
+// `DELETE /v1/me` does, each account whose devices have all not been used for that long,
 // unless it holds something: a pending transfer, a linked Apple ID, or the app backend's
 // protection (a purchase). The store reads candidates without locking; each is then erased in
 // a transaction of its own that checks the rule again under the locks a login, a claim or an
 // Apple link takes, so that one racing with the round wins, and an account is erased once
 // however many nodes prune at the same time.
+//
+// "Used" is a pair's `lastLoginAt`: its last activity, which a login, a refresh of its session
+// and a sibling app's hand-off or refresh on it record, to the activity resolution
+// (`ActivityResolution`). A recovery code (or anything else the account merely holds) is no
+// use: it keeps nothing.
 
 /// Why an account was deleted: the `account.deleted` webhook's `reason`.
 public enum DeletionCause: String, Sendable, Equatable {
@@ -92,7 +97,7 @@ public struct EraseInactiveAccountCommand: StoreOperation {
 
     /// The same rule as the candidates' query (`Queries.inactiveAccounts`); what can change
     /// between that read and this transaction is checked here: protection, a transfer set up,
-    /// an Apple ID linked, a login (of the account, or of another account on a device that
+    /// an Apple ID linked, activity (of the account, or of another account on a device that
     /// still holds this one: the contract counts the account's devices, not its own logins).
     public func keeps(_ facts: Facts) throws -> KeptBecause? {
         guard let account = try facts.account(accountID), account.deletedAt == nil else { return .gone }

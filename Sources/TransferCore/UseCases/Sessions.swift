@@ -7,7 +7,7 @@ extension TransferService {
         return try await store.execute(
             RefreshCommand(
                 token: refreshToken, now: now, expiresAt: now + policy.refreshTokenTTL, fallbackKey: .random(),
-                siblingClients: policy.handoff?.clients ?? [])
+                siblingClients: policy.handoff?.clients ?? [], activityResolution: policy.activityResolution)
         ).get()
     }
 
@@ -50,7 +50,8 @@ extension TransferService {
 }
 
 /// Rotates a session's refresh token in place; a rotated token presented again ends the
-/// session, whichever earlier token of it it is.
+/// session, whichever earlier token of it it is. A refresh is a use of the session: it records
+/// activity on the pair (a sibling app's too), at the activity resolution.
 public struct RefreshCommand: StoreOperation {
     public let token: String
     /// SHA-256 of `token`, computed once: the read looks it up, the plan compares it.
@@ -65,10 +66,12 @@ public struct RefreshCommand: StoreOperation {
     /// The sibling client ids configured now: a session of a client taken off the list stops
     /// refreshing (it is kept, should the client come back).
     public var siblingClients: Set<String>
+    public var activityResolution: ActivityResolution
     public init(
         token: String, now: Timestamp, expiresAt: Timestamp, fallbackKey: SessionKey, siblingToken: String = RandomToken.make(),
-        siblingClients: Set<String> = []
+        siblingClients: Set<String> = [], activityResolution: ActivityResolution = .standard
     ) {
+        self.activityResolution = activityResolution
         self.siblingToken = siblingToken
         self.siblingClients = siblingClients
         self.token = token
@@ -103,7 +106,7 @@ public struct RefreshCommand: StoreOperation {
         return Plan(grant, [
             // A rotated token is remembered for a whole refresh lifetime after its rotation.
             .rotateSession(deviceID: device.id, accountID: lookup.accountID, next: next, used: hash, usedExpiresAt: expiresAt)
-        ])
+        ] + activityResolution.record(pair, deviceID: device.id, at: now))
     }
 }
 
@@ -126,7 +129,10 @@ extension RefreshCommand {
         next.expiresAt = expiresAt
         let grant = SessionGrant.sibling(
             pair.account, deviceID: session.deviceID, sessionID: session.sessionID, refreshToken: nextToken, clientID: session.clientID)
-        return Plan(grant, [.rotateSiblingSession(next: next, used: tokenHash, usedExpiresAt: expiresAt)])
+        return Plan(
+            grant,
+            [.rotateSiblingSession(next: next, used: tokenHash, usedExpiresAt: expiresAt)]
+                + activityResolution.record(pair, deviceID: session.deviceID, at: now))
     }
 }
 
