@@ -150,8 +150,8 @@ public struct RateLimits: Sendable, Equatable {
 }
 
 /// One event counted against a budget: the `kind` budget of `key` (a client or an account).
-/// A window opens at the first event and lasts the limit's period; every node counts in the
-/// same row, so a window holds at most `limit.count` events in all.
+/// Every node counts in the same row (GCRA: the key's theoretical arrival time, see
+/// `interval`), so any period holds at most about `limit.count` events in all.
 public struct RateSlot: Sendable, Equatable {
     public var kind: LimitKind
     public var key: String
@@ -195,7 +195,7 @@ public struct TakeSlotCommand: StoreOperation {
 }
 
 /// Gives back a slot taken by `TakeSlotCommand` when nothing was tried after all (the hash
-/// queue was full): the window it was taken in counts one event less.
+/// queue was full): the key gets back the interval it took.
 public struct GiveBackSlotCommand: StoreOperation {
     public var slot: RateSlot
     public var now: Timestamp

@@ -97,7 +97,7 @@ extension PruneRule {
             table: "handoff_codes", key: [.blob("code_hash")], change: .delete,
             walk: .byCondition(), skipsLocked: true, counts: \.handoffCodes
         ) { "expires_at <= \($0.now)" },
-        // Rate-limit windows that ended (a new event opens a new one).
+        // Rate-limit rows whose time has passed: the key's budget is whole again (a new event makes a new row).
         PruneRule(
             table: "rate_slots", key: [.text("kind"), .text("client")], change: .delete,
             walk: .byCondition(), skipsLocked: true, counts: \.rateSlots
