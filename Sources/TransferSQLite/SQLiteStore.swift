@@ -11,6 +11,8 @@ public final class SQLiteStore: SQLStore {
     public let pool: DatabasePool
     /// Every write goes through here: concurrent requests share a transaction (see `GroupCommit`).
     let commits: GroupCommit
+    /// Every read outside a write goes through here: concurrent reads share a snapshot (see `GroupRead`).
+    let reads: GroupRead
     private let checkpointer: Checkpointer
 
     /// Opens (creating if needed) the database at `path` and applies pending migrations.
@@ -39,6 +41,7 @@ public final class SQLiteStore: SQLStore {
         }
         pool = try DatabasePool(path: path, configuration: config)
         commits = GroupCommit(writer: pool)
+        reads = GroupRead(pool: pool)
         try Self.migrator().migrate(pool)
         checkpointer = try Checkpointer(
             path: path, interval: .milliseconds(25), commits: commits, writer: pool, restartFrames: 4000)
@@ -90,7 +93,7 @@ public final class SQLiteStore: SQLStore {
     /// the writer. A plan with effects is decided again in the write transaction, on what is
     /// read there, as every operation is.
     public func login(_ command: LoginCommand) async throws -> Result<SessionGrant, TransferError> {
-        let plan = try await pool.read { db in
+        let plan = try await reads.read { db in
             try command.plan(try db.read(FactsPlan(command.reads, at: command.now, lock: false, dialect: .sqlite)))
         }
         if plan.effects.isEmpty { return plan.result }
@@ -128,7 +131,7 @@ public final class SQLiteStore: SQLStore {
     // MARK: Reads outside operations (written once in TransferSQL's `SQLStore`)
 
     public func read<Plan: ReadPlan>(_ plan: Plan) async throws -> Plan.Output {
-        try await pool.read { db in try db.read(plan) }
+        try await reads.read { db in try db.read(plan) }
     }
 
     public var dialect: SQLDialect { .sqlite }

@@ -1,0 +1,73 @@
+import GRDB
+import Synchronization
+
+/// Group read: the reads of concurrent requests share a read transaction, as their writes
+/// share one in `GroupCommit`.
+///
+/// A read waits in a queue; a drainer (at most `drainers` at a time, each on a reader
+/// connection of the pool) takes every read waiting, opens a read transaction and runs them
+/// one after another on that snapshot. The snapshot begins after the batch was taken, so a read
+/// sees every commit made before it was asked for: a claim, revocation, removal or deletion
+/// answered a moment ago. Reads never wait for the writer (WAL).
+///
+/// Why: a no-write login is a few index lookups (about 30 µs), and GRDB's asynchronous `read`
+/// cost each one two thread switches besides, more than the SQL. Measured A/B, logins read
+/// one by one ran at 70 % of the logins that still wrote through the group commit.
+final class GroupRead: Sendable {
+    private struct Job: Sendable {
+        let run: @Sendable (Result<Database, any Error>) -> Void
+    }
+
+    private struct Queue {
+        var jobs: [Job] = []
+        var drainers = 0
+    }
+
+    private let pool: DatabasePool
+    private let drainers: Int
+    private let queue = Mutex(Queue())
+
+    init(pool: DatabasePool, drainers: Int = 2) {
+        self.pool = pool
+        self.drainers = drainers
+    }
+
+    /// Runs `body` on a snapshot that holds every commit made before this call.
+    func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            let job = Job { db in continuation.resume(with: Result { try body(db.get()) }) }
+            let start = queue.withLock { queue in
+                queue.jobs.append(job)
+                guard queue.drainers < drainers else { return false }
+                queue.drainers += 1
+                return true
+            }
+            if start { drain() }
+        }
+    }
+
+    /// One batch on one reader; then another, on a new snapshot, while reads are waiting.
+    private func drain() {
+        pool.asyncRead { opened in
+            let batch = self.queue.withLock { queue in
+                defer { queue.jobs.removeAll(keepingCapacity: true) }
+                return queue.jobs
+            }
+            // `asyncRead` may have read the schema version already, which fixes the snapshot:
+            // begin again, so that the snapshot starts after the last read of the batch was asked.
+            let db = opened.flatMap { db in
+                Result {
+                    try db.commit()
+                    try db.beginTransaction(.deferred)
+                    return db
+                }
+            }
+            for job in batch { job.run(db) }
+            let more = self.queue.withLock { queue in
+                if queue.jobs.isEmpty { queue.drainers -= 1 }
+                return !queue.jobs.isEmpty
+            }
+            if more { self.drain() }
+        }
+    }
+}
