@@ -37,6 +37,8 @@ public struct TokenService: Sendable {
     let accessTTL: Duration
     /// The current kid, then the published ones: a rebuild is due when this changes.
     let fingerprint: [String]
+    /// Tokens signed and verified under these keys lately (see `accessToken(for:now:reuse:)` and `verify`).
+    let memo = TokenMemo()
 
     /// Loads the signing keys from the store, creating the first one when there is none. With
     /// `kek`, plain keys are sealed under it first (and a new key is made sealed). Throws a
@@ -84,13 +86,24 @@ public struct TokenService: Sendable {
 
     enum TokenError: Error { case noKey }
 
-    /// A signed access token for a session: a compact JWS (RFC 7515) with EdDSA (RFC 8037).
+    /// A signed access token for a session: a compact JWS (RFC 7515) with EdDSA (RFC 8037),
+    /// and when it expires.
     ///
     /// Built here rather than by `JWTKeyCollection.sign`: on the auto-login path the generic
     /// `JSONEncoder` of header and claims plus the actor hop cost more than the Ed25519
     /// signature itself (BENCHMARKS.md, profile). The claims are the same `AccessClaims`
     /// that `verify` decodes with jwt-kit, and the tests verify every token with jwt-kit.
-    func accessToken(for grant: SessionGrant, now: Timestamp) throws -> String {
+    ///
+    /// With `reuse` (a login), the token this node signed for the same session is handed out
+    /// again while at least two thirds of its lifetime remain (contract v1.3): the signature
+    /// was a tenth of a launch that writes nothing. The caller has just read that the session
+    /// is open; a revoked session's id never opens again, so its tokens are never handed out.
+    func accessToken(for grant: SessionGrant, now: Timestamp, reuse: Bool = false) throws -> TokenMemo.Issued {
+        let session = grant.sessionID + "\u{0}" + grant.deviceID + "\u{0}" + grant.account.accountID + "\u{0}" + (grant.clientID ?? "")
+        let lifetime = accessTTL.components.seconds
+        if reuse, let earlier = memo.issued(for: session, since: now.seconds - lifetime / 3), earlier.issuedAt <= now.seconds {
+            return earlier
+        }
         let payload =
             #"{"iss":"# + Self.jsonString(issuer) + #","aud":["# + Self.jsonString(audience)
             + #"],"sub":"# + Self.jsonString(grant.account.accountID) + #","did":"# + Self.jsonString(grant.deviceID)
@@ -98,7 +111,10 @@ public struct TokenService: Sendable {
             + #","iat":\#(now.seconds),"exp":\#((now + accessTTL).seconds)}"#
         let input = encodedHeader + "." + Base64URL.encode(payload.utf8)
         let signature = try signingKey.signature(for: Array(input.utf8))
-        return input + "." + Base64URL.encode(signature)
+        let token = TokenMemo.Issued(
+            token: input + "." + Base64URL.encode(signature), issuedAt: now.seconds, expiresAt: (now + accessTTL).seconds)
+        memo.remember(token, for: session)
+        return token
     }
 
     /// A JSON string literal (RFC 8259 §7): quotes, backslash and control characters escaped.
@@ -119,8 +135,15 @@ public struct TokenService: Sendable {
     }
 
     /// Verifies signature, algorithm, `kid`, expiry, issuer and audience; `nil` for any failure.
+    /// A token whose signature this service verified before is taken from the memo (the same
+    /// bytes under the same keys verify the same way); its times are checked again each time.
     func verify(_ token: String, now: Timestamp) async -> AccessClaims? {
-        guard let claims = try? await keys.verify(token, as: AccessClaims.self) else { return nil }
+        var known = memo.claims(of: token)
+        if known == nil {
+            known = try? await keys.verify(token, as: AccessClaims.self)
+            if let known { memo.remember(known, of: token) }
+        }
+        guard let claims = known else { return nil }
         guard claims.iss.value == issuer, claims.aud.value.contains(audience) else { return nil }
         guard now.date < claims.exp.value, claims.iat.value.timeIntervalSince(now.date) < 60 else { return nil }
         if let nbf = claims.nbf, nbf.value.timeIntervalSince(now.date) > 60 { return nil }

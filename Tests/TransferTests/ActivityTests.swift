@@ -218,6 +218,50 @@ extension ActivityTests {
         }
     }
 
+    @Test("a launch within a third of the access token's lifetime gets the same token, expiresIn what is left of it; later, after a logout or on another phone, a new one",
+          arguments: StoreKind.available)
+    func accessTokenReused(kind: StoreKind) async throws {
+        try await withServer(kind) { api, harness in
+            let phone = Device()
+            let first = try await api.login(phone)
+            let token = try first.accessToken
+            #expect(first["expiresIn"] as? Int == 900)
+            harness.clock.advance(.seconds(299))
+            let again = try await api.login(phone)
+            #expect(try again.accessToken == token, "a launch 299 s later hands out the same token")
+            #expect(again["expiresIn"] as? Int == 601, "what is left of the token's 15 minutes")
+            #expect(try await api.me(token).status == .ok)
+            harness.clock.advance(.seconds(2))
+            let later = try await api.login(phone)
+            #expect(try later.accessToken != token, "past a third of its lifetime a launch gets a new token")
+            #expect(later["expiresIn"] as? Int == 900)
+
+            let other = Device()
+            #expect(try await api.login(other).accessToken != (try later.accessToken))
+            #expect(try await api.call(.post, "/v1/logout", token: try later.accessToken).status == .noContent)
+            let afterLogout = try await api.login(phone)
+            #expect(try afterLogout.accessToken != (try later.accessToken), "a token of the ended session is never handed out again")
+            #expect(try await api.me(try later.accessToken).status == .unauthorized)
+            #expect(try await api.me(try afterLogout.accessToken).status == .ok)
+        }
+    }
+
+    @Test("a token verified before is still refused once it expires or its session ends")
+    func verifiedTokenChecksAgain() async throws {
+        try await withServer { api, harness in
+            let phone = Device()
+            let token = try await api.login(phone).accessToken
+            #expect(try await api.me(token).status == .ok)
+            #expect(try await api.me(token).status == .ok)
+            harness.clock.advance(.seconds(901))
+            #expect(try await api.me(token).status == .unauthorized, "expired, though its signature was verified before")
+            let fresh = try await api.login(phone).accessToken
+            #expect(try await api.me(fresh).status == .ok)
+            #expect(try await api.call(.post, "/v1/logout", token: fresh).status == .noContent)
+            #expect(try await api.me(fresh).status == .unauthorized, "its session ended")
+        }
+    }
+
     @Test("/metrics counts logins by whether they wrote")
     func metrics() async throws {
         try await withServer { api, harness in

@@ -24,7 +24,7 @@ extension API {
             deviceID: deviceID, deviceSecret: secret, target: target, attestation: attestation,
             clientAddress: clientAddress(request, context))
         context.log.accountID = grant.account.accountID
-        return try await session(grant, status: grant.created ? .created : .ok)
+        return try await session(grant, status: grant.created ? .created : .ok, reuseAccessToken: true)
     }
 
     func refresh(_ request: Request, _ context: Context) async throws -> Response {
@@ -42,16 +42,18 @@ extension API {
         return Response(status: .noContent)
     }
 
-    /// The answer of every call that opens a session: login, refresh, claims, hand-off.
-    func session(_ grant: SessionGrant, status: HTTPResponse.Status) async throws -> Response {
+    /// The answer of every call that opens a session: login, refresh, claims, hand-off. A
+    /// login may hand out the session's recent access token again (`reuseAccessToken`);
+    /// `expiresIn` is then what is left of its lifetime.
+    func session(_ grant: SessionGrant, status: HTTPResponse.Status, reuseAccessToken: Bool = false) async throws -> Response {
         let now = service.clock.now()
         let tokens = try tokenBox.tokens
-        let access = try tokens.accessToken(for: grant, now: now)
+        let access = try tokens.accessToken(for: grant, now: now, reuse: reuseAccessToken)
         return try Self.json(
             SessionBody(
                 accountId: grant.account.accountID, userName: grant.account.userName, deviceId: grant.deviceID,
-                created: grant.created, migrationFlag: grant.account.migrationFlag, accessToken: access,
-                tokenType: "Bearer", expiresIn: Int(tokens.accessTTL.components.seconds),
+                created: grant.created, migrationFlag: grant.account.migrationFlag, accessToken: access.token,
+                tokenType: "Bearer", expiresIn: Int(access.expiresAt - now.seconds),
                 refreshToken: grant.refreshToken, accounts: grant.accounts.map(AccountJSON.init)),
             status: status)
     }
