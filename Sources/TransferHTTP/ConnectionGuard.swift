@@ -141,6 +141,10 @@ final class ConnectionGuard {
     /// and bound what one holds to a few hundred KiB even for the largest answers
     /// (`/openapi.yaml`, 104 KiB; see BENCHMARKS.md).
     static let maxUnanswered = 2
+    /// The socket's send buffer (Linux keeps twice this): without it the kernel grows it to
+    /// 4 MiB, which a client that never reads fills with about 37 answers of `/openapi.yaml`.
+    /// 128 KiB still carries the largest answer (push targets, about 225 KB) in two round trips.
+    static let sendBufferBytes: SocketOptionValue = 128 * 1024
     /// The bytes handed to the HTTP decoder at once while no answer is owed: a body arrives
     /// in few slices.
     static let sliceBytes = 1024
@@ -406,7 +410,10 @@ final class ConnectionGuard {
         let state: ConnectionGuard
         init(_ state: ConnectionGuard) { self.state = state }
 
-        func handlerAdded(context: ChannelHandlerContext) { state.byteContext = context }
+        func handlerAdded(context: ChannelHandlerContext) {
+            state.byteContext = context
+            try? context.channel.syncOptions?.setOption(.socketOption(.so_sndbuf), value: ConnectionGuard.sendBufferBytes)
+        }
 
         func channelActive(context: ChannelHandlerContext) {
             state.lastActivity = .now()

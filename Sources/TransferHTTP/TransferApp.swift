@@ -91,7 +91,7 @@ public enum TransferApp {
 
         var appleSigner: JWTKeyCollection?
         if let team = configuration.apple?.codeExchange { appleSigner = try await AppleTokenClient.signer(team) }
-        let openAPI = openAPIDocument
+        let openAPI = ByteBuffer(bytes: openAPIDocument)
         // Nothing throws from here until the Closer, which shuts this client down.
         // Outgoing deliveries (webhooks, Apple's token endpoints): no redirects, 10 s to answer.
         let outgoing = configuration.webhook != nil || appleSigner != nil ? Self.outgoingClient() : nil

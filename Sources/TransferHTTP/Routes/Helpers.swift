@@ -38,9 +38,11 @@ extension API {
     }
 
     static func raw(_ bytes: [UInt8], type: String, cache: String = "no-store") -> Response {
-        Response(
-            status: .ok, headers: [.contentType: type, .cacheControl: cache],
-            body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+        raw(ByteBuffer(bytes: bytes), type: type, cache: cache)
+    }
+
+    static func raw(_ buffer: ByteBuffer, type: String, cache: String = "no-store") -> Response {
+        Response(status: .ok, headers: [.contentType: type, .cacheControl: cache], body: .init(byteBuffer: buffer))
     }
 }
 
