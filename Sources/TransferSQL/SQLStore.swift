@@ -7,19 +7,27 @@ import TransferCore
 public protocol SQLStore: SupportStore {
     /// Runs `plan` on one snapshot (SQLite: one read transaction; PostgreSQL: one connection).
     func read<Plan: ReadPlan>(_ plan: Plan) async throws -> Plan.Output
+    /// The same for a plan of a few index lookups on a request's path (a session's check, a
+    /// profile, facts by key): SQLite runs it on a snapshot shared with other requests'
+    /// lookups (`GroupRead`), where a long read (push targets, reports) would hold them up.
+    func lookup<Plan: ReadPlan>(_ plan: Plan) async throws -> Plan.Output
     /// The dialect its statements are rendered in.
     var dialect: SQLDialect { get }
 }
 
 extension SQLStore {
+    public func lookup<Plan: ReadPlan>(_ plan: Plan) async throws -> Plan.Output {
+        try await read(plan)
+    }
+
     public func isSessionValid(sessionID: String, accountID: String, deviceID: String, clientID: String?) async throws -> Bool {
-        try await read(
+        try await lookup(
             FirstRow(Queries.openSession(sessionID: sessionID, accountID: accountID, deviceID: deviceID, clientID: clientID)) { _ in true }
         ) ?? false
     }
 
     public func read(_ keys: [FactKey], at now: Timestamp) async throws -> Facts {
-        try await read(FactsPlan(keys, at: now, lock: false, dialect: dialect))
+        try await lookup(FactsPlan(keys, at: now, lock: false, dialect: dialect))
     }
 
     public func device(_ id: String, at now: Timestamp) async throws -> DeviceRecord? {

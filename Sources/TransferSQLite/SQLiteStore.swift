@@ -11,7 +11,7 @@ public final class SQLiteStore: SQLStore {
     public let pool: DatabasePool
     /// Every write goes through here: concurrent requests share a transaction (see `GroupCommit`).
     let commits: GroupCommit
-    /// Every read outside a write goes through here: concurrent reads share a snapshot (see `GroupRead`).
+    /// Logins and lookups go through here: concurrent ones share a snapshot (see `GroupRead`).
     let reads: GroupRead
     private let checkpointer: Checkpointer
 
@@ -135,6 +135,10 @@ public final class SQLiteStore: SQLStore {
     // MARK: Reads outside operations (written once in TransferSQL's `SQLStore`)
 
     public func read<Plan: ReadPlan>(_ plan: Plan) async throws -> Plan.Output {
+        try await pool.read { db in try db.read(plan) }
+    }
+
+    public func lookup<Plan: ReadPlan>(_ plan: Plan) async throws -> Plan.Output {
         try await reads.read { db in try db.read(plan) }
     }
 
