@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Synchronization
 import Testing
 import TransferCore
 import TransferHTTP
@@ -158,6 +159,49 @@ struct ActivityTests {
             #expect(try await store.execute(
                 DeleteAccountCommand(accountID: deleted, now: t0 + .seconds(2), by: .device, reason: nil, cause: .requested)).refusal == nil)
             #expect(try await calls.login(erased, at: t0 + .seconds(2)) == .failure(.accountDeleted))
+        }
+    }
+
+    @Test("launches racing a revocation: every launch asked after the revocation was answered hears device_revoked, whichever snapshot it shares",
+          arguments: StoreKind.available)
+    func launchesRacingRevocation(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let calls = StoreCalls(store: store)
+            let phone = Self.device()
+            _ = try await calls.account(phone, at: t0)
+            #expect(try await calls.login(phone, at: t0 + .seconds(1)).grant?.wrote == false)
+            final class Race: Sendable {
+                let revoked = Atomic<Bool>(false)
+                let counts = Mutex((before: 0, after: 0))
+            }
+            let race = Race()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<8 {
+                    group.addTask {
+                        for _ in 0..<60 {
+                            let askedAfter = race.revoked.load(ordering: .acquiring)
+                            let result = try await calls.login(phone, at: t0 + .seconds(2))
+                            if askedAfter {
+                                #expect(result == .failure(.deviceRevoked), "a launch asked after the revocation was answered got \(result)")
+                                race.counts.withLock { $0.after += 1 }
+                            } else if result.grant == nil {
+                                #expect(result == .failure(.deviceRevoked), "a launch racing the revocation got \(result)")
+                            } else {
+                                race.counts.withLock { $0.before += 1 }
+                            }
+                        }
+                    }
+                }
+                group.addTask {
+                    try await Task.sleep(for: .milliseconds(20))
+                    #expect(try await store.execute(RevokeDeviceCommand(
+                        deviceID: phone.value, now: t0 + .seconds(2), by: .support(operator: "test"), reason: "stolen")).refusal == nil)
+                    race.revoked.store(true, ordering: .releasing)
+                }
+                try await group.waitForAll()
+            }
+            let seen = race.counts.withLock { $0 }
+            #expect(seen.after > 0, "no launch was asked after the revocation: the race was not run (\(seen))")
         }
     }
 
