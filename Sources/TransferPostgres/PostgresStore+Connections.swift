@@ -7,23 +7,40 @@ import TransferSQL
 
 /// Connections, transactions and outage detection: how every statement reaches PostgreSQL.
 extension PostgresStore {
-    /// A client for a `postgres://user:pass@host:port/db` URL.
-    public static func makeClient(url: String, maxConnections: Int = 20, logger: Logger) throws(InvalidDatabaseURL) -> PostgresClient {
-        guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty,
-            let user = components.user, !user.isEmpty
-        else {
-            throw InvalidDatabaseURL(description: "'\(DatabaseLocation.redacted(url))' is not postgres://user:pass@host:5432/db")
-        }
-        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
-        let query = Dictionary(
-            (components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
-        let tls: PostgresClient.Configuration.TLS = query["sslmode"] == "require" ? .require(.makeClientConfiguration()) : .disable
-        var config = PostgresClient.Configuration(
-            host: host, port: components.port ?? 5432, username: user, password: components.password,
-            database: database.isEmpty ? nil : database, tls: tls)
-        config.options.maximumConnections = maxConnections
-        config.options.connectTimeout = .seconds(5)
-        return PostgresClient(configuration: config, backgroundLogger: logger)
+    /// The pool for a `--database` URL (one host or several, `PostgresURL`).
+    public static func makeClient(url: String, maxConnections: Int = 20, logger: Logger) throws(InvalidDatabaseURL) -> PostgresPool {
+        try PostgresPool(url: try PostgresURL(parsing: url), maxConnections: maxConnections, logger: logger)
+    }
+
+    // MARK: Deadlines
+
+    /// How long a request's statement may go unanswered before its connection is closed and
+    /// the request answers `503` (the contract's bound is 2 s from the outage; a lease gives up
+    /// after `leaseTimeout`, and a statement started just before the database went away is
+    /// cut short here). Long enough for any statement of a request on a busy database; the
+    /// pruner and the CLI, whose statements may walk large tables, set a longer one.
+    public static let requestStatementTimeout = Duration.milliseconds(1500)
+
+    /// Replaces the store's `statementTimeout` for the statements of a task (the pruner's).
+    @TaskLocal static var statementTimeoutOverride: Duration?
+
+    var statementLimit: Duration { Self.statementTimeoutOverride ?? statementTimeout }
+
+    /// Runs `body` (statements on `conn`), closing `conn` if it has not finished within `limit`:
+    /// a statement waiting for its answer then fails at once as a lost connection (`503`), and
+    /// the pool drops the connection. TCP alone would wait minutes for a host that is gone
+    /// without a word (a crashed machine, a cut network); PostgreSQL's `statement_timeout`
+    /// cannot help when the server itself does not answer.
+    static func guarded<T>(_ conn: PostgresConnection, _ limit: Duration, _ body: () async throws -> T) async throws -> T {
+        let (seconds, attoseconds) = limit.components
+        let timer = conn.eventLoop.scheduleTask(in: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)) { drop(conn) }
+        defer { timer.cancel() }
+        return try await body()
+    }
+
+    /// Closes `conn` (the pool replaces it); anything waiting on it fails.
+    static func drop(_ conn: PostgresConnection) {
+        _ = conn.close() as EventLoopFuture<Void>
     }
 
     // MARK: Transactions
@@ -37,17 +54,17 @@ extension PostgresStore {
         while true {
             attempt += 1
             do {
-                return try await withConnection { [logger] conn in
-                    try await conn.query("BEGIN", logger: logger)
+                return try await withConnection { [self] conn in
+                    try await run(conn, "BEGIN")
                     let value: T
                     do {
                         value = try await body(conn)
                     } catch {
-                        _ = try? await conn.query("ROLLBACK", logger: logger)
+                        _ = try? await Self.guarded(conn, statementLimit) { try await conn.query("ROLLBACK", logger: logger) }
                         throw error
                     }
                     do {
-                        try await conn.query("COMMIT", logger: logger)
+                        try await run(conn, "COMMIT")
                     } catch where Self.isConnectionLoss(error) {
                         throw TransferError.unavailable(outcomeUnknown: true)
                     }
@@ -68,8 +85,13 @@ extension PostgresStore {
     /// database cannot be reached: no connection is leased within `leaseTimeout` and no query
     /// succeeded meanwhile. A pool that is merely busy (queries keep succeeding) is waited for.
     /// Only the wait for the lease is cut short: once `body` has started it is never cancelled
-    /// (a COMMIT already sent is not interrupted).
-    func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+    /// (a COMMIT already sent is not interrupted); each of its statements has its deadline
+    /// (`guarded`). `writes`: `body` is one statement that writes, whose outcome is unknown
+    /// when the connection is lost after it was sent.
+    ///
+    /// A host found read-only (`25006`: a primary demoted behind a proxy, or `any` on a standby)
+    /// answers `503` too, and the connection is dropped: the next one walks the hosts again.
+    func withConnection<T: Sendable>(writes: Bool = false, _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         let gate = LeaseGate()
         let client = client, health = health
         do {
@@ -77,9 +99,16 @@ extension PostgresStore {
                 group.addTask {
                     try await client.withConnection { conn in
                         guard gate.start() else { throw TransferError.unavailable(outcomeUnknown: false) }
-                        let value = try await body(conn)
-                        health.succeeded()
-                        return value
+                        do {
+                            let value = try await body(conn)
+                            health.succeeded()
+                            return value
+                        } catch let error as PSQLError where Self.isReadOnlyHost(error) {
+                            client.hostTurnedReadOnly(conn)
+                            throw TransferError.unavailable(outcomeUnknown: false)
+                        } catch where writes && Self.isConnectionLoss(error) {
+                            throw TransferError.unavailable(outcomeUnknown: true)
+                        }
                     }
                 }
                 group.addTask {
@@ -128,6 +157,14 @@ extension PostgresStore {
         }
     }
 
+    /// Whether the host refused a write for being read-only: `25006 read_only_sql_transaction`,
+    /// or a lock a standby cannot take (`55000`, "…while recovery is in progress").
+    static func isReadOnlyHost(_ error: PSQLError) -> Bool {
+        guard error.code == .server, let state = error.serverInfo?[.sqlState] else { return false }
+        if state == "25006" { return true }
+        return state == "55000" && (error.serverInfo?[.message] ?? "").contains("recovery")
+    }
+
     static func isRace(_ error: PSQLError) -> Bool {
         guard let state = error.serverInfo?[.sqlState] else { return false }
         return ["23505", "40001", "40P01"].contains(state)
@@ -136,25 +173,46 @@ extension PostgresStore {
     // Each statement that succeeds tells `health` the database answers (a long transaction or
     // the pruner holding connections is a busy pool, not an outage).
     func one(_ conn: PostgresConnection, _ query: PostgresQuery) async throws -> PostgresRandomAccessRow? {
-        var first: PostgresRandomAccessRow?
-        for try await row in try await conn.query(query, logger: logger) {
-            first = row.makeRandomAccess()
-            break
+        let first = try await Self.guarded(conn, statementLimit) { () -> PostgresRandomAccessRow? in
+            for try await row in try await conn.query(query, logger: logger) { return row.makeRandomAccess() }
+            return nil
         }
         health.succeeded()  // not on a throw: a failing statement is no sign the database answers
         return first
     }
 
     func all(_ conn: PostgresConnection, _ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
-        var rows: [PostgresRandomAccessRow] = []
-        for try await row in try await conn.query(query, logger: logger) { rows.append(row.makeRandomAccess()) }
+        let rows = try await Self.guarded(conn, statementLimit) {
+            var rows: [PostgresRandomAccessRow] = []
+            for try await row in try await conn.query(query, logger: logger) { rows.append(row.makeRandomAccess()) }
+            return rows
+        }
         health.succeeded()
         return rows
     }
 
     func run(_ conn: PostgresConnection, _ query: PostgresQuery) async throws {
-        try await conn.query(query, logger: logger)
+        try await Self.guarded(conn, statementLimit) { _ = try await conn.query(query, logger: logger) }
         health.succeeded()
+    }
+
+    /// The first row of a prepared statement. Named and prepared once per connection, except
+    /// through a pooler in transaction mode (`--database-pooling transaction`), where the next
+    /// transaction may run on another server session that never saw it: there it is sent as
+    /// the unnamed statement, parsed with each execution.
+    func first<Statement: PostgresPreparedStatement>(_ conn: PostgresConnection, _ statement: Statement) async throws -> Statement.Row? {
+        let row = try await Self.guarded(conn, statementLimit) { () -> Statement.Row? in
+            switch pooling {
+            case .session:
+                for try await row in try await conn.execute(statement, logger: logger) { return row }
+            case .transaction:
+                let query = PostgresQuery(unsafeSQL: Statement.sql, binds: try statement.makeBindings())
+                for try await row in try await conn.query(query, logger: logger) { return try statement.decodeRow(row) }
+            }
+            return nil
+        }
+        health.succeeded()
+        return row
     }
 
     /// A statement written once in TransferSQL, rendered with `$n` binds.
