@@ -118,7 +118,8 @@ public final class PostgresPool: Sendable, Service {
         let logger: Logger
         var keepAliveFrequency: Duration? { PostgresPool.keepAliveFrequency }
         func runKeepAlive(for connection: PostgresConnection) async throws {
-            try await PostgresStore.guarded(connection, .seconds(5)) { try await connection.query("SELECT 1", logger: logger) }
+            let logger = logger
+            try await PostgresStore.guarded(connection, .seconds(5)) { _ = try await connection.query("SELECT 1", logger: logger) }
         }
     }
 }
@@ -208,6 +209,7 @@ final class HostWalker: Sendable {
             channel.close(promise: nil)
             throw error
         }
+        let logger = logger
         do {
             let qualifies: Bool
             switch url.targetSessionAttributes {

@@ -27,15 +27,57 @@ extension PostgresStore {
     var statementLimit: Duration { Self.statementTimeoutOverride ?? statementTimeout }
 
     /// Runs `body` (statements on `conn`), closing `conn` if it has not finished within `limit`:
-    /// a statement waiting for its answer then fails at once as a lost connection (`503`), and
-    /// the pool drops the connection. TCP alone would wait minutes for a host that is gone
-    /// without a word (a crashed machine, a cut network); PostgreSQL's `statement_timeout`
-    /// cannot help when the server itself does not answer.
-    static func guarded<T>(_ conn: PostgresConnection, _ limit: Duration, _ body: () async throws -> T) async throws -> T {
+    /// a statement waiting for its answer then fails as a lost connection (`503`), and the pool
+    /// drops the connection. TCP alone would wait minutes for a host that is gone without a
+    /// word (a crashed machine, a cut network); PostgreSQL's `statement_timeout` cannot help
+    /// when the server itself does not answer.
+    ///
+    /// `body` runs in a task of its own, and the deadline answers for it when it has not
+    /// finished: PostgresNIO never completes a statement written to a connection that closed
+    /// meanwhile (the write finds no handler left; the statement's promise is never fulfilled),
+    /// so waiting for `body` itself could wait forever. A connection already closed is refused
+    /// at once.
+    static func guarded<T: Sendable>(
+        _ conn: PostgresConnection, _ limit: Duration, _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        guard !conn.isClosed else { throw ConnectionClosed() }
         let (seconds, attoseconds) = limit.components
-        let timer = conn.eventLoop.scheduleTask(in: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)) { drop(conn) }
-        defer { timer.cancel() }
-        return try await body()
+        let race = Race<T>()
+        return try await withCheckedThrowingContinuation { continuation in
+            race.start(continuation)
+            let timer = conn.eventLoop.scheduleTask(in: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)) {
+                drop(conn)
+                race.finish(.failure(StatementTimedOut()))
+            }
+            Task {
+                let result: Result<T, any Error>
+                do { result = .success(try await body()) } catch { result = .failure(error) }
+                timer.cancel()
+                race.finish(result)
+            }
+        }
+    }
+
+    /// A statement that got no answer within its deadline; its connection was closed.
+    struct StatementTimedOut: Error {}
+    /// A statement for a connection that had closed already.
+    struct ConnectionClosed: Error {}
+
+    /// Whichever ends first, the statements or their deadline, answers the caller; the other is ignored.
+    final class Race<T: Sendable>: Sendable {
+        private let state = Mutex<(continuation: CheckedContinuation<T, any Error>?, done: Bool)>((nil, false))
+
+        func start(_ continuation: CheckedContinuation<T, any Error>) { state.withLock { $0.continuation = continuation } }
+
+        func finish(_ result: Result<T, any Error>) {
+            let continuation = state.withLock { state -> CheckedContinuation<T, any Error>? in
+                guard !state.done else { return nil }
+                state.done = true
+                defer { state.continuation = nil }
+                return state.continuation
+            }
+            continuation?.resume(with: result)
+        }
     }
 
     /// Closes `conn` (the pool replaces it); anything waiting on it fails.
@@ -60,7 +102,8 @@ extension PostgresStore {
                     do {
                         value = try await body(conn)
                     } catch {
-                        _ = try? await Self.guarded(conn, statementLimit) { try await conn.query("ROLLBACK", logger: logger) }
+                        let logger = logger
+                        _ = try? await Self.guarded(conn, statementLimit) { _ = try await conn.query("ROLLBACK", logger: logger) }
                         throw error
                     }
                     do {
@@ -173,6 +216,7 @@ extension PostgresStore {
     // Each statement that succeeds tells `health` the database answers (a long transaction or
     // the pruner holding connections is a busy pool, not an outage).
     func one(_ conn: PostgresConnection, _ query: PostgresQuery) async throws -> PostgresRandomAccessRow? {
+        let logger = logger
         let first = try await Self.guarded(conn, statementLimit) { () -> PostgresRandomAccessRow? in
             for try await row in try await conn.query(query, logger: logger) { return row.makeRandomAccess() }
             return nil
@@ -182,6 +226,7 @@ extension PostgresStore {
     }
 
     func all(_ conn: PostgresConnection, _ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
+        let logger = logger
         let rows = try await Self.guarded(conn, statementLimit) {
             var rows: [PostgresRandomAccessRow] = []
             for try await row in try await conn.query(query, logger: logger) { rows.append(row.makeRandomAccess()) }
@@ -192,6 +237,7 @@ extension PostgresStore {
     }
 
     func run(_ conn: PostgresConnection, _ query: PostgresQuery) async throws {
+        let logger = logger
         try await Self.guarded(conn, statementLimit) { _ = try await conn.query(query, logger: logger) }
         health.succeeded()
     }
@@ -200,7 +246,10 @@ extension PostgresStore {
     /// through a pooler in transaction mode (`--database-pooling transaction`), where the next
     /// transaction may run on another server session that never saw it: there it is sent as
     /// the unnamed statement, parsed with each execution.
-    func first<Statement: PostgresPreparedStatement>(_ conn: PostgresConnection, _ statement: Statement) async throws -> Statement.Row? {
+    func first<Statement: PostgresPreparedStatement & Sendable>(
+        _ conn: PostgresConnection, _ statement: Statement
+    ) async throws -> Statement.Row? where Statement.Row: Sendable {
+        let logger = logger, pooling = pooling
         let row = try await Self.guarded(conn, statementLimit) { () -> Statement.Row? in
             switch pooling {
             case .session:

@@ -92,7 +92,7 @@ public final class PostgresStore: SQLStore {
         let client = client, logger = logger
         try await Self.withTimeout(.milliseconds(1500)) {
             try await client.withConnection { conn in
-                let readOnly = try await Self.guarded(conn, .milliseconds(1400)) {
+                let readOnly = try await Self.guarded(conn, .milliseconds(1400)) { () -> Bool in
                     var value = "on"
                     for try await v in try await conn.query("SHOW transaction_read_only", logger: logger).decode(String.self) { value = v }
                     return value != "off"
