@@ -108,6 +108,12 @@ public final class PostgresPool: Sendable, Service {
         PostgresStore.drop(conn)
     }
 
+    /// A statement on `conn` got its answer: its host answers.
+    func answered(_ conn: PostgresConnection) { walker.answered(conn) }
+
+    /// Whether `conn`'s host answered a statement of this pool within `limit`.
+    func hostAnswered(_ conn: PostgresConnection, within limit: Duration) -> Bool { walker.answered(conn, within: limit) }
+
     /// Which host `conn` is on, as the URL lists it.
     public func host(of conn: PostgresConnection) -> PostgresURL.Host? { walker.host(of: conn).map { url.hosts[$0] } }
 
@@ -136,6 +142,8 @@ final class HostWalker: Sendable {
         var epochs: [Int]
         /// Each open connection's host and that host's epoch when it was made.
         var connections: [PostgresConnection.ID: (host: Int, epoch: Int)] = [:]
+        /// When each host last answered a statement (`DispatchTime` nanoseconds; 0: never).
+        var lastAnswer: [UInt64]
         var lastProblem: String?
     }
     private let state: Mutex<State>
@@ -152,7 +160,7 @@ final class HostWalker: Sendable {
         } else {
             tls = .disable
         }
-        state = Mutex(State(epochs: Array(repeating: 0, count: url.hosts.count)))
+        state = Mutex(State(epochs: Array(repeating: 0, count: url.hosts.count), lastAnswer: Array(repeating: 0, count: url.hosts.count)))
     }
 
     /// A connection to the first host that qualifies; walks the hosts again every
@@ -296,4 +304,17 @@ final class HostWalker: Sendable {
     }
 
     var lastProblem: String? { state.withLock { $0.lastProblem } }
+
+    func answered(_ conn: PostgresConnection) {
+        let now = DispatchTime.now().uptimeNanoseconds
+        state.withLock { state in
+            if let host = state.connections[conn.id]?.host { state.lastAnswer[host] = now }
+        }
+    }
+
+    func answered(_ conn: PostgresConnection, within limit: Duration) -> Bool {
+        let last = state.withLock { state in state.connections[conn.id].map { state.lastAnswer[$0.host] } ?? 0 }
+        let now = DispatchTime.now().uptimeNanoseconds
+        return last > 0 && Duration.nanoseconds(Int64(clamping: now > last ? now - last : 0)) < limit
+    }
 }

@@ -32,30 +32,54 @@ extension PostgresStore {
     /// word (a crashed machine, a cut network); PostgreSQL's `statement_timeout` cannot help
     /// when the server itself does not answer.
     ///
+    /// With `pool`, a host that answered another statement of this pool within `limit` is
+    /// busy, not gone (a statement waiting for a row lock that many requests want): the
+    /// deadline is pushed back while that holds, up to `busyCap` in all. A connection that
+    /// alone stopped answering on a host that still answers others is ended by TCP
+    /// (`TCP_USER_TIMEOUT`, 10 s).
+    ///
     /// `body` runs in a task of its own, and the deadline answers for it when it has not
     /// finished: PostgresNIO never completes a statement written to a connection that closed
     /// meanwhile (the write finds no handler left; the statement's promise is never fulfilled),
     /// so waiting for `body` itself could wait forever. A connection already closed is refused
     /// at once.
     static func guarded<T: Sendable>(
-        _ conn: PostgresConnection, _ limit: Duration, _ body: @escaping @Sendable () async throws -> T
+        _ conn: PostgresConnection, _ limit: Duration, pool: PostgresPool? = nil, _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         guard !conn.isClosed else { throw ConnectionClosed() }
-        let (seconds, attoseconds) = limit.components
         let race = Race<T>()
+        let started = ContinuousClock.now
         return try await withCheckedThrowingContinuation { continuation in
             race.start(continuation)
-            let timer = conn.eventLoop.scheduleTask(in: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)) {
-                drop(conn)
-                race.finish(.failure(StatementTimedOut()))
+            @Sendable func arm(_ delay: Duration) {
+                let (seconds, attoseconds) = delay.components
+                race.setTimer(conn.eventLoop.scheduleTask(in: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)) {
+                    if let pool, ContinuousClock.now - started < busyCap, pool.hostAnswered(conn, within: limit) {
+                        arm(min(limit, .milliseconds(250)))
+                        return
+                    }
+                    drop(conn)
+                    race.finish(.failure(StatementTimedOut()))
+                })
             }
+            arm(limit)
             Task {
                 let result: Result<T, any Error>
                 do { result = .success(try await body()) } catch { result = .failure(error) }
-                timer.cancel()
+                race.cancelTimer()
+                if let pool, Self.answered(result) { pool.answered(conn) }
                 race.finish(result)
             }
         }
+    }
+
+    /// The longest a statement is waited for while its host keeps answering others.
+    static let busyCap = Duration.seconds(30)
+
+    /// Whether the server answered: a result, or an error it sent.
+    static func answered<T>(_ result: Result<T, any Error>) -> Bool {
+        guard case .failure(let error) = result else { return true }
+        return (error as? PSQLError)?.code == .server
     }
 
     /// A statement that got no answer within its deadline; its connection was closed.
@@ -66,8 +90,25 @@ extension PostgresStore {
     /// Whichever ends first, the statements or their deadline, answers the caller; the other is ignored.
     final class Race<T: Sendable>: Sendable {
         private let state = Mutex<(continuation: CheckedContinuation<T, any Error>?, done: Bool)>((nil, false))
+        private let timer = Mutex<(scheduled: Scheduled<Void>?, cancelled: Bool)>((nil, false))
 
         func start(_ continuation: CheckedContinuation<T, any Error>) { state.withLock { $0.continuation = continuation } }
+
+        /// The deadline's current timer (each push back schedules another).
+        func setTimer(_ scheduled: Scheduled<Void>) {
+            let cancelNow = timer.withLock { timer in
+                timer.scheduled = scheduled
+                return timer.cancelled
+            }
+            if cancelNow { scheduled.cancel() }
+        }
+
+        func cancelTimer() {
+            timer.withLock { timer in
+                timer.cancelled = true
+                return timer.scheduled
+            }?.cancel()
+        }
 
         func finish(_ result: Result<T, any Error>) {
             let continuation = state.withLock { state -> CheckedContinuation<T, any Error>? in
@@ -103,7 +144,7 @@ extension PostgresStore {
                         value = try await body(conn)
                     } catch {
                         let logger = logger
-                        _ = try? await Self.guarded(conn, statementLimit) { _ = try await conn.query("ROLLBACK", logger: logger) }
+                        _ = try? await Self.guarded(conn, statementLimit, pool: client) { _ = try await conn.query("ROLLBACK", logger: logger) }
                         throw error
                     }
                     do {
@@ -217,7 +258,7 @@ extension PostgresStore {
     // the pruner holding connections is a busy pool, not an outage).
     func one(_ conn: PostgresConnection, _ query: PostgresQuery) async throws -> PostgresRandomAccessRow? {
         let logger = logger
-        let first = try await Self.guarded(conn, statementLimit) { () -> PostgresRandomAccessRow? in
+        let first = try await Self.guarded(conn, statementLimit, pool: client) { () -> PostgresRandomAccessRow? in
             for try await row in try await conn.query(query, logger: logger) { return row.makeRandomAccess() }
             return nil
         }
@@ -227,7 +268,7 @@ extension PostgresStore {
 
     func all(_ conn: PostgresConnection, _ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
         let logger = logger
-        let rows = try await Self.guarded(conn, statementLimit) {
+        let rows = try await Self.guarded(conn, statementLimit, pool: client) {
             var rows: [PostgresRandomAccessRow] = []
             for try await row in try await conn.query(query, logger: logger) { rows.append(row.makeRandomAccess()) }
             return rows
@@ -238,7 +279,7 @@ extension PostgresStore {
 
     func run(_ conn: PostgresConnection, _ query: PostgresQuery) async throws {
         let logger = logger
-        try await Self.guarded(conn, statementLimit) { _ = try await conn.query(query, logger: logger) }
+        try await Self.guarded(conn, statementLimit, pool: client) { _ = try await conn.query(query, logger: logger) }
         health.succeeded()
     }
 
@@ -250,7 +291,7 @@ extension PostgresStore {
         _ conn: PostgresConnection, _ statement: Statement
     ) async throws -> Statement.Row? where Statement.Row: Sendable {
         let logger = logger, pooling = pooling
-        let row = try await Self.guarded(conn, statementLimit) { () -> Statement.Row? in
+        let row = try await Self.guarded(conn, statementLimit, pool: client) { () -> Statement.Row? in
             switch pooling {
             case .session:
                 for try await row in try await conn.execute(statement, logger: logger) { return row }
