@@ -85,12 +85,15 @@ let package = Package(
             resources: [.embedInCode("Resources/migrations")],
             swiftSettings: strict
         ),
-        // The multi-node store: PostgreSQL through postgres-nio.
+        // The multi-node store: PostgreSQL through postgres-nio, on its connection pool
+        // (`_ConnectionPoolModule`) with a factory of its own that walks a multi-host URL.
         .target(
             name: "TransferPostgres",
             dependencies: [
                 "TransferCore", "TransferSQL",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "_ConnectionPoolModule", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             resources: [.embedInCode("Resources/migrations")],

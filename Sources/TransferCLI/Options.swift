@@ -11,6 +11,9 @@ struct CommonOptions: ParsableArguments {
     @Option(name: .customLong(ServerFlags.database.name), help: .server(ServerFlags.database))
     var database: String?
 
+    @Option(name: .customLong(ServerFlags.databasePooling.name), help: .server(ServerFlags.databasePooling))
+    var databasePooling: String?
+
     @Flag(help: "Print machine-readable JSON instead of text.")
     var json = false
 
@@ -18,11 +21,15 @@ struct CommonOptions: ParsableArguments {
     /// new empty database; a PostgreSQL that does not answer within 10 s is unreachable.
     func withStore<T: Sendable>(_ body: @Sendable (any SupportStore) async throws -> T) async throws -> T {
         let location = try ServerFlags.database.read(flag: database)
+        let pooling = try ServerFlags.databasePooling.read(flag: databasePooling)
         let text = location.argument
         var quiet = Logger(label: "transfer")
         quiet.logLevel = .critical
         do {
-            return try await Storage.withStore(location, poolSize: 2, logger: quiet, mustExist: true, migrate: false) { store in
+            // A support command may read a large table: its statements get 30 s, not a request's bound.
+            return try await Storage.withStore(
+                location, poolSize: 2, pooling: pooling, statementTimeout: .seconds(30), logger: quiet, mustExist: true, migrate: false
+            ) { store in
                 do {
                     try await Storage.withTimeout(.seconds(10)) { try await store.ping() }
                 } catch {

@@ -15,14 +15,18 @@ public enum DatabaseLocation: Sendable, Equatable {
         }
     }
 
-    /// `sqlite:PATH` or `postgres://user:pass@host:5432/db`; the error is one sentence.
+    /// `sqlite:PATH` or `postgres://user:pass@host:5432,host2:5432/db?…` (`PostgresURL`, which
+    /// checks it here, at start); the error is one sentence.
     public static func parse(_ text: String) throws(InvalidDatabaseURL) -> DatabaseLocation {
         if text.hasPrefix("sqlite:") {
             let path = String(text.dropFirst("sqlite:".count))
             guard !path.isEmpty else { throw InvalidDatabaseURL(description: "sqlite: needs a file path, like sqlite:./transfer.sqlite") }
             return .sqlite(path: path)
         }
-        if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") { return .postgres(url: text) }
+        if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
+            _ = try PostgresURL(parsing: text)
+            return .postgres(url: text)
+        }
         throw InvalidDatabaseURL(description: "'\(redacted(text))' is neither sqlite:PATH nor postgres://user:pass@host:5432/db")
     }
 
@@ -33,6 +37,15 @@ public enum DatabaseLocation: Sendable, Equatable {
         else { return url }
         return String(url[..<url.index(after: colon)]) + "***" + String(url[at...])
     }
+}
+
+/// How PostgreSQL is reached (`--database-pooling`): directly or through a pooler in session
+/// mode, where a connection is one server session (`session`); or through PgBouncer in
+/// transaction pooling mode (`transaction`), where consecutive transactions of one connection
+/// may run on different server sessions: no named prepared statement or session lock is then
+/// relied on across transactions.
+public enum DatabasePooling: String, Sendable, CaseIterable {
+    case session, transaction
 }
 
 public struct InvalidDatabaseURL: Error, CustomStringConvertible {

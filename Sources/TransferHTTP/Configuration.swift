@@ -24,6 +24,8 @@ public struct ServerConfiguration: Sendable {
     public var hashQueue = ServerFlags.hashQueue.defaultValue
     /// Connections each node keeps to PostgreSQL at most.
     public var databasePoolSize = ServerFlags.databasePoolSize.defaultValue
+    /// How PostgreSQL is reached: directly (or a session pooler), or PgBouncer's transaction pooling.
+    public var databasePooling = ServerFlags.databasePooling.defaultValue
     /// A connection that sends nothing this long is closed (not while it waits for its answer).
     public var idleTimeout = ServerFlags.idleTimeout.defaultValue
     /// A request not fully arrived this long after its first byte is answered 408 and its connection closed.
@@ -90,6 +92,10 @@ public struct ServerConfiguration: Sendable {
         config.port = try values.value(F.port)
         config.database = try values.value(F.database)
         config.databasePoolSize = try values.value(F.databasePoolSize)
+        config.databasePooling = try values.value(F.databasePooling)
+        if config.databasePooling == .transaction, case .postgres = config.database, config.databasePoolSize < 2 {
+            throw Invalid(description: "--database-pooling transaction needs --database-pool-size 2 or more (the pruner holds its lock's transaction on one connection while it prunes on another)")
+        }
         config.idleTimeout = try values.value(F.idleTimeout)
         config.requestTimeout = try values.value(F.requestTimeout)
         config.transferTTL = try values.value(F.transferTTL)

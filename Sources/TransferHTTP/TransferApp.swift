@@ -39,7 +39,8 @@ public enum TransferApp {
         poolLogger.logLevel = .error
         let opened: OpenedStore
         do {
-            opened = try Storage.open(configuration.database, poolSize: configuration.databasePoolSize, logger: poolLogger)
+            opened = try Storage.open(
+                configuration.database, poolSize: configuration.databasePoolSize, pooling: configuration.databasePooling, logger: poolLogger)
         } catch {
             throw StartupError(description: error.reason == .invalidURL ? "--database: \(error.description)" : error.description)
         }
@@ -51,7 +52,9 @@ public enum TransferApp {
                 do {
                     try await Storage.withTimeout(.seconds(15)) { try await opened.migrate() }
                 } catch {
-                    throw StartupError(description: "PostgreSQL at \(where_) does not answer or cannot be migrated (\(Storage.describe(error)))")
+                    // The pool retries on its own: say why its last attempt failed (a password refused, no host writable).
+                    let last = client.lastConnectProblem.map { "; last connection attempt: \($0)" } ?? ""
+                    throw StartupError(description: "PostgreSQL at \(where_) does not answer or cannot be migrated (\(Storage.describe(error))\(last))")
                 }
             }
         }

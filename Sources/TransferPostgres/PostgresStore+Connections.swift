@@ -7,23 +7,123 @@ import TransferSQL
 
 /// Connections, transactions and outage detection: how every statement reaches PostgreSQL.
 extension PostgresStore {
-    /// A client for a `postgres://user:pass@host:port/db` URL.
-    public static func makeClient(url: String, maxConnections: Int = 20, logger: Logger) throws(InvalidDatabaseURL) -> PostgresClient {
-        guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty,
-            let user = components.user, !user.isEmpty
-        else {
-            throw InvalidDatabaseURL(description: "'\(DatabaseLocation.redacted(url))' is not postgres://user:pass@host:5432/db")
+    /// The pool for a `--database` URL (one host or several, `PostgresURL`).
+    public static func makeClient(url: String, maxConnections: Int = 20, logger: Logger) throws(InvalidDatabaseURL) -> PostgresPool {
+        try PostgresPool(url: try PostgresURL(parsing: url), maxConnections: maxConnections, logger: logger)
+    }
+
+    // MARK: Deadlines
+
+    /// How long a request's statement may go unanswered before its connection is closed and
+    /// the request answers `503` (the contract's bound is 2 s from the outage; a lease gives up
+    /// after `leaseTimeout`, and a statement started just before the database went away is
+    /// cut short here). Long enough for any statement of a request on a busy database; the
+    /// pruner and the CLI, whose statements may walk large tables, set a longer one.
+    public static let requestStatementTimeout = Duration.milliseconds(1500)
+
+    /// Replaces the store's `statementTimeout` for the statements of a task (the pruner's).
+    @TaskLocal static var statementTimeoutOverride: Duration?
+
+    var statementLimit: Duration { Self.statementTimeoutOverride ?? statementTimeout }
+
+    /// Runs `body` (statements on `conn`), closing `conn` if it has not finished within `limit`:
+    /// a statement waiting for its answer then fails as a lost connection (`503`), and the pool
+    /// drops the connection. TCP alone would wait minutes for a host that is gone without a
+    /// word (a crashed machine, a cut network); PostgreSQL's `statement_timeout` cannot help
+    /// when the server itself does not answer.
+    ///
+    /// With `pool`, a host that answered another statement of this pool within `limit` is
+    /// busy, not gone (a statement waiting for a row lock that many requests want): the
+    /// deadline is pushed back while that holds, up to `busyCap` in all. A connection that
+    /// alone stopped answering on a host that still answers others is ended by TCP
+    /// (`TCP_USER_TIMEOUT`, 10 s).
+    ///
+    /// `body` runs in a task of its own, and the deadline answers for it when it has not
+    /// finished: PostgresNIO never completes a statement written to a connection that closed
+    /// meanwhile (the write finds no handler left; the statement's promise is never fulfilled),
+    /// so waiting for `body` itself could wait forever. A connection already closed is refused
+    /// at once.
+    static func guarded<T: Sendable>(
+        _ conn: PostgresConnection, _ limit: Duration, pool: PostgresPool? = nil, _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        guard !conn.isClosed else { throw ConnectionClosed() }
+        let race = Race<T>()
+        let started = ContinuousClock.now
+        return try await withCheckedThrowingContinuation { continuation in
+            race.start(continuation)
+            @Sendable func arm(_ delay: Duration) {
+                let (seconds, attoseconds) = delay.components
+                race.setTimer(conn.eventLoop.scheduleTask(in: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)) {
+                    if let pool, ContinuousClock.now - started < busyCap, pool.hostAnswered(conn, within: limit) {
+                        arm(min(limit, .milliseconds(250)))
+                        return
+                    }
+                    drop(conn)
+                    race.finish(.failure(StatementTimedOut()))
+                })
+            }
+            arm(limit)
+            Task {
+                let result: Result<T, any Error>
+                do { result = .success(try await body()) } catch { result = .failure(error) }
+                race.cancelTimer()
+                if let pool, Self.answered(result) { pool.answered(conn) }
+                race.finish(result)
+            }
         }
-        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
-        let query = Dictionary(
-            (components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
-        let tls: PostgresClient.Configuration.TLS = query["sslmode"] == "require" ? .require(.makeClientConfiguration()) : .disable
-        var config = PostgresClient.Configuration(
-            host: host, port: components.port ?? 5432, username: user, password: components.password,
-            database: database.isEmpty ? nil : database, tls: tls)
-        config.options.maximumConnections = maxConnections
-        config.options.connectTimeout = .seconds(5)
-        return PostgresClient(configuration: config, backgroundLogger: logger)
+    }
+
+    /// The longest a statement is waited for while its host keeps answering others.
+    static let busyCap = Duration.seconds(30)
+
+    /// Whether the server answered: a result, or an error it sent.
+    static func answered<T>(_ result: Result<T, any Error>) -> Bool {
+        guard case .failure(let error) = result else { return true }
+        return (error as? PSQLError)?.code == .server
+    }
+
+    /// A statement that got no answer within its deadline; its connection was closed.
+    struct StatementTimedOut: Error {}
+    /// A statement for a connection that had closed already.
+    struct ConnectionClosed: Error {}
+
+    /// Whichever ends first, the statements or their deadline, answers the caller; the other is ignored.
+    final class Race<T: Sendable>: Sendable {
+        private let state = Mutex<(continuation: CheckedContinuation<T, any Error>?, done: Bool)>((nil, false))
+        private let timer = Mutex<(scheduled: Scheduled<Void>?, cancelled: Bool)>((nil, false))
+
+        func start(_ continuation: CheckedContinuation<T, any Error>) { state.withLock { $0.continuation = continuation } }
+
+        /// The deadline's current timer (each push back schedules another).
+        func setTimer(_ scheduled: Scheduled<Void>) {
+            let cancelNow = timer.withLock { timer in
+                timer.scheduled = scheduled
+                return timer.cancelled
+            }
+            if cancelNow { scheduled.cancel() }
+        }
+
+        func cancelTimer() {
+            timer.withLock { timer in
+                timer.cancelled = true
+                return timer.scheduled
+            }?.cancel()
+        }
+
+        func finish(_ result: Result<T, any Error>) {
+            let continuation = state.withLock { state -> CheckedContinuation<T, any Error>? in
+                guard !state.done else { return nil }
+                state.done = true
+                defer { state.continuation = nil }
+                return state.continuation
+            }
+            continuation?.resume(with: result)
+        }
+    }
+
+    /// Closes `conn` (the pool replaces it); anything waiting on it fails.
+    static func drop(_ conn: PostgresConnection) {
+        _ = conn.close() as EventLoopFuture<Void>
     }
 
     // MARK: Transactions
@@ -37,17 +137,18 @@ extension PostgresStore {
         while true {
             attempt += 1
             do {
-                return try await withConnection { [logger] conn in
-                    try await conn.query("BEGIN", logger: logger)
+                return try await withConnection { [self] conn in
+                    try await run(conn, "BEGIN")
                     let value: T
                     do {
                         value = try await body(conn)
                     } catch {
-                        _ = try? await conn.query("ROLLBACK", logger: logger)
+                        let logger = logger
+                        _ = try? await Self.guarded(conn, statementLimit, pool: client) { _ = try await conn.query("ROLLBACK", logger: logger) }
                         throw error
                     }
                     do {
-                        try await conn.query("COMMIT", logger: logger)
+                        try await run(conn, "COMMIT")
                     } catch where Self.isConnectionLoss(error) {
                         throw TransferError.unavailable(outcomeUnknown: true)
                     }
@@ -68,8 +169,13 @@ extension PostgresStore {
     /// database cannot be reached: no connection is leased within `leaseTimeout` and no query
     /// succeeded meanwhile. A pool that is merely busy (queries keep succeeding) is waited for.
     /// Only the wait for the lease is cut short: once `body` has started it is never cancelled
-    /// (a COMMIT already sent is not interrupted).
-    func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+    /// (a COMMIT already sent is not interrupted); each of its statements has its deadline
+    /// (`guarded`). `writes`: `body` is one statement that writes, whose outcome is unknown
+    /// when the connection is lost after it was sent.
+    ///
+    /// A host found read-only (`25006`: a primary demoted behind a proxy, or `any` on a standby)
+    /// answers `503` too, and the connection is dropped: the next one walks the hosts again.
+    func withConnection<T: Sendable>(writes: Bool = false, _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         let gate = LeaseGate()
         let client = client, health = health
         do {
@@ -77,9 +183,16 @@ extension PostgresStore {
                 group.addTask {
                     try await client.withConnection { conn in
                         guard gate.start() else { throw TransferError.unavailable(outcomeUnknown: false) }
-                        let value = try await body(conn)
-                        health.succeeded()
-                        return value
+                        do {
+                            let value = try await body(conn)
+                            health.succeeded()
+                            return value
+                        } catch let error as PSQLError where Self.isReadOnlyHost(error) {
+                            client.hostTurnedReadOnly(conn)
+                            throw TransferError.unavailable(outcomeUnknown: false)
+                        } catch where writes && Self.isConnectionLoss(error) {
+                            throw TransferError.unavailable(outcomeUnknown: true)
+                        }
                     }
                 }
                 group.addTask {
@@ -128,6 +241,14 @@ extension PostgresStore {
         }
     }
 
+    /// Whether the host refused a write for being read-only: `25006 read_only_sql_transaction`,
+    /// or a lock a standby cannot take (`55000`, "…while recovery is in progress").
+    static func isReadOnlyHost(_ error: PSQLError) -> Bool {
+        guard error.code == .server, let state = error.serverInfo?[.sqlState] else { return false }
+        if state == "25006" { return true }
+        return state == "55000" && (error.serverInfo?[.message] ?? "").contains("recovery")
+    }
+
     static func isRace(_ error: PSQLError) -> Bool {
         guard let state = error.serverInfo?[.sqlState] else { return false }
         return ["23505", "40001", "40P01"].contains(state)
@@ -136,25 +257,52 @@ extension PostgresStore {
     // Each statement that succeeds tells `health` the database answers (a long transaction or
     // the pruner holding connections is a busy pool, not an outage).
     func one(_ conn: PostgresConnection, _ query: PostgresQuery) async throws -> PostgresRandomAccessRow? {
-        var first: PostgresRandomAccessRow?
-        for try await row in try await conn.query(query, logger: logger) {
-            first = row.makeRandomAccess()
-            break
+        let logger = logger
+        let first = try await Self.guarded(conn, statementLimit, pool: client) { () -> PostgresRandomAccessRow? in
+            for try await row in try await conn.query(query, logger: logger) { return row.makeRandomAccess() }
+            return nil
         }
         health.succeeded()  // not on a throw: a failing statement is no sign the database answers
         return first
     }
 
     func all(_ conn: PostgresConnection, _ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
-        var rows: [PostgresRandomAccessRow] = []
-        for try await row in try await conn.query(query, logger: logger) { rows.append(row.makeRandomAccess()) }
+        let logger = logger
+        let rows = try await Self.guarded(conn, statementLimit, pool: client) {
+            var rows: [PostgresRandomAccessRow] = []
+            for try await row in try await conn.query(query, logger: logger) { rows.append(row.makeRandomAccess()) }
+            return rows
+        }
         health.succeeded()
         return rows
     }
 
     func run(_ conn: PostgresConnection, _ query: PostgresQuery) async throws {
-        try await conn.query(query, logger: logger)
+        let logger = logger
+        try await Self.guarded(conn, statementLimit, pool: client) { _ = try await conn.query(query, logger: logger) }
         health.succeeded()
+    }
+
+    /// The first row of a prepared statement. Named and prepared once per connection, except
+    /// through a pooler in transaction mode (`--database-pooling transaction`), where the next
+    /// transaction may run on another server session that never saw it: there it is sent as
+    /// the unnamed statement, parsed with each execution.
+    func first<Statement: PostgresPreparedStatement & Sendable>(
+        _ conn: PostgresConnection, _ statement: Statement
+    ) async throws -> Statement.Row? where Statement.Row: Sendable {
+        let logger = logger, pooling = pooling
+        let row = try await Self.guarded(conn, statementLimit, pool: client) { () -> Statement.Row? in
+            switch pooling {
+            case .session:
+                for try await row in try await conn.execute(statement, logger: logger) { return row }
+            case .transaction:
+                let query = PostgresQuery(unsafeSQL: Statement.sql, binds: try statement.makeBindings())
+                for try await row in try await conn.query(query, logger: logger) { return try statement.decodeRow(row) }
+            }
+            return nil
+        }
+        health.succeeded()
+        return row
     }
 
     /// A statement written once in TransferSQL, rendered with `$n` binds.

@@ -36,10 +36,7 @@ extension PostgresStore {
     /// not that case.
     func openSession(_ c: LoginCommand) async throws -> (row: RenewOpenSession.Row, lastLoginAt: Timestamp?)? {
         guard case .some(let account) = loginAccount(of: c.target) else { return nil }
-        return try await withConnection { [self] conn in
-            for try await row in try await conn.execute(ReadOpenSession(command: c, account: account), logger: logger) { return row }
-            return nil
-        }
+        return try await withConnection { [self] conn in try await first(conn, ReadOpenSession(command: c, account: account)) }
     }
 
     /// The common case of `LoginCommand` when activity is due (the device's secret matches, the
@@ -51,9 +48,8 @@ extension PostgresStore {
     /// `nil`: not that case; the caller runs `LoginCommand` through `execute`.
     func renewOpenSession(_ c: LoginCommand) async throws -> SessionGrant? {
         guard case .some(let account) = loginAccount(of: c.target) else { return nil }
-        let renewed: RenewOpenSession.Row? = try await withConnection { [self] conn in
-            for try await row in try await conn.execute(RenewOpenSession(command: c, account: account), logger: logger) { return row }
-            return nil
+        let renewed: RenewOpenSession.Row? = try await withConnection(writes: true) { [self] conn in
+            try await first(conn, RenewOpenSession(command: c, account: account))
         }
         return renewed?.grant(c)
     }
@@ -107,7 +103,8 @@ extension PostgresStore {
         }
     }
 
-    /// A prepared statement: each pooled connection plans it once, not on every login.
+    /// A prepared statement: each pooled connection plans it once, not on every login (through
+    /// a pooler in transaction mode, it is sent unnamed each time: `first`).
     /// PostgresNIO numbers its parameters, so the migration flag (written once in TransferSQL)
     /// comes in as a fragment that binds nothing; `unboundText` stops the program, and the
     /// login tests fail, the day it binds a value.

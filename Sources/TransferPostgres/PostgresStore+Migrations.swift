@@ -8,44 +8,52 @@ extension PostgresStore {
 
     static let advisoryLockKey = Queries.advisoryLockKey
 
-    /// Applies pending versioned migrations: the store's own, then the shared ones. Nodes that
-    /// start together wait on an advisory lock, so exactly one migrates and the others find the
-    /// work done.
+    /// Applies pending versioned migrations: the store's own, then the shared ones. Each runs
+    /// in a transaction of its own that first takes an advisory lock (held until its COMMIT),
+    /// then checks the version is still pending: nodes that start together apply each exactly
+    /// once. A transaction-scoped lock, unlike a session's, also holds through a pooler in
+    /// transaction mode, where a session lock would stay with whichever server session took it.
     public func migrate() async throws { try await migrate(shared: SchemaMigration.shared) }
 
     /// `shared`: what follows the store's own migrations (a test hands it one of its own).
     func migrate(shared: [SchemaMigration]) async throws {
         let pending = Self.migrations.map { (version: $0.version, sql: String(decoding: $0.sql, as: UTF8.self)) }
             + shared.map { (version: $0.version, sql: $0.sql(.postgres)) }
+        let logger = logger
         try await client.withConnection { conn in
-            try await conn.query("SELECT pg_advisory_lock(\(Self.advisoryLockKey))", logger: logger)
+            // What is applied already, read without a lock: a node that finds nothing to do takes none.
+            var applied = Set<String>()
             do {
-                try await conn.query(
-                    "CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)",
-                    logger: logger)
-                var applied = Set<String>()
                 for try await version in try await conn.query("SELECT version FROM schema_migrations", logger: logger).decode(String.self) {
                     applied.insert(version)
                 }
-                for (version, sql) in pending where !applied.contains(version) {
-                    try await conn.query("BEGIN", logger: logger)
-                    do {
+            } catch let error as PSQLError where error.serverInfo?[.sqlState] == "42P01" {
+                // No schema_migrations yet: a new database.
+            }
+            for (version, sql) in pending where !applied.contains(version) {
+                try await conn.query("BEGIN", logger: logger)
+                do {
+                    try await conn.query("SELECT pg_advisory_xact_lock(\(Self.advisoryLockKey))", logger: logger)
+                    try await conn.query(
+                        "CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)",
+                        logger: logger)
+                    var done = false
+                    for try await _ in try await conn.query("SELECT 1 FROM schema_migrations WHERE version = \(version)", logger: logger) {
+                        done = true
+                    }
+                    if !done {
                         for statement in Self.statements(sql) {
                             try await conn.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                         }
                         let now = Timestamp(Date()).milliseconds
                         try await conn.query("INSERT INTO schema_migrations (version, applied_at) VALUES (\(version), \(now))", logger: logger)
-                        try await conn.query("COMMIT", logger: logger)
-                    } catch {
-                        _ = try? await conn.query("ROLLBACK", logger: logger)
-                        throw error
                     }
+                    try await conn.query("COMMIT", logger: logger)
+                } catch {
+                    _ = try? await conn.query("ROLLBACK", logger: logger)
+                    throw error
                 }
-            } catch {
-                _ = try? await conn.query("SELECT pg_advisory_unlock(\(Self.advisoryLockKey))", logger: logger)
-                throw error
             }
-            try await conn.query("SELECT pg_advisory_unlock(\(Self.advisoryLockKey))", logger: logger)
         }
     }
 

@@ -5,21 +5,38 @@ import TransferSQL
 
 extension PostgresStore {
     /// The pruner: TransferSQL's rules (`PruneRule.all`), then inactive accounts. One node at a
-    /// time: the first to take a session advisory lock prunes, the others find it taken and
-    /// skip this round (nil). Every batch is a statement of its own (no long transaction); a
-    /// rule whose condition no index serves walks its table in key order, so every batch costs
-    /// the same however much was pruned before it. Inactive accounts are erased last, one
-    /// short transaction each (`SQLStore.eraseInactiveAccounts`).
+    /// time: the first to take an advisory lock prunes, the others find it taken and skip this
+    /// round (nil). Every batch is a statement of its own (no long transaction); a rule whose
+    /// condition no index serves walks its table in key order, so every batch costs the same
+    /// however much was pruned before it. Inactive accounts are erased last, one short
+    /// transaction each (`SQLStore.eraseInactiveAccounts`). Its statements may take up to
+    /// `pruneStatementTimeout` each (a request's take `statementTimeout`).
+    ///
+    /// The lock is the session's, on the connection that prunes; through a pooler in
+    /// transaction mode, where a session lock would stay with whichever server session took
+    /// it, it is a transaction's instead, held open on a connection of its own for the round.
     public func prune(_ cutoffs: PruneCutoffs, batchSize: Int) async throws -> PruneCounts? {
+        try await Self.$statementTimeoutOverride.withValue(Self.pruneStatementTimeout) {
+            switch pooling {
+            case .session: try await pruneHoldingSessionLock(cutoffs, batchSize: batchSize)
+            case .transaction: try await pruneHoldingTransactionLock(cutoffs, batchSize: batchSize)
+            }
+        }
+    }
+
+    static let pruneStatementTimeout = Duration.seconds(30)
+    static let pruneLockKey = advisoryLockKey + 2
+
+    private func pruneHoldingSessionLock(_ cutoffs: PruneCutoffs, batchSize: Int) async throws -> PruneCounts? {
         try await withConnection { [self] conn in
-            let key = Self.advisoryLockKey + 2
+            let key = Self.pruneLockKey
             guard try await one(conn, "SELECT pg_try_advisory_lock(\(key)) AS taken")?["taken"].decode(Bool.self) == true else {
                 return nil
             }
             // The lock belongs to this pooled connection: if it cannot be released, the
             // connection is closed (which releases it) rather than returned holding it.
             func release() async {
-                do { try await run(conn, "SELECT pg_advisory_unlock(\(key))") } catch { try? await conn.close() }
+                do { try await run(conn, "SELECT pg_advisory_unlock(\(key))") } catch { Self.drop(conn) }
             }
             do {
                 let counts = try await prune(conn, cutoffs, batchSize: batchSize)
@@ -27,6 +44,26 @@ extension PostgresStore {
                 return counts
             } catch {
                 await release()
+                throw error
+            }
+        }
+    }
+
+    private func pruneHoldingTransactionLock(_ cutoffs: PruneCutoffs, batchSize: Int) async throws -> PruneCounts? {
+        try await withConnection { [self] lock in
+            try await run(lock, "BEGIN")
+            do {
+                guard try await one(lock, "SELECT pg_try_advisory_xact_lock(\(Self.pruneLockKey)) AS taken")?["taken"].decode(Bool.self) == true
+                else {
+                    try await run(lock, "ROLLBACK")
+                    return nil
+                }
+                let counts = try await withConnection { [self] conn in try await prune(conn, cutoffs, batchSize: batchSize) }
+                try await run(lock, "COMMIT")
+                return counts
+            } catch {
+                // A transaction left open would hold the lock: close the connection if it cannot end it.
+                do { try await run(lock, "ROLLBACK") } catch { Self.drop(lock) }
                 throw error
             }
         }

@@ -5,21 +5,32 @@ import Synchronization
 import TransferCore
 import TransferSQL
 
-/// The multi-node store: every node talks to one PostgreSQL database through a pooled
-/// `PostgresClient`, which must be running (`run()`, as a service of the server) before any query.
+/// The multi-node store: every node talks to one PostgreSQL database through its pool
+/// (`PostgresPool`: the first qualifying of the URL's hosts), which must be running (`run()`,
+/// as a service of the server) before any query.
 ///
 /// Each `TransferStore` method is one transaction at READ COMMITTED. Rows that a decision
 /// depends on are read `FOR UPDATE`, so concurrent requests on any node serialise on them;
 /// inserts that race (two first launches of one device, two set-ups of one email) meet the
 /// schema's unique indexes, and the transaction is retried, then sees the winner's row.
 public final class PostgresStore: SQLStore {
-    public let client: PostgresClient
+    public let client: PostgresPool
     let logger: Logger
     /// When a query last succeeded: tells a busy pool from an unreachable database.
     let health = QueryHealth()
+    /// How PostgreSQL is reached: in `transaction` (PgBouncer's transaction pooling) nothing
+    /// relies on a server session outliving a transaction.
+    public let pooling: DatabasePooling
+    /// A statement unanswered this long ends its request with `503` (`guarded`).
+    let statementTimeout: Duration
 
-    public init(client: PostgresClient, logger: Logger = Logger(label: "transfer.postgres")) {
+    public init(
+        client: PostgresPool, pooling: DatabasePooling = .session, statementTimeout: Duration = PostgresStore.requestStatementTimeout,
+        logger: Logger = Logger(label: "transfer.postgres")
+    ) {
         self.client = client
+        self.pooling = pooling
+        self.statementTimeout = statementTimeout
         self.logger = logger
     }
 
@@ -32,7 +43,7 @@ public final class PostgresStore: SQLStore {
         if operation.reads.isEmpty {
             let plan = try operation.plan(Facts())
             if plan.effects.count == 1, let effect = plan.effects.first, let sql = effect.checkedStatement ?? effect.single {
-                try await withConnection { [self] conn in try effect.check(await all(conn, Self.query(sql))) }
+                try await withConnection(writes: true) { [self] conn in try effect.check(await all(conn, Self.query(sql))) }
                 return plan.result
             }
         }
@@ -74,12 +85,29 @@ public final class PostgresStore: SQLStore {
 
     // MARK: TransferStore
 
-    /// Answers within 1.5 seconds, or throws: `/readyz` must not hang while the database is down.
+    /// Answers within 1.5 seconds, or throws: `/readyz` must not hang while the database is
+    /// down, and is ready only on a connection that can write (`SHOW transaction_read_only`, as
+    /// libpq's `read-write` check): during a failover, not before the promoted standby is reached.
     public func ping() async throws {
-        let client = client
+        let client = client, logger = logger
         try await Self.withTimeout(.milliseconds(1500)) {
-            _ = try await client.query("SELECT 1")
+            try await client.withConnection { conn in
+                let readOnly = try await Self.guarded(conn, .milliseconds(1400)) { () -> Bool in
+                    var value = "on"
+                    for try await v in try await conn.query("SHOW transaction_read_only", logger: logger).decode(String.self) { value = v }
+                    return value != "off"
+                }
+                if readOnly {
+                    client.hostTurnedReadOnly(conn)
+                    throw ReadOnlyHost()
+                }
+            }
         }
+    }
+
+    /// `/readyz` reached a host that cannot write.
+    public struct ReadOnlyHost: Error, CustomStringConvertible {
+        public var description: String { "the database host is read-only" }
     }
 
     // MARK: Reads outside operations (written once in TransferSQL's `SQLStore`)

@@ -10,13 +10,23 @@ public enum ServerFlags {
     public static let hostname: Setting<String> = .text("hostname", "Address to listen on.", value: "address", default: "127.0.0.1")
     public static let port: Setting<Int> = .integer("port", "Port to listen on.", in: 0...65535, default: 8080)
     public static let database = Setting<DatabaseLocation>(
-        "database", "sqlite:PATH, or postgres://user:pass@host:5432/db (add ?sslmode=require for TLS).", value: "url",
+        "database",
+        "sqlite:PATH, or postgres://user:pass@host:5432/db; several hosts as host1:5432,host2:5432 with ?target_session_attrs=read-write (or primary; any by default), tried in order for each new connection; ?sslmode=require for TLS.",
+        value: "url",
         default: .default, shown: DatabaseLocation.default.argument, secret: true
     ) { text throws(SettingProblem) in
         do throws(InvalidDatabaseURL) { return try DatabaseLocation.parse(text) } catch { throw SettingProblem(error.description) }
     }
     public static let databasePoolSize: Setting<Int> = .integer(
         "database-pool-size", "PostgreSQL connections per node at most.", in: 1...1000, default: 20)
+    public static let databasePooling = Setting<DatabasePooling>(
+        "database-pooling",
+        "How PostgreSQL is reached: session (directly, or a pooler in session mode) or transaction (PgBouncer's pool_mode=transaction: no named prepared statement or session lock is kept across transactions).",
+        value: "session|transaction", default: .session, shown: "session"
+    ) { text throws(SettingProblem) in
+        guard let pooling = DatabasePooling(rawValue: text.lowercased()) else { throw SettingProblem("'\(text)' is not session or transaction") }
+        return pooling
+    }
     public static let idleTimeout: Setting<Duration> = .duration(
         "idle-timeout", "Close a connection that sends nothing for this long (one waiting for its answer is kept).",
         default: .seconds(60))
@@ -249,7 +259,7 @@ public enum ServerFlags {
     /// All of the above, in the order `--help` lists them. A flag missing here is an unknown
     /// option on the command line (and a test says so).
     public static let all: [any SettingDescription] = [
-        hostname, port, database, databasePoolSize, transferTTL, accessTokenTTL, refreshTokenTTL,
+        hostname, port, database, databasePoolSize, databasePooling, transferTTL, accessTokenTTL, refreshTokenTTL,
         idleTimeout, requestTimeout,
         argon2MemoryKiB, argon2Iterations, argon2Parallelism, hashWorkers, hashQueue,
         accountCreationLimit, claimLimit, setupLimit, nonceLimit, handoffLimit, ipv6Prefix, trustedProxy, maxAccountsPerDevice, auditRetention, inactiveAccountTTL, activityResolution, pruneInterval,

@@ -19,6 +19,7 @@ extension Storage {
             return "\(error.code)"
         }
         if error is TimedOut { return "timed out" }
+        if let error = error as? PostgresStore.ReadOnlyHost { return error.description }
         return "\(type(of: error))"
     }
 }

@@ -20,7 +20,7 @@ struct InactiveAccountTests {
     static func withStore(_ location: DatabaseLocation, _ body: @Sendable (any SupportStore) async throws -> Void) async throws {
         var quiet = Logger(label: "test.store")
         quiet.logLevel = .error
-        try await Storage.withStore(location, poolSize: 20, logger: quiet, body)
+        try await Storage.withStore(location, poolSize: 20, pooling: TestPostgres.pooling, logger: quiet, body)
     }
 
     /// The `account.deleted` events of the outbox, as (account, data.reason).
@@ -370,7 +370,7 @@ struct InactiveAccountTests {
             (["--inactive-account-ttl", "soon"], [:], ["--inactive-account-ttl"]),
             (["--prune-interval", "0s"], [:], ["--prune-interval"]),
             (["--prune-interval", "500ms"], [:], ["--prune-interval"]),
-            (["--inactive-account-ttl", "30d", "--database", "postgres://db.example/transfer", "--database-pool-size", "1"], [:],
+            (["--inactive-account-ttl", "30d", "--database", "postgres://transfer@db.example/transfer", "--database-pool-size", "1"], [:],
              ["--inactive-account-ttl", "--database-pool-size 2"]),
         ] {
             do {

@@ -55,7 +55,7 @@ final class OwnCluster: @unchecked Sendable {
         }
     }
 
-    private static func freePort() throws -> Int {
+    static func freePort() throws -> Int {
         let run = try ChildProcess.capture(
             URL(fileURLWithPath: "/usr/bin/env"),
             ["python3", "-c", "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"])

@@ -75,9 +75,14 @@ struct SharedMigrationTests {
             try await TestPostgres.withClient(url) { client in
                 var quiet = Logger(label: "test.migrations")
                 quiet.logLevel = .error
-                let store = PostgresStore(client: client, logger: quiet)
-                try await store.migrate(shared: Self.probes)
-                try await store.migrate(shared: Self.probes)  // nothing left to apply
+                let pool = try PostgresStore.makeClient(url: url, maxConnections: 2, logger: quiet)
+                let store = PostgresStore(client: pool, logger: quiet)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { await pool.run() }
+                    defer { group.cancelAll() }
+                    try await store.migrate(shared: Self.probes)
+                    try await store.migrate(shared: Self.probes)  // nothing left to apply
+                }
                 var versions: [String] = []
                 for try await version in try await client.query("SELECT version FROM schema_migrations ORDER BY applied_at, version").decode(String.self) {
                     versions.append(version)

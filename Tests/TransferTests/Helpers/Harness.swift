@@ -83,6 +83,7 @@ struct Harness {
         self.database = file
         var config = ServerConfiguration()
         config.database = location
+        if case .postgres = location { config.databasePooling = TestPostgres.pooling }
         config.limits = .off
         config.argon2 = Argon2Parameters(memoryKiB: 256, iterations: 1, parallelism: 1)
         configure(&config)

@@ -121,7 +121,7 @@ final class Node: @unchecked Sendable {
         let arguments = ["--port", "0"] + (database.map { ["--database", $0] } ?? []) + [
             "--argon2-memory-kib", "1024", "--argon2-iterations", "1",
             "--claim-limit", "off", "--account-creation-limit", "off",
-        ] + extra
+        ] + (TestPostgres.pooler != nil && database?.hasPrefix("postgres") == true ? ["--database-pooling", "transaction"] : []) + extra
         // The port is read from the start-up line, which is logged at info.
         let environment = (environment ?? ProcessInfo.processInfo.environment).merging(["LOG_LEVEL": "info"]) { $1 }
         process = ChildProcess(

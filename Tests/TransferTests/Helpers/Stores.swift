@@ -29,11 +29,18 @@ enum TestPostgres {
         var description: String { "CI=true but TRANSFER_TEST_POSTGRES_URL is not set: PostgreSQL tests cannot run" }
     }
 
-    /// Runs `body` with a running client for `url`.
+    /// Runs `body` with a running client for `url` (PostgresNIO's own, on the URL's first host:
+    /// the tests' administration; the stores connect through `PostgresPool`).
     static func withClient<T: Sendable>(_ url: String, _ body: @Sendable (PostgresClient) async throws -> T) async throws -> T {
         var quiet = Logger(label: "test.postgres")
         quiet.logLevel = .error
-        let client = try PostgresStore.makeClient(url: url, maxConnections: 4, logger: quiet)
+        let parsed = try PostgresURL(parsing: url)
+        var configuration = PostgresClient.Configuration(
+            host: parsed.hosts[0].name, port: parsed.hosts[0].port, username: parsed.user, password: parsed.password,
+            database: parsed.database, tls: .disable)
+        configuration.options.maximumConnections = 4
+        configuration.options.connectTimeout = .seconds(5)
+        let client = PostgresClient(configuration: configuration, backgroundLogger: quiet)
         return try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask {
                 await client.run()
@@ -42,6 +49,22 @@ enum TestPostgres {
             defer { group.cancelAll() }
             return try await body(client)
         }
+    }
+
+    /// `host:port` of a PgBouncer in transaction pooling mode in front of the same server
+    /// (`scripts/pgbouncer-conformance.sh`): the stores of `withDatabase` then connect through
+    /// it with `--database-pooling transaction`, while databases are made and dropped directly.
+    static var pooler: String? { ProcessInfo.processInfo.environment["TRANSFER_TEST_POSTGRES_POOLER"] }
+    static var pooling: DatabasePooling { pooler == nil ? .session : .transaction }
+
+    /// `url` as the stores reach it: through the pooler when there is one.
+    static func storeURL(_ url: String) throws -> String {
+        guard let pooler, var components = URLComponents(string: url) else { return url }
+        let parts = pooler.split(separator: ":")
+        components.host = String(parts[0])
+        components.port = parts.count > 1 ? Int(parts[1]) : 6432
+        guard let through = components.string else { throw TestFailure("no URL through the pooler \(pooler) for \(url)") }
+        return through
     }
 
     /// The URL of database `name` on the admin URL's server, as the same user.
@@ -107,7 +130,7 @@ enum TestPostgres {
             _ = try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)" + (template.map { " TEMPLATE \($0)" } ?? "")))
         }
         do {
-            let result = try await body(dbURL)
+            let result = try await body(storeURL(dbURL))
             try? await drop(name, admin: admin)
             return result
         } catch {
@@ -138,7 +161,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
         try await withDatabaseLocation { location, _ in
             var quiet = Logger(label: "test.store")
             quiet.logLevel = .error
-            try await Storage.withStore(location, poolSize: 16, logger: quiet, body)
+            try await Storage.withStore(location, poolSize: 16, pooling: TestPostgres.pooling, logger: quiet, body)
         }
     }
 
