@@ -38,6 +38,7 @@ CREATE TABLE public.apple_links (
     linked_at bigint NOT NULL,
     refresh_token text,
     client_id text,
+    moved_at bigint,
     CONSTRAINT apple_links_email_enabled_check CHECK ((email_enabled = ANY (ARRAY[0, 1]))),
     CONSTRAINT apple_links_is_private_email_check CHECK ((is_private_email = ANY (ARRAY[0, 1])))
 );
@@ -81,6 +82,18 @@ CREATE SEQUENCE public.audit_events_id_seq
     CACHE 1;
 
 ALTER SEQUENCE public.audit_events_id_seq OWNED BY public.audit_events.id;
+
+CREATE TABLE public.backup_keys (
+    account_id text NOT NULL,
+    store text NOT NULL,
+    key_hash bytea NOT NULL,
+    created_at bigint NOT NULL,
+    used_at bigint,
+    used_by_device text,
+    CONSTRAINT backup_keys_check CHECK (((used_at IS NULL) = (used_by_device IS NULL))),
+    CONSTRAINT backup_keys_key_hash_check CHECK ((length(key_hash) = 32)),
+    CONSTRAINT backup_keys_store_check CHECK ((store = ANY (ARRAY['icloud-keychain'::text, 'block-store'::text])))
+);
 
 CREATE TABLE public.device_accounts (
     device_id text NOT NULL,
@@ -361,6 +374,10 @@ CREATE INDEX audit_events_by_account ON public.audit_events USING btree (account
 
 CREATE INDEX audit_events_by_time ON public.audit_events USING btree (at);
 
+CREATE UNIQUE INDEX backup_keys_by_hash ON public.backup_keys USING btree (key_hash);
+
+CREATE UNIQUE INDEX backup_keys_one_per_store ON public.backup_keys USING btree (account_id, store);
+
 CREATE INDEX device_accounts_by_account ON public.device_accounts USING btree (account_id);
 
 CREATE UNIQUE INDEX device_accounts_by_refresh_token ON public.device_accounts USING btree (refresh_hash);
@@ -409,6 +426,9 @@ CREATE TRIGGER sibling_sessions_on_active_pair BEFORE INSERT ON public.sibling_s
 
 ALTER TABLE ONLY public.apple_links
     ADD CONSTRAINT apple_links_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id);
+
+ALTER TABLE ONLY public.backup_keys
+    ADD CONSTRAINT backup_keys_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id);
 
 ALTER TABLE ONLY public.device_accounts
     ADD CONSTRAINT device_accounts_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id);

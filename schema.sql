@@ -21,7 +21,7 @@ CREATE TABLE apple_links (
     email_enabled    INTEGER NOT NULL DEFAULT 1 CHECK (email_enabled IN (0, 1)),
     linked_at        INTEGER NOT NULL,
     refresh_token    TEXT
-, client_id TEXT);
+, client_id TEXT, moved_at INTEGER);
 
 CREATE UNIQUE INDEX apple_links_by_sub ON apple_links(sub);
 
@@ -61,6 +61,20 @@ CREATE UNIQUE INDEX audit_events_aggregated ON audit_events(aggregate_key) WHERE
 CREATE INDEX audit_events_by_account ON audit_events(account_id, id);
 
 CREATE INDEX audit_events_by_time ON audit_events(at);
+
+CREATE TABLE backup_keys (
+    account_id     TEXT NOT NULL REFERENCES accounts(id),
+    store          TEXT NOT NULL CHECK (store IN ('icloud-keychain', 'block-store')),
+    key_hash       BLOB NOT NULL CHECK (length(key_hash) = 32),
+    created_at     INTEGER NOT NULL,
+    used_at        INTEGER,
+    used_by_device TEXT,
+    CHECK ((used_at IS NULL) = (used_by_device IS NULL))
+);
+
+CREATE UNIQUE INDEX backup_keys_by_hash ON backup_keys(key_hash);
+
+CREATE UNIQUE INDEX backup_keys_one_per_store ON backup_keys(account_id, store);
 
 CREATE TABLE device_accounts (
     device_id          TEXT NOT NULL REFERENCES devices(id),

@@ -31,6 +31,8 @@ struct Account: AsyncParsableCommand {
                     var apple: AppleJSON?
                     /// Whether it has a recovery code and when it was made (never the code).
                     var recoveryCode: RecoveryCodeJSON?
+                    /// Its backup keys by store, when each was made and used (never a key).
+                    var backupKeys: [BackupKeyJSON]
                     var siblingSessions: [SiblingSessionJSON]
                     var deletedAt: String?
                     /// Whether the app backend protects it from erasure as inactive, and since when.
@@ -44,7 +46,8 @@ struct Account: AsyncParsableCommand {
                     createdAt: report.createdAt.rfc3339, migrationFlag: report.migrationFlag(at: now), transferId: report.movedToDeviceID,
                     devices: report.devices.compactMap { DeviceJSON($0, account: report.accountID) },
                     pushTokens: report.pushTokens.compactMap { PushTokenJSON($0, report: report) },
-                    apple: report.apple.map(AppleJSON.init), recoveryCode: report.recoveryCode.map(RecoveryCodeJSON.init), siblingSessions: report.siblingSessions.map(SiblingSessionJSON.init),
+                    apple: report.apple.map(AppleJSON.init), recoveryCode: report.recoveryCode.map(RecoveryCodeJSON.init),
+                    backupKeys: report.backupKeys.map(BackupKeyJSON.init), siblingSessions: report.siblingSessions.map(SiblingSessionJSON.init),
                     deletedAt: report.deletedAt?.rfc3339,
                     protected: report.protectedAt != nil, protectedAt: report.protectedAt?.rfc3339,
                     transfer: report.transfer.map { TransferJSON($0, now: now) },
@@ -103,6 +106,15 @@ struct Account: AsyncParsableCommand {
                     return $0.usedAt.map { "\(made), used \(Text.time($0, now: now))" } ?? "\(made), not used (a way back)"
                 } ?? "none"),
             ]))
+            print("\nBackup keys (kept by the app in the platform's store)")
+            if report.backupKeys.isEmpty {
+                print("  none")
+            } else {
+                print(Text.table(["STORE", "MADE", "STATE"], report.backupKeys.map { key in
+                    [key.store.rawValue, Text.time(key.createdAt, now: now),
+                     key.usedAt.map { "used \(Text.time($0, now: now)) by device \(key.usedByDevice ?? "?")" } ?? "not used (a way back)"]
+                }))
+            }
             print("\nSibling apps signed in through a hand-off")
             if report.siblingSessions.isEmpty {
                 print("  none")

@@ -258,3 +258,18 @@ struct RecoveryCodeJSON: Encodable {
         usedByDeviceId = code.usedByDevice
     }
 }
+
+/// A backup key as support sees it: its store, when it was made and used, by which device; never the key.
+struct BackupKeyJSON: Encodable {
+    var store: String
+    var createdAt: String
+    var usedAt: String?
+    var usedByDeviceId: String?
+
+    init(_ key: BackupKeyRecord) {
+        store = key.store.rawValue
+        createdAt = key.createdAt.rfc3339
+        usedAt = key.usedAt?.rfc3339
+        usedByDeviceId = key.usedByDevice
+    }
+}

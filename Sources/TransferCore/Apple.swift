@@ -58,10 +58,14 @@ public struct AppleLink: Sendable, Equatable {
     public var clientID: String?
     /// False after Apple's `email-disabled`: the user stopped forwarding to the private relay address.
     public var emailEnabled: Bool
+    /// When the account last arrived on a device by Sign in with Apple with this Apple ID (the
+    /// winning move an Apple repeat must be: `ClaimRepeat`).
+    public var movedAt: Timestamp?
     public init(
         accountID: String, sub: String, email: String?, isPrivateEmail: Bool?, linkedAt: Timestamp, refreshToken: String? = nil,
-        clientID: String? = nil, emailEnabled: Bool = true
+        clientID: String? = nil, emailEnabled: Bool = true, movedAt: Timestamp? = nil
     ) {
+        self.movedAt = movedAt
         self.clientID = clientID
         self.emailEnabled = emailEnabled
         self.accountID = accountID

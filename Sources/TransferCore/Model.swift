@@ -232,20 +232,25 @@ public struct TransferRecord: Sendable, Equatable {
     /// pruner marks it (`ended_at = expires_at`), whoever finds it first.
     public var markedExpired: Effect { .endTransfer(id: id, state: .expired, at: expiresAt) }
 
-    /// Claimed by `device` recently enough that the device may repeat its claim (a lost answer).
-    public func wasClaimed(by device: DeviceID, repeatableAt now: Timestamp) -> Bool {
-        state == .claimed && claimedBy == device.value && ClaimRepeat.allows(wonAt: endedAt, now: now)
+    /// Claimed by `device`: the device may repeat its claim (a lost answer) while the account
+    /// is on it by this claim (`ClaimRepeat`).
+    public func wasClaimed(by device: DeviceID) -> Bool {
+        state == .claimed && claimedBy == device.value
     }
 }
 
 /// A claim's answer can be lost: the device that won may repeat the claim, with the same
-/// credentials, within 10 minutes of winning, and gets a session again; nothing else changes.
+/// credentials (the same Apple ID with a fresh nonce), and gets a session again, for as long
+/// as the account is on that device by that very move (contract v1.3: no time limit). The
+/// proof says when its move was won (`ProofCheck.repeated`); the claim checks that the pair's
+/// `addedAt` is that time, so a later move onto the same device (the account left and came
+/// back another way) is not this proof's to repeat. Nothing changes but the audit trail
+/// (`transfer.claim_repeated`).
 public enum ClaimRepeat {
-    public static let window = Duration.seconds(10 * 60)
-
-    public static func allows(wonAt: Timestamp?, now: Timestamp) -> Bool {
-        guard let wonAt else { return false }
-        return wonAt <= now && now < wonAt + window
+    /// Whether the device's pair of the account is the one a move won at `wonAt` made.
+    public static func holds(_ pair: PairRecord?, wonAt: Timestamp?) -> Bool {
+        guard let pair, pair.state == .active, let wonAt else { return false }
+        return pair.addedAt == wonAt
     }
 }
 
@@ -271,11 +276,71 @@ public struct RecoveryCodeRecord: Sendable, Equatable {
     public static let length = 20
 }
 
+/// Where the app keeps a backup key: the platform's end-to-end-encrypted store that follows
+/// the user to a new phone.
+public enum BackupKeyStore: String, Sendable, Codable, CaseIterable {
+    /// iCloud Keychain, as a synchronizable item.
+    case icloudKeychain = "icloud-keychain"
+    /// Android's Block Store.
+    case blockStore = "block-store"
+}
+
+/// A backup key as stored: its hash, its store, and once used, when and by which device.
+public struct BackupKeyRecord: Sendable, Equatable {
+    public var accountID: String
+    public var store: BackupKeyStore
+    public var keyHash: SecretHash
+    public var createdAt: Timestamp
+    public var usedAt: Timestamp?
+    public var usedByDevice: String?
+    public init(
+        accountID: String, store: BackupKeyStore, keyHash: SecretHash, createdAt: Timestamp, usedAt: Timestamp? = nil,
+        usedByDevice: String? = nil
+    ) {
+        self.accountID = accountID
+        self.store = store
+        self.keyHash = keyHash
+        self.createdAt = createdAt
+        self.usedAt = usedAt
+        self.usedByDevice = usedByDevice
+    }
+
+    /// Not used yet: a way back.
+    public var isUsable: Bool { usedAt == nil }
+}
+
+/// A backup key as the app receives it once: 256 random bits, 43 base64url characters.
+public struct BackupKey: Sendable, CustomStringConvertible {
+    /// The key as sent to the app.
+    public let value: String
+
+    /// 32 random bytes from the system CSPRNG.
+    public static func make() -> BackupKey { BackupKey(value: RandomToken.make(byteCount: 32)) }
+
+    private init(value: String) { self.value = value }
+
+    /// What is stored and looked up.
+    public var hash: SecretHash { SecretHash(of: value) }
+
+    /// The hash a claim looks up for what it was sent: a text that is no key (not 43
+    /// base64url characters) gets a hash no key has, and so the same answer as an unknown key.
+    public static func lookupHash(of sent: String) -> SecretHash {
+        guard sent.utf8.count == length, Base64URL.decode(sent)?.count == 32 else { return SecretHash(bytes: []) }
+        return SecretHash(of: sent)
+    }
+
+    public static let length = 43
+
+    /// Never the key itself.
+    public var description: String { "<backup key>" }
+}
+
 /// The ways an account can come back to a new phone if its phone is lost, as `GET /v1/me` lists them.
 public enum WayBack: String, Sendable, Codable, CaseIterable {
     case transfer
     case apple
     case recoveryCode
+    case backupKey
 }
 
 /// What `/v1/me` shows.
@@ -314,10 +379,13 @@ public struct AccountProfile: Sendable, Equatable {
     public var apple: AppleLink?
     /// When its recovery code was made, while it has an unused one.
     public var recoveryCodeCreatedAt: Timestamp?
+    /// Its unused backup keys (never the keys), by store.
+    public var backupKeys: [BackupKeyRecord]
 
     /// What would bring the account back if its phone were lost.
     public var waysBack: [WayBack] {
         (transfer != nil ? [.transfer] : []) + (apple != nil ? [.apple] : []) + (recoveryCodeCreatedAt != nil ? [.recoveryCode] : [])
+            + (backupKeys.isEmpty ? [] : [.backupKey])
     }
 
     /// Raised exactly while a transfer is pending (set up, not expired, cancelled, claimed or voided).
@@ -325,8 +393,10 @@ public struct AccountProfile: Sendable, Equatable {
 
     public init(
         accountID: String, userName: String, createdAt: Timestamp, movedToDeviceID: String?,
-        transfer: PendingTransfer?, activeDevices: [Device], apple: AppleLink? = nil, recoveryCodeCreatedAt: Timestamp? = nil
+        transfer: PendingTransfer?, activeDevices: [Device], apple: AppleLink? = nil, recoveryCodeCreatedAt: Timestamp? = nil,
+        backupKeys: [BackupKeyRecord] = []
     ) {
+        self.backupKeys = backupKeys
         self.recoveryCodeCreatedAt = recoveryCodeCreatedAt
         self.apple = apple
         self.accountID = accountID
@@ -359,6 +429,11 @@ public struct AuditEvent: Sendable, Equatable {
         case recoveryCodeSet = "recovery_code.set"
         case recoveryCodeDeleted = "recovery_code.deleted"
         case recoveryCodeUsed = "recovery_code.used"
+        case backupKeySet = "backup_key.set"
+        case backupKeyDeleted = "backup_key.deleted"
+        case backupKeyUsed = "backup_key.used"
+        /// The device that won a claim repeated it (its answer was lost): a session again, nothing else changed.
+        case claimRepeated = "transfer.claim_repeated"
         case claimFailed = "transfer.claim_failed"
         case transferLocked = "transfer.locked"
         case transferVoided = "transfer.voided"
@@ -409,10 +484,10 @@ public struct AuditEvent: Sendable, Equatable {
 
 extension AuditEvent.Kind {
     /// The kinds a client can repeat at will, one row each otherwise: a logout after each
-    /// login, a failed login or claim guess.
+    /// login, a failed login or claim guess, a winner repeating its claim.
     public var aggregates: Bool {
         switch self {
-        case .logout, .loginFailed, .claimFailed: true
+        case .logout, .loginFailed, .claimFailed, .claimRepeated: true
         default: false
         }
     }

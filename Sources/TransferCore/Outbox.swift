@@ -61,6 +61,9 @@ public struct WebhookEvent: Sendable, Equatable {
         case recoveryCodeCreated = "recovery_code.created"
         case recoveryCodeReplaced = "recovery_code.replaced"
         case recoveryCodeDeleted = "recovery_code.deleted"
+        case backupKeyCreated = "backup_key.created"
+        case backupKeyReplaced = "backup_key.replaced"
+        case backupKeyDeleted = "backup_key.deleted"
         case appleLinked = "apple.linked"
         case appleUnlinked = "apple.unlinked"
     }
@@ -75,6 +78,8 @@ public struct WebhookEvent: Sendable, Equatable {
         case code
         /// The account's recovery code.
         case recoveryCode = "recovery_code"
+        /// One of the account's backup keys (from iCloud Keychain or Block Store).
+        case backupKey = "backup_key"
         /// The temporary password or code of a transfer support issued.
         case support
     }
@@ -121,10 +126,13 @@ extension Effect {
 
     /// `account.ways_back_changed`, so the app backend can tell the user that a way back changed
     /// (a takeover changes one). `deviceID`: the device that made the change; nil for support's.
+    /// `store` names a backup key's store (its `data` has `store` then).
     public static func waysBackChanged(
-        _ change: WebhookEvent.WayBackChange, accountID: String, deviceID: String?, at: Timestamp
+        _ change: WebhookEvent.WayBackChange, accountID: String, deviceID: String?, at: Timestamp, store: BackupKeyStore? = nil
     ) -> Effect {
-        .webhook(.waysBackChanged, accountID: accountID, at: at, ["deviceId": deviceID, "change": change.rawValue])
+        var data: [String: String?] = ["deviceId": deviceID, "change": change.rawValue]
+        if let store { data["store"] = store.rawValue }
+        return .webhook(.waysBackChanged, accountID: accountID, at: at, data)
     }
 }
 

@@ -111,7 +111,7 @@ extension APIError {
         case .accountWouldBeLost:
             self.init(
                 .conflict, error.code,
-                "This is the account's only device and it has no way back (a pending transfer, a linked Apple ID or a recovery code); set one up first, or abandon it (abandon=true to remove it, abandonExisting: true in a claim).")
+                "This is the account's only device and it has no way back (a pending transfer, a linked Apple ID, a recovery code or a backup key); set one up first, or abandon it (abandon=true to remove it, abandonExisting: true in a claim).")
         case .accountDeleted:
             self.init(.gone, error.code, "This account was deleted.")
         case .invalidPushToken(let why):

@@ -231,7 +231,8 @@ extension Effect {
                         \(l.emailEnabled))
                 ON CONFLICT (account_id) DO UPDATE SET sub = excluded.sub, email = excluded.email, is_private_email = excluded.is_private_email,
                     linked_at = excluded.linked_at, refresh_token = excluded.refresh_token, client_id = excluded.client_id,
-                    email_enabled = excluded.email_enabled
+                    email_enabled = excluded.email_enabled,
+                    moved_at = CASE WHEN apple_links.sub = excluded.sub THEN apple_links.moved_at ELSE NULL END
                 """
             ]
         case .updateAppleEmail(let account, let email, let isPrivate):
@@ -243,6 +244,8 @@ extension Effect {
             ]
         case .unlinkApple(let account):
             return ["DELETE FROM apple_links WHERE account_id = \(account)"]
+        case .recordAppleMove(let sub, let at):
+            return ["UPDATE apple_links SET moved_at = \(at) WHERE sub = \(sub)"]
         case .setAppleEmailEnabled(let account, let enabled):
             return ["UPDATE apple_links SET email_enabled = \(enabled) WHERE account_id = \(account)"]
         case .recordAppleNotification(let jti, let at):
@@ -257,6 +260,7 @@ extension Effect {
                 "DELETE FROM handoff_codes WHERE account_id = \(id)",
                 "DELETE FROM apple_links WHERE account_id = \(id)",
                 "DELETE FROM recovery_codes WHERE account_id = \(id)",
+                "DELETE FROM backup_keys WHERE account_id = \(id)",
                 "UPDATE device_accounts SET last_address = NULL WHERE account_id = \(id)",
                 "DELETE FROM audit_events WHERE account_id = \(id)",
             ]
@@ -274,6 +278,23 @@ extension Effect {
             return ["DELETE FROM recovery_codes WHERE account_id = \(account)"]
         case .useRecoveryCode(let account, let device, let at):
             return ["UPDATE recovery_codes SET used_at = \(at), used_by_device = \(device) WHERE account_id = \(account) AND used_at IS NULL"]
+        case .setBackupKey(let account, let store, let hash, let at):
+            return [
+                """
+                INSERT INTO backup_keys (account_id, store, key_hash, created_at) VALUES (\(account), \(store), \(hash), \(at))
+                ON CONFLICT (account_id, store) DO UPDATE
+                SET key_hash = excluded.key_hash, created_at = excluded.created_at, used_at = NULL, used_by_device = NULL
+                """
+            ]
+        case .deleteBackupKey(let account, let store):
+            return ["DELETE FROM backup_keys WHERE account_id = \(account) AND store = \(store)"]
+        case .useBackupKey(let account, let store, let device, let at):
+            return [
+                """
+                UPDATE backup_keys SET used_at = \(at), used_by_device = \(device)
+                WHERE account_id = \(account) AND store = \(store) AND used_at IS NULL
+                """
+            ]
         case .takeSlot(let slot):
             return [slot.take]
         case .requireNoOpenTransfer(let accountID, let at):

@@ -35,11 +35,12 @@ extension FactKey {
         case .outboxMessage: 17
         case .failedOutbox: 18
         case .recoveryCode: 19
-        case .attestationChallenge: 20
+        case .backupKeys: 20
+        case .attestationChallenge: 21
         // After the registering device (7): a device's own token row is locked only after the device.
-        case .pushTokenHolder: 21
+        case .pushTokenHolder: 22
         // Read only outside operations, never locked.
-        case .boundDevices, .devicesEver, .recentEvents, .pushTokens, .siblingSessions: 22
+        case .boundDevices, .devicesEver, .recentEvents, .pushTokens, .siblingSessions: 23
         }
     }
 
@@ -60,6 +61,7 @@ extension AccountRef {
         case .ofTransferCode(let hash): "(SELECT account_id FROM transfers WHERE code_hash = \(hash))"
         case .ofRecoveryCode(let hash): "(SELECT account_id FROM recovery_codes WHERE code_hash = \(hash))"
         case .ofAppleID(let sub): "(SELECT account_id FROM apple_links WHERE sub = \(sub))"
+        case .ofBackupKey(let hash): "(SELECT account_id FROM backup_keys WHERE key_hash = \(hash))"
         }
     }
 }
@@ -181,6 +183,8 @@ struct FactReading: Sendable {
             return "SELECT * FROM outbox WHERE state = 'failed' ORDER BY seq\(forUpdate)"
         case .recoveryCode(let account):
             return "SELECT * FROM recovery_codes WHERE account_id = \(account.sql)\(forUpdate)"
+        case .backupKeys(let account):
+            return "SELECT * FROM backup_keys WHERE account_id = \(account.sql) ORDER BY store\(forUpdate)"
         case .attestationChallenge(let hash):
             return "SELECT expires_at FROM attestation_challenges WHERE challenge_hash = \(hash)\(forUpdate)"
         case .pushTokenHolder(let provider, let hash):
@@ -235,6 +239,7 @@ struct FactReading: Sendable {
         case .dueOutbox, .failedOutbox: finish(try rows.map(Rows.outboxMessage))
         case .outboxMessage: finish(try rows.first.map(Rows.outboxMessage))
         case .recoveryCode: finish(try rows.first.map(Rows.recoveryCode))
+        case .backupKeys: finish(try rows.map(Rows.backupKey))
         case .pushTokenHolder:
             finish(
                 try rows.first.map { first in

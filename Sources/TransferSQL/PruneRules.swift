@@ -112,11 +112,21 @@ extension PruneRule {
             table: "transfers", key: [.text("id")], change: .update("state = 'expired', ended_at = expires_at"),
             walk: .byCondition(), skipsLocked: true, counts: \.expiredTransfers
         ) { "state = 'pending' AND expires_at <= \($0.now)" },
-        // Ended transfers and audit events past the retention.
+        // Ended transfers and audit events past the retention. A claimed transfer stays while
+        // the account is on the device that claimed it by that claim (the pair came then): it is
+        // the proof of the winner's repeat, which lasts as long (contract v1.3, `ClaimRepeat`).
         PruneRule(
             table: "transfers", key: [.text("id")], change: .delete,
             walk: .byCondition(), skipsLocked: false, counts: \.endedTransfers
-        ) { "state <> 'pending' AND ended_at < \($0.retainedSince)" },
+        ) {
+            """
+            state <> 'pending' AND ended_at < \($0.retainedSince)
+              AND NOT (state = 'claimed' AND EXISTS (
+                SELECT 1 FROM device_accounts p
+                WHERE p.device_id = transfers.claimed_by_device AND p.account_id = transfers.account_id
+                  AND p.state = 'active' AND p.added_at = transfers.ended_at))
+            """
+        },
         PruneRule(
             table: "audit_events", key: [.integer("id")], change: .delete,
             walk: .byCondition(orderBy: "at"), skipsLocked: false, counts: \.auditEvents

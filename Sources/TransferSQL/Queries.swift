@@ -146,11 +146,11 @@ public enum Queries {
 
     public static func pendingTransfer(emailKey: String) -> SQLText { "SELECT * FROM transfers WHERE email_key = \(emailKey) AND state = 'pending'" }
 
-    /// The latest transfer of the email that the device claimed since then (its claim may be repeated).
-    public static func claimedTransfer(emailKey: String, by device: String, since: Timestamp) -> SQLText {
+    /// The latest transfer of the email that the device claimed (its claim may be repeated).
+    public static func claimedTransfer(emailKey: String, by device: String) -> SQLText {
         """
         SELECT * FROM transfers
-        WHERE claimed_by_device = \(device) AND email_key = \(emailKey) AND state = 'claimed' AND ended_at >= \(since)
+        WHERE claimed_by_device = \(device) AND email_key = \(emailKey) AND state = 'claimed'
         ORDER BY ended_at DESC LIMIT 1
         """
     }
@@ -185,7 +185,7 @@ public enum Queries {
               (SELECT COUNT(*) FROM transfers WHERE state = 'cancelled') AS cancelled,
               (SELECT COUNT(*) FROM transfers WHERE state = 'voided') AS voided,
               (SELECT COUNT(*) FROM transfers WHERE state = 'pending' AND expires_at > \(now) AND locked_until > \(now)) AS locked,
-              (SELECT COUNT(*) FROM audit_events WHERE kind IN ('transfer.claimed', 'recovery_code.used') AND at > \(dayAgo)) AS won,
+              (SELECT COUNT(*) FROM audit_events WHERE kind IN ('transfer.claimed', 'recovery_code.used', 'backup_key.used') AND at > \(dayAgo)) AS won,
               (SELECT CAST(COALESCE(SUM(repeats), 0) AS BIGINT) FROM audit_events WHERE kind = 'transfer.claim_failed' AND at > \(dayAgo)) AS failed,
               (SELECT COUNT(*) FROM audit_events WHERE kind = 'account.created' AND at > \(dayAgo)
                  AND reason LIKE 'attestation: verified%') AS created_verified,

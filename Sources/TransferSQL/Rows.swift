@@ -123,7 +123,7 @@ public enum Rows {
             accountID: try row.text("account_id"), sub: try row.text("sub"), email: try row.textOrNil("email"),
             isPrivateEmail: try row.integerOrNil("is_private_email").map { $0 != 0 }, linkedAt: try row.time("linked_at"),
             refreshToken: try row.textOrNil("refresh_token"), clientID: try row.textOrNil("client_id"),
-            emailEnabled: try row.flag("email_enabled"))
+            emailEnabled: try row.flag("email_enabled"), movedAt: try row.timeOrNil("moved_at"))
     }
 
     public static func serviceKey(_ row: some SQLRow) throws -> ServiceKeyRecord {
@@ -146,6 +146,12 @@ public enum Rows {
             failedTotal: try row.int("failed_total"), lockedUntil: try row.timeOrNil("locked_until"),
             issuedBy: try Initiator(stored: try row.text("issued_by")), endedAt: try row.timeOrNil("ended_at"),
             claimedBy: try row.textOrNil("claimed_by_device"))
+    }
+
+    public static func backupKey(_ row: some SQLRow) throws -> BackupKeyRecord {
+        BackupKeyRecord(
+            accountID: try row.text("account_id"), store: try row.value("store", table: "backup_keys"), keyHash: try row.hash("key_hash"),
+            createdAt: try row.time("created_at"), usedAt: try row.timeOrNil("used_at"), usedByDevice: try row.textOrNil("used_by_device"))
     }
 
     public static func recoveryCode(_ row: some SQLRow) throws -> RecoveryCodeRecord {

@@ -37,7 +37,7 @@ extension SQLStore {
     public func profile(accountID id: String, at now: Timestamp) async throws -> AccountProfile? {
         let facts = try await read(
             [.account(.id(id)), .pendingTransfers(PendingTransferQuery(emailKey: nil, accountID: id)), .boundDevices(account: id),
-             .appleLink(.id(id)), .recoveryCode(.id(id))], at: now)
+             .appleLink(.id(id)), .recoveryCode(.id(id)), .backupKeys(.id(id))], at: now)
         guard let account = try facts.account(id) else { return nil }
         let open = try facts.pendingTransfers(PendingTransferQuery(emailKey: nil, accountID: id)).first { $0.accountID == id && $0.isOpen(at: now) }
         return AccountProfile(
@@ -46,7 +46,8 @@ extension SQLStore {
                 AccountProfile.PendingTransfer(method: $0.method, email: $0.proof.email, createdAt: $0.createdAt, expiresAt: $0.expiresAt)
             },
             activeDevices: try facts.boundDevices(account: id), apple: try facts.appleLink(id),
-            recoveryCodeCreatedAt: try facts.recoveryCode(id).flatMap { $0.isUsable ? $0.createdAt : nil })
+            recoveryCodeCreatedAt: try facts.recoveryCode(id).flatMap { $0.isUsable ? $0.createdAt : nil },
+            backupKeys: try facts.backupKeys(id).filter(\.isUsable))
     }
 
     public func pushRoutes(accountIDs: [String]) async throws -> [PushRoute] {
@@ -80,8 +81,8 @@ extension SQLStore {
         try await read([.attestationChallenge(hash)], at: Timestamp(milliseconds: 0)).attestationChallengeExpiry(hash)
     }
 
-    public func claimedTransfer(emailKey: String, by device: String, since: Timestamp) async throws -> TransferRecord? {
-        try await read(FirstRow(Queries.claimedTransfer(emailKey: emailKey, by: device, since: since)) { try Rows.transfer($0) })
+    public func claimedTransfer(emailKey: String, by device: String) async throws -> TransferRecord? {
+        try await read(FirstRow(Queries.claimedTransfer(emailKey: emailKey, by: device)) { try Rows.transfer($0) })
     }
 
     // SupportStore
@@ -104,14 +105,15 @@ extension SQLStore {
         let pending = PendingTransferQuery(emailKey: nil, accountID: id)
         let facts = try await read(
             [.account(.id(id)), .devicesEver(account: id), .pendingTransfers(pending), .recentEvents(account: id, limit: recentEvents),
-             .pushTokens(account: id), .appleLink(.id(id)), .siblingSessions(account: id), .recoveryCode(.id(id))], at: now)
+             .pushTokens(account: id), .appleLink(.id(id)), .siblingSessions(account: id), .recoveryCode(.id(id)),
+             .backupKeys(.id(id))], at: now)
         guard let account = try facts.account(id) else { return nil }
         return AccountReport(
             accountID: id, userName: account.summary.userName, createdAt: account.createdAt, movedToDeviceID: account.movedToDeviceID,
             devices: try facts.devicesEver(account: id), transfer: try facts.pendingTransfers(pending).first { $0.accountID == id },
             recentEvents: try facts.recentEvents(account: id, limit: recentEvents), pushTokens: try facts.pushTokens(account: id),
             apple: try facts.appleLink(id), deletedAt: account.deletedAt, siblingSessions: try facts.siblingSessions(account: id),
-            recoveryCode: try facts.recoveryCode(id), protectedAt: account.protectedAt)
+            recoveryCode: try facts.recoveryCode(id), backupKeys: try facts.backupKeys(id), protectedAt: account.protectedAt)
     }
 
     public func history(accountID: String) async throws -> [AuditEvent] {

@@ -313,7 +313,8 @@ struct ConnectionTests {
             let session = try await api.login(device)
             let token = try session.accessToken
             let routes: [(HTTPRequest.Method, String)] = [
-                (.put, "/v1/me/recovery-code"), (.delete, "/v1/me/recovery-code"), (.delete, "/v1/me/transfer"),
+                (.put, "/v1/me/recovery-code"), (.delete, "/v1/me/recovery-code"), (.delete, "/v1/me/backup-key?store=block-store"),
+                (.delete, "/v1/me/transfer"),
                 (.delete, "/v1/devices/push-token?provider=apns"), (.delete, "/v1/devices/accounts/\(UUID().uuidString)"),
                 (.post, "/v1/logout"), (.delete, "/v1/me"),
             ]

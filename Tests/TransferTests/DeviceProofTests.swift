@@ -38,6 +38,8 @@ struct DeviceProofTests {
             ("cancel the user's transfer", .delete, "/v1/me/transfer", nil),
             ("replace the recovery code", .put, "/v1/me/recovery-code", nil),
             ("delete the recovery code", .delete, "/v1/me/recovery-code", nil),
+            ("make a backup key", .put, "/v1/me/backup-key", ["store": "icloud-keychain"]),
+            ("delete the backup key", .delete, "/v1/me/backup-key?store=icloud-keychain", nil),
             ("link another Apple ID", .put, "/v1/me/apple", ["identityToken": identity, "nonce": nonce]),
             ("unlink the Apple ID", .delete, "/v1/me/apple", nil),
             ("delete the account", .delete, "/v1/me", nil),
@@ -95,7 +97,7 @@ struct DeviceProofTests {
             #expect(try await api.call(.put, "/v1/me/recovery-code", token: token).status == .created)
             let expected = [
                 "transfer.set_up", "transfer.set_up", "transfer.cancelled", "recovery_code.created", "recovery_code.deleted",
-                "apple.linked", "apple.unlinked", "recovery_code.created", "recovery_code.replaced",
+                "backup_key.created", "backup_key.deleted", "apple.linked", "apple.unlinked", "recovery_code.created", "recovery_code.replaced",
             ]
             // account.created, two transfer.set_up, transfer.cancelled, apple.linked, apple.unlinked, and one each.
             let all = try await receiver.wait(for: 6 + expected.count)
@@ -103,7 +105,10 @@ struct DeviceProofTests {
             #expect(changes.map { $0.data["change"] as? String ?? "?" } == expected)
             for event in changes {
                 #expect(event.accountID == account && event.data["deviceId"] as? String == phone.id, "\(event.data)")
-                #expect(Set(event.data.keys) == ["accountId", "deviceId", "change"], "ids and the change only: \(event.data)")
+                let backupKey = (event.data["change"] as? String)?.hasPrefix("backup_key.") == true
+                #expect(Set(event.data.keys) == (backupKey ? ["accountId", "deviceId", "change", "store"] : ["accountId", "deviceId", "change"]),
+                        "ids, the change and a backup key's store only: \(event.data)")
+                if backupKey { #expect(event.data["store"] as? String == "icloud-keychain", "\(event.data)") }
             }
             let deleted = try await api.call(.delete, "/v1/me", token: token, proof: .secret(phone.secret))
             #expect(deleted.status == .noContent, "\(deleted.text)")

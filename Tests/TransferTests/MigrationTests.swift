@@ -6,6 +6,7 @@ import Testing
 import TransferArgon2
 import TransferCore
 @testable import TransferPostgres
+import TransferSQL
 import TransferSQLite
 import TransferStorage
 
@@ -30,14 +31,21 @@ struct MigrationTests {
         /// The database of a `--database` value (for files that do not import TransferCore).
         init(argument: String) throws { location = try DatabaseLocation.parse(argument) }
 
-        /// Applies the store's migration files v1…`last` as the server of that version did.
+        /// Applies the store's migration files v1…`last` as the server of that version did (past
+        /// v13, the shared migrations up to `last`).
         func migrate(through last: Int) async throws {
+            let own = min(last, SchemaMigration.lastStoreOwnVersion)
+            let shared = SchemaMigration.shared.prefix(max(0, last - SchemaMigration.lastStoreOwnVersion))
             switch location {
             case .sqlite(let path):
                 var migrator = DatabaseMigrator()
-                for n in 1...last {
+                for n in 1...own {
                     let sql = try MigrationTests.file("Sources/TransferSQLite/Resources/migrations/v\(n).sql")
                     migrator.registerMigration("v\(n)") { db in try db.execute(sql: sql) }
+                }
+                for migration in shared {
+                    let sql = migration.sql(.sqlite)
+                    migrator.registerMigration(migration.version) { db in try db.execute(sql: sql) }
                 }
                 let queue = try DatabaseQueue(path: path)
                 try migrator.migrate(queue)
@@ -45,10 +53,16 @@ struct MigrationTests {
             case .postgres(let url):
                 try await TestPostgres.withClient(url) { client in
                     _ = try await client.query("CREATE TABLE schema_migrations (version TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)")
-                    for n in 1...last {
+                    for n in 1...own {
                         let sql = try MigrationTests.file("Sources/TransferPostgres/Resources/migrations/v\(n).sql")
                         for statement in PostgresStore.statements(sql) { _ = try await client.query(PostgresQuery(unsafeSQL: statement)) }
                         _ = try await client.query("INSERT INTO schema_migrations (version, applied_at) VALUES (\("v\(n)"), 0)")
+                    }
+                    for migration in shared {
+                        for statement in PostgresStore.statements(migration.sql(.postgres)) {
+                            _ = try await client.query(PostgresQuery(unsafeSQL: statement))
+                        }
+                        _ = try await client.query("INSERT INTO schema_migrations (version, applied_at) VALUES (\(migration.version), 0)")
                     }
                 }
             }
@@ -452,6 +466,78 @@ struct MigrationTests {
                 let creators = try await raw.strings(
                     "SELECT COALESCE(created_on_device_id, 'none') FROM accounts ORDER BY created_at, id")
                 #expect(creators == Array(repeating: "none", count: 10) + [phone.id], "\(creators)")
+            }
+        }
+    }
+
+    @Test("a v15 database with an account moved by Sign in with Apple and one linked on its own phone upgrades to v16: the Apple move is remembered, backup keys work, one per account and store, unique by hash",
+          arguments: StoreKind.available)
+    func upgradeFromV15(kind: StoreKind) async throws {
+        try await kind.withDatabaseLocation(empty: true) { location, file in
+            let raw = RawDatabase(location: location)
+            try await raw.migrate(through: 15)
+            let moved = "a1500000-0000-4000-8000-000000000001", own = "a1500000-0000-4000-8000-000000000002"
+            let oldPhone = Device(), newPhone = Device(), ownPhone = Device()
+            let t0 = Timestamp(Date()).milliseconds - 3_600_000
+            let linked = t0 + 1, movedAt = t0 + 2
+            func device(_ d: Device) -> (String, [Value]) {
+                ("INSERT INTO devices (id, secret_hash, created_at) VALUES (?, ?, ?)", [.text(d.id), .blob(SecretHash(of: d.secret).bytes), .int(t0)])
+            }
+            try await raw.run([
+                device(oldPhone), device(newPhone), device(ownPhone),
+                ("INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)", [.text(moved), .text(oldPhone.id), .int(t0)]),
+                ("INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)", [.text(own), .text(ownPhone.id), .int(t0)]),
+                ("INSERT INTO device_accounts (device_id, account_id, state, added_at, ended_at) VALUES (?, ?, 'moved', ?, ?)",
+                 [.text(oldPhone.id), .text(moved), .int(t0), .int(movedAt)]),
+                ("INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES (?, ?, 'active', ?)", [.text(newPhone.id), .text(moved), .int(movedAt)]),
+                ("INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES (?, ?, 'active', ?)", [.text(ownPhone.id), .text(own), .int(t0)]),
+                ("UPDATE devices SET current_account_id = ? WHERE id = ?", [.text(moved), .text(oldPhone.id)]),
+                ("UPDATE devices SET retired_at = ? WHERE id = ?", [.int(movedAt), .text(oldPhone.id)]),
+                ("UPDATE devices SET current_account_id = ? WHERE id = ?", [.text(moved), .text(newPhone.id)]),
+                ("UPDATE devices SET current_account_id = ? WHERE id = ?", [.text(own), .text(ownPhone.id)]),
+                ("INSERT INTO apple_links (account_id, sub, linked_at) VALUES (?, ?, ?)", [.text(moved), .text("001500.moved.0101"), .int(linked)]),
+                ("INSERT INTO apple_links (account_id, sub, linked_at) VALUES (?, ?, ?)", [.text(own), .text("001500.own.0101"), .int(linked)]),
+                ("INSERT INTO audit_events (at, kind, account_id, device_id, actor) VALUES (?, 'apple.moved', ?, ?, 'device')",
+                 [.int(movedAt), .text(moved), .text(newPhone.id)]),
+            ])
+            try await Harness(location: location, file: file).run { api, parts in
+                let links = try await raw.strings(
+                    "SELECT account_id || ' ' || COALESCE(CAST(moved_at AS TEXT), 'none') FROM apple_links ORDER BY account_id")
+                #expect(links == ["\(moved) \(movedAt)", "\(own) none"], "the Apple move is read back from the audit trail: \(links)")
+                let link = try await parts.store.appleLink(sub: "001500.moved.0101")
+                #expect(link?.movedAt == Timestamp(milliseconds: movedAt))
+
+                let session = try await api.login(ownPhone)
+                #expect(try session.accountID == own)
+                let made = try await api.call(.put, "/v1/me/backup-key", json: ["store": "block-store"], token: try session.accessToken)
+                #expect(made.status == .created, "\(made.text)")
+                let me = try await api.me(try session.accessToken)
+                #expect(me["waysBack"] as? [String] == ["apple", "backupKey"], "\(me.text)")
+                let b = Device()
+                let claimed = try await api.call(
+                    .post, "/v1/transfers/claim", json: ["backupKey": try made.string("backupKey"), "deviceId": b.id, "deviceSecret": b.secret])
+                #expect(claimed.status == .ok && (try? claimed.accountID) == own, "\(claimed.text)")
+            }
+            // The invariants hold in the schema itself, whatever the code does.
+            let hash = Value.blob(SecretHash(of: "a key").bytes)
+            let insert = "INSERT INTO backup_keys (account_id, store, key_hash, created_at) VALUES (?, ?, ?, ?)"
+            try await raw.run([(insert, [.text(moved), .text("icloud-keychain"), hash, .int(t0)])])
+            await #expect(throws: (any Error).self, "one key per account and store") {
+                try await raw.run([(insert, [.text(moved), .text("icloud-keychain"), .blob(SecretHash(of: "another").bytes), .int(t0)])])
+            }
+            await #expect(throws: (any Error).self, "a hash leads to one account") {
+                try await raw.run([(insert, [.text(own), .text("icloud-keychain"), hash, .int(t0)])])
+            }
+            await #expect(throws: (any Error).self, "only the two stores") {
+                try await raw.run([(insert, [.text(own), .text("dropbox"), .blob(SecretHash(of: "third").bytes), .int(t0)])])
+            }
+            await #expect(throws: (any Error).self, "a SHA-256, 32 bytes") {
+                try await raw.run([(insert, [.text(own), .text("icloud-keychain"), .blob([1, 2, 3]), .int(t0)])])
+            }
+            await #expect(throws: (any Error).self, "used with its device, or neither") {
+                try await raw.run([(
+                    "INSERT INTO backup_keys (account_id, store, key_hash, created_at, used_at) VALUES (?, ?, ?, ?, ?)",
+                    [.text(own), .text("icloud-keychain"), .blob(SecretHash(of: "fourth").bytes), .int(t0), .int(t0)])])
             }
         }
     }

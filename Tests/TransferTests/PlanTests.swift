@@ -107,6 +107,7 @@ struct PlanTests {
             f.record(.pendingTransfers(.of(id)), [TransferRecord]())
             f.record(.appleLink(.id(id)), AppleLink?.none)
             f.record(.recoveryCode(.id(id)), wayBack ? RecoveryCodeRecord(accountID: id, codeHash: SecretHash(of: id), createdAt: t0) : nil)
+            f.record(.backupKeys(.id(id)), [BackupKeyRecord]())
         }
         return planned(
             ClaimCommand(
@@ -132,6 +133,35 @@ struct PlanTests {
         let full = record((1...5).map { ("a\($0)", .active) })
         #expect(claim(transfer(), device: full, add: true).result == .failure(.deviceAccountLimit(5)))
         #expect(claim(transfer(), device: record((1...4).map { ("a\($0)", .active) }), add: true).result.grant != nil)
+    }
+
+    @Test("a repeat: the claim finds the proof won by the device, whenever; the winner's device holding the account by that claim repeats it (audited, nothing else); a pair added later, another secret, or the account gone from the device is the claim's 401")
+    func repeatPlan() {
+        var won = transfer()
+        won.state = .claimed
+        won.endedAt = t0
+        won.claimedBy = device.value
+        let holding = record([("acct", .active)])  // added at t0, by the claim
+        let repeated = claim(won, device: holding, at: t0 + .seconds(400 * 86_400))
+        #expect(repeated.result == .success(.repeated(accountID: "acct", method: .transfer(id: "t1"), wonAt: t0)), "no time limit: \(repeated.result)")
+        #expect(repeated.effects.isEmpty, "the claim's transaction changes nothing")
+        func check(_ d: DeviceRecord?, secret: String = "secret") -> Plan<Void> {
+            planned(
+                RepeatClaimCommand(
+                    target: ClaimTarget(deviceID: device, deviceSecret: secret), accountID: "acct", method: .transfer(id: "t1"), wonAt: t0,
+                    now: t0 + .seconds(400 * 86_400), clientAddress: nil),
+                Facts((.device(device.value), d)))
+        }
+        #expect(check(holding).result.refusal == nil)
+        #expect(check(holding).effects.compactMap(\.auditKind) == [.claimRepeated], "a repeat changes nothing but the audit trail")
+        var cameBack = holding
+        cameBack.accounts[0].addedAt = t0 + .seconds(1)
+        #expect(check(cameBack).result.refusal == .invalidTransferCredentials, "on the device by a later move")
+        #expect(check(holding, secret: "wrong").result.refusal == .invalidTransferCredentials)
+        let gone = check(record([("acct", .removed), ("other", .active)]))
+        #expect(gone.result.refusal == .invalidTransferCredentials, "the account left the device")
+        #expect(gone.effects.compactMap(\.auditKind) == [.claimFailed], "a refused repeat is a failed claim")
+        #expect(check(nil).result.refusal == .invalidTransferCredentials, "no such device")
     }
 
     @Test("replaceExistingAccount: the device's accounts lose it, then the claim proceeds as on a new device")
@@ -325,7 +355,8 @@ struct PlanTests {
         func remove(_ d: DeviceRecord, _ account: String, abandon: Bool = false, pending: [TransferRecord] = []) -> Plan<Void> {
             let f = Facts(
                 (.device(device.value), DeviceRecord?.some(d)), (.pendingTransfers(.of(account)), pending),
-                (.appleLink(.id(account)), AppleLink?.none), (.recoveryCode(.id(account)), RecoveryCodeRecord?.none))
+                (.appleLink(.id(account)), AppleLink?.none), (.recoveryCode(.id(account)), RecoveryCodeRecord?.none),
+                (.backupKeys(.id(account)), [BackupKeyRecord]()))
             return planned(RemoveAccountCommand(deviceID: device.value, accountID: account, abandon: abandon, now: t0), f)
         }
         var three = record([("a", .active), ("b", .active), ("c", .active)])

@@ -25,6 +25,8 @@ struct Model {
         var retired = false
         /// When each account was last used here (login, claim, creation), for the successor of a removed current account.
         var lastUsed: [String: Int64] = [:]
+        /// When each account last came onto the phone (created there or claimed).
+        var added: [String: Int64] = [:]
         var active: [String] { pairs.filter { $0.state == .active }.map(\.account) }
         func state(_ account: String) -> PairState? { pairs.last { $0.account == account }?.state }
         mutating func set(_ account: String, _ state: PairState) {
@@ -35,8 +37,9 @@ struct Model {
     var maxAccounts = 3
     var phones: [String: Phone] = [:]
     var transfers: [String: Transfer] = [:]  // account id → its pending transfer
-    /// The last claim won with each email: its device may repeat it for 10 minutes (a lost answer).
-    var won: [String: (account: String, device: String, password: String, at: Int64)] = [:]
+    /// The last claim each device won with each email ("email|device"): the device may repeat
+    /// it (a lost answer) while the account is on it by that claim.
+    var won: [String: (account: String, password: String, at: Int64)] = [:]
     /// Set by `claim` when its 200 is a repeat: the account it answers, which need not be current.
     var repeatedAccount: String?
 
@@ -82,6 +85,7 @@ struct Model {
         phone.set(account, .active)
         phone.current = account
         phone.lastUsed[account] = now
+        phone.added[account] = now
         phones[device] = phone
     }
 
@@ -103,11 +107,12 @@ struct Model {
         guard let account = transfers.first(where: { $0.value.email == email && now < $0.value.expiresAt })?.key,
             var t = transfers[account]
         else {
-            // No open transfer: the device that won this email's transfer within 10 minutes may
-            // repeat its claim (same password) and is logged in to that account if it still holds
-            // it; the current account does not change. Anything else is the same 401.
-            if let w = won[email], w.device == device, w.password == password, now < w.at + 600,
-                let phone = phones[device], !phone.retired, phone.state(w.account) == .active
+            // No open transfer: the device that won this email's transfer may repeat its claim
+            // (same password) and is logged in to that account while it holds it by that claim
+            // (it did not leave and come back); the current account does not change. Anything
+            // else is the same 401.
+            if let w = won["\(email)|\(device)"], w.password == password,
+                let phone = phones[device], !phone.retired, phone.state(w.account) == .active, phone.added[w.account] == w.at
             {
                 phones[device]!.lastUsed[w.account] = now
                 repeatedAccount = w.account
@@ -154,9 +159,10 @@ struct Model {
         phone.set(account, .active)
         phone.current = account
         phone.lastUsed[account] = now
+        phone.added[account] = now
         phones[device] = phone
         transfers[account] = nil
-        won[email] = (account, device, password, now)
+        won["\(email)|\(device)"] = (account, password, now)
         return (200, nil)
     }
 

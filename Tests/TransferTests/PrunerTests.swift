@@ -58,6 +58,37 @@ struct PrunerTests {
         }
     }
 
+    @Test("a claimed transfer past the retention stays while the account is on its claimer by that claim (the proof of a repeat), then goes",
+          arguments: StoreKind.available)
+    func claimedTransferKeptForItsRepeat(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let calls = StoreCalls(store: store)
+            let a = DeviceID(UUID().uuidString)!, b = DeviceID(UUID().uuidString)!, c = DeviceID(UUID().uuidString)!
+            let account = try await calls.account(a, at: t0)
+            let won = try await calls.setUp(account: account, email: "won@example.com", at: t0)
+            #expect(try await calls.claim(transfer: won, account: account, device: b, at: t0 + .seconds(1)).grant != nil)
+            let later = t0 + .seconds(86_400)
+            let kept = try #require(try await store.prune(PruneCutoffs(now: later, retainedSince: later), batchSize: 10))
+            #expect(kept.endedTransfers == 0, "the winner may still repeat its claim: \(kept)")
+            #expect(try await calls.claim(transfer: won, account: account, device: b, at: later)
+                    == .success(.repeated(accountID: account, method: .transfer(id: won), wonAt: t0 + .seconds(1))),
+                    "a day after winning, past the retention, the claimed transfer is still found")
+            let repeatCheck = RepeatClaimCommand(
+                target: ClaimTarget(deviceID: b, deviceSecret: StoreCalls.secret(b)), accountID: account, method: .transfer(id: won),
+                wonAt: t0 + .seconds(1), now: later, clientAddress: nil)
+            #expect(try await store.execute(repeatCheck).refusal == nil, "and the repeat holds")
+            // The account moves on to C: the claimed transfer proves nothing any more.
+            let next = try await calls.setUp(account: account, email: "next@example.com", at: later)
+            #expect(try await calls.claim(transfer: next, account: account, device: c, at: later + .seconds(1)).grant != nil)
+            #expect(try await store.execute(repeatCheck).refusal == .invalidTransferCredentials, "the account left B")
+            let end = later + .seconds(86_400)
+            let gone = try #require(try await store.prune(PruneCutoffs(now: end, retainedSince: later + .seconds(2)), batchSize: 10))
+            #expect(gone.endedTransfers == 1, "the first one goes, the second is C's proof: \(gone)")
+            let none = try #require(try await store.prune(PruneCutoffs(now: end, retainedSince: end), batchSize: 10))
+            #expect(none.endedTransfers == 0, "\(none)")
+        }
+    }
+
     @Test("Apple notification ids are kept 30 days: a repeat within them is recognised, an older notification is ignored by its iat",
           arguments: StoreKind.available)
     func appleNotificationIDs(kind: StoreKind) async throws {

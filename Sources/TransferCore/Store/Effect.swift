@@ -65,6 +65,8 @@ public enum Effect: Sendable, Equatable {
     /// What Apple said about the email this time; a nil field keeps the stored value.
     case updateAppleEmail(accountID: String, email: String?, isPrivateEmail: Bool?)
     case unlinkApple(accountID: String)
+    /// The account arrived on a device by Sign in with Apple with this Apple ID at `at` (the move an Apple repeat must be).
+    case recordAppleMove(sub: String, at: Timestamp)
     case setAppleEmailEnabled(accountID: String, Bool)
     /// Apple's notification `jti` was handled.
     case recordAppleNotification(jti: String, at: Timestamp)
@@ -81,7 +83,7 @@ public enum Effect: Sendable, Equatable {
 
     // Deletion.
     /// Erases what the account leaves behind (run after it left its device): it is marked
-    /// deleted; its transfers (emails, password hashes), rotated tokens, hand-off codes and Apple link go; the
+    /// deleted; its transfers (emails, password hashes), rotated tokens, hand-off codes, Apple link, recovery code and backup keys go; the
     /// addresses its pairs recorded are cleared; its audit events are deleted.
     case eraseAccount(id: String, at: Timestamp)
 
@@ -95,6 +97,13 @@ public enum Effect: Sendable, Equatable {
     case deleteRecoveryCode(accountID: String)
     /// The code is used up; the row keeps when and by which device.
     case useRecoveryCode(accountID: String, deviceID: String, at: Timestamp)
+
+    // Backup keys.
+    /// Sets the account's backup key for `store`, replacing the one it had there (used or not).
+    case setBackupKey(accountID: String, store: BackupKeyStore, hash: SecretHash, at: Timestamp)
+    case deleteBackupKey(accountID: String, store: BackupKeyStore)
+    /// The key is used up; the row keeps when and by which device (its winner may repeat the claim).
+    case useBackupKey(accountID: String, store: BackupKeyStore, deviceID: String, at: Timestamp)
 
     // Device attestation (see Attestation.swift).
     case addAttestationChallenge(hash: SecretHash, expiresAt: Timestamp)

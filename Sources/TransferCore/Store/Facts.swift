@@ -56,6 +56,8 @@ public enum FactKey: Sendable, Equatable, CustomStringConvertible {
     case failedOutbox
     /// An account's recovery code, used or not.
     case recoveryCode(AccountRef)
+    /// An account's backup keys, used or not, one per store at most, by store.
+    case backupKeys(AccountRef)
     /// When an attestation challenge expires; nil when it was never issued or is used.
     case attestationChallenge(SecretHash)
     /// The device that holds the push token of this provider with this hash, and the accounts
@@ -98,6 +100,8 @@ public enum AccountRef: Sendable, Equatable, CustomStringConvertible {
     case ofRecoveryCode(SecretHash)
     /// The account linked to this Apple ID (`sub`).
     case ofAppleID(String)
+    /// The account of the backup key with this SHA-256.
+    case ofBackupKey(SecretHash)
 
     public var description: String {
         switch self {
@@ -105,6 +109,7 @@ public enum AccountRef: Sendable, Equatable, CustomStringConvertible {
         case .ofTransferCode: "the account of a transfer code"
         case .ofRecoveryCode: "the account of a recovery code"
         case .ofAppleID: "the account of an Apple ID"
+        case .ofBackupKey: "the account of a backup key"
         }
     }
 }
@@ -210,6 +215,9 @@ public struct Facts: Sendable {
     public func failedOutbox() throws -> [OutboxMessage] { try value(.failedOutbox) }
     public func recoveryCode(_ account: AccountRef) throws -> RecoveryCodeRecord? { try value(.recoveryCode(account)) }
     public func recoveryCode(_ id: String) throws -> RecoveryCodeRecord? { try recoveryCode(.id(id)) }
+    /// By store.
+    public func backupKeys(_ account: AccountRef) throws -> [BackupKeyRecord] { try value(.backupKeys(account)) }
+    public func backupKeys(_ id: String) throws -> [BackupKeyRecord] { try backupKeys(.id(id)) }
     public func attestationChallengeExpiry(_ hash: SecretHash) throws -> Timestamp? { try value(.attestationChallenge(hash)) }
     public func pushTokenHolder(_ provider: PushProvider, _ hash: SecretHash) throws -> PushTokenHolder? {
         try value(.pushTokenHolder(provider, hash))

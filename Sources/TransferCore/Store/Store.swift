@@ -24,8 +24,8 @@ public protocol TransferStore: Sendable {
     func profile(accountID: String, at: Timestamp) async throws -> AccountProfile?
     /// The pending transfer for an email key, if any (it may be expired or locked: the caller decides).
     func pendingTransfer(emailKey: String) async throws -> TransferRecord?
-    /// The latest transfer of this email key that `device` claimed at or after `since`.
-    func claimedTransfer(emailKey: String, by device: String, since: Timestamp) async throws -> TransferRecord?
+    /// The latest transfer of this email key that `device` claimed.
+    func claimedTransfer(emailKey: String, by device: String) async throws -> TransferRecord?
     /// When the attestation challenge with this SHA-256 expires; nil when none is stored
     /// (never issued, or used). Read without a lock, before the proof is verified.
     func attestationChallengeExpiry(hash: SecretHash) async throws -> Timestamp?

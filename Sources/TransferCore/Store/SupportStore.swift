@@ -53,6 +53,8 @@ public struct AccountReport: Sendable {
     public var siblingSessions: [SiblingSession]
     /// Its recovery code (never the code: when it was made, and whether it was used).
     public var recoveryCode: RecoveryCodeRecord?
+    /// Its backup keys by store, used or not (never the keys: when each was made and used).
+    public var backupKeys: [BackupKeyRecord]
     /// Since when the app backend protects it from erasure as inactive (nil: not protected).
     public var protectedAt: Timestamp?
 
@@ -60,8 +62,9 @@ public struct AccountReport: Sendable {
         accountID: String, userName: String, createdAt: Timestamp, movedToDeviceID: String?, devices: [DeviceRecord],
         transfer: TransferRecord?, recentEvents: [AuditEvent], pushTokens: [PushToken] = [], apple: AppleLink? = nil,
         deletedAt: Timestamp? = nil, siblingSessions: [SiblingSession] = [], recoveryCode: RecoveryCodeRecord? = nil,
-        protectedAt: Timestamp? = nil
+        backupKeys: [BackupKeyRecord] = [], protectedAt: Timestamp? = nil
     ) {
+        self.backupKeys = backupKeys
         self.protectedAt = protectedAt
         self.recoveryCode = recoveryCode
         self.siblingSessions = siblingSessions

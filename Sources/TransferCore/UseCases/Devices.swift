@@ -83,20 +83,21 @@ public struct RemoveAccountCommand: StoreOperation {
 }
 
 extension WayBack {
-    /// What tells an account's ways back: its pending transfers, Apple link and recovery code.
-    /// Read in an operation, they are locked (in rank order: the transfers before any device).
+    /// What tells an account's ways back: its pending transfers, Apple link, recovery code and
+    /// backup keys. Read in an operation, they are locked (in rank order: the transfers before any device).
     public static func facts(of accountID: String) -> [FactKey] {
-        [.pendingTransfers(.of(accountID)), .appleLink(.id(accountID)), .recoveryCode(.id(accountID))]
+        [.pendingTransfers(.of(accountID)), .appleLink(.id(accountID)), .recoveryCode(.id(accountID)), .backupKeys(.id(accountID))]
     }
 
     /// What would still bring the account onto a device once it leaves the one it is on (an
     /// account is active on one device at most): a pending, unexpired transfer, a linked Apple
-    /// ID, an unused recovery code. None: leaving strands it (`account_would_be_lost`, unless
+    /// ID, an unused recovery code, an unused backup key. None: leaving strands it (`account_would_be_lost`, unless
     /// the app abandons it), for a removal and for a claim that pushes it off alike.
     public static func all(of accountID: String, in facts: Facts, at now: Timestamp) throws -> [WayBack] {
         let transfer = try facts.pendingTransfers(.of(accountID)).contains { $0.accountID == accountID && $0.isOpen(at: now) }
         return (transfer ? [.transfer] : []) + (try facts.appleLink(accountID) != nil ? [.apple] : [])
             + (try facts.recoveryCode(accountID)?.isUsable == true ? [.recoveryCode] : [])
+            + (try facts.backupKeys(accountID).contains(where: \.isUsable) ? [.backupKey] : [])
     }
 }
 

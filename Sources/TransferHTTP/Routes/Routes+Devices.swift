@@ -68,6 +68,9 @@ struct MeBody: Encodable {
     @Nullable var apple: AppleLinkBody?
     /// What would bring the account back if its phone were lost; empty: nothing would.
     var waysBack: [WayBack]
+    /// The unused backup keys, by store (never a key).
+    var backupKeys: [BackupKey]
+    struct BackupKey: Encodable { var store: String; var createdAt: String }
 
     init(_ profile: AccountProfile, current: String) {
         accountId = profile.accountID
@@ -79,6 +82,7 @@ struct MeBody: Encodable {
             Transfer(method: $0.method.rawValue, email: $0.email, createdAt: $0.createdAt.rfc3339, expiresAt: $0.expiresAt.rfc3339)
         }
         waysBack = profile.waysBack
+        backupKeys = profile.backupKeys.map { BackupKey(store: $0.store.rawValue, createdAt: $0.createdAt.rfc3339) }
         devices = profile.activeDevices.map {
             Device(deviceId: $0.deviceID, boundAt: $0.boundAt.rfc3339, lastLoginAt: $0.lastLoginAt?.rfc3339, current: $0.deviceID == current)
         }

@@ -2,7 +2,7 @@ import Hummingbird
 import TransferCore
 
 // Transfers: set-up (email and password, or a code) and cancel on A, the recovery code, the
-// claim on B with any of them (with the claim limit every claim counts against).
+// backup keys, the claim on B with any of them (with the claim limit every claim counts against).
 extension API {
     static var transferRoutes: [Route] {
         [
@@ -10,6 +10,8 @@ extension API {
             Route(.delete, "/v1/me/transfer", .deviceWithProof) { $0.cancelTransfer },
             Route(.put, "/v1/me/recovery-code", .deviceWithProof) { $0.makeRecoveryCode },
             Route(.delete, "/v1/me/recovery-code", .deviceWithProof) { $0.deleteRecoveryCode },
+            Route(.put, "/v1/me/backup-key", .deviceWithProof) { $0.makeBackupKey },
+            Route(.delete, "/v1/me/backup-key", .deviceWithProof) { $0.deleteBackupKey },
             Route(.post, "/v1/transfers/claim") { $0.claim },
         ]
     }
@@ -56,10 +58,31 @@ extension API {
         return Response(status: .noContent)
     }
 
-    /// A claim with an email and temporary password, a transfer code, or a recovery code: one of them.
+    /// `PUT /v1/me/backup-key` `{"store"}`: shown once; replaces the account's earlier key in that store.
+    func makeBackupKey(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try context.caller
+        let body = try await JSONBody.read(request, context: context)
+        let store: BackupKeyStore = try body.choice("store")
+        let made = try await service.makeBackupKey(accountID: caller.accountID, store: store, deviceID: caller.deviceID)
+        return try Self.json(BackupKeyBody(backupKey: made.key.value, store: store.rawValue, createdAt: made.createdAt.rfc3339), status: .created)
+    }
+
+    /// `DELETE /v1/me/backup-key?store=…`: `204` whether or not the store held one.
+    func deleteBackupKey(_ request: Request, _ context: Context) async throws -> Response {
+        try await Self.readNoBody(request, context)
+        let caller = try context.caller
+        guard let text = request.uri.queryParameters.get("store") else {
+            throw APIError.invalidRequest("store is required: ?store=icloud-keychain or ?store=block-store.")
+        }
+        let store: BackupKeyStore = try JSONBody.choice(text, name: "store")
+        try await service.deleteBackupKey(accountID: caller.accountID, store: store, deviceID: caller.deviceID)
+        return Response(status: .noContent)
+    }
+
+    /// A claim with an email and temporary password, a transfer code, a recovery code or a backup key: one of them.
     func claim(_ request: Request, _ context: Context) async throws -> Response {
         let body = try await JSONBody.read(request, context: context)
-        let given = ["email", "temporaryPassword", "transferCode", "recoveryCode"].filter { body.has($0) }
+        let given = ["email", "temporaryPassword", "transferCode", "recoveryCode", "backupKey"].filter { body.has($0) }
         var password: (email: String, password: String)?
         var code: ClaimRequest.Proof?
         if let typed = try body.optionalString("transferCode") {
@@ -68,6 +91,9 @@ extension API {
         } else if let typed = try body.optionalString("recoveryCode") {
             guard given == ["recoveryCode"] else { throw APIError.invalidRequest("recoveryCode goes alone, without \(Self.others(given, "recoveryCode")).") }
             code = .recoveryCode(typed)
+        } else if let key = try body.optionalString("backupKey") {
+            guard given == ["backupKey"] else { throw APIError.invalidRequest("backupKey goes alone, without \(Self.others(given, "backupKey")).") }
+            code = .backupKey(key)
         } else {
             password = (try body.string("email"), try body.string("temporaryPassword"))
         }
@@ -118,5 +144,12 @@ struct TransferCodeBody: Encodable {
 /// `PUT /v1/me/recovery-code`: the code, shown this once.
 struct RecoveryCodeBody: Encodable {
     var recoveryCode: String
+    var createdAt: String
+}
+
+/// `PUT /v1/me/backup-key`: the key, shown this once, for the app to keep in `store`.
+struct BackupKeyBody: Encodable {
+    var backupKey: String
+    var store: String
     var createdAt: String
 }

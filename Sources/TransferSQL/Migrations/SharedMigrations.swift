@@ -15,6 +15,6 @@ extension SchemaMigration {
     /// and its name in this list. A test fails while a `vN.swift` here is not listed, and
     /// another until `schema.sql` and `schema.postgres.sql` are regenerated (`scripts/schema.sh`).
     public static let shared: [SchemaMigration] = checkedSequence([
-        v14, v15,
+        v14, v15, v16,
     ])
 }

@@ -34,6 +34,8 @@ public struct ClaimRequest: Sendable {
         case transferCode(String)
         /// The account's recovery code as the user typed it (the same rules).
         case recoveryCode(String)
+        /// One of the account's backup keys, as the app found it in the platform's store.
+        case backupKey(String)
         /// A verified Sign in with Apple identity and the nonce its token carried.
         case apple(AppleIdentity, nonce: String)
     }
@@ -71,18 +73,20 @@ extension ClaimProof {
 public enum ProofCheck: Sendable, Equatable {
     /// The proof holds for this account: the move is decided next.
     case holds(accountID: String, method: MoveMethod, spent: [Effect] = [])
-    /// The device already holds the account through this very proof: the winner repeats its
-    /// claim (its answer may have been lost). The service answers with a session (`ClaimRepeat`).
-    case repeated(accountID: String, spent: [Effect] = [])
+    /// This very proof was won by the device: the winner repeats its claim (its answer may have
+    /// been lost). `wonAt` is when its move was won: the claim holds the repeat only while the
+    /// device's pair of the account is the one that move made (`ClaimRepeat`), and then answers
+    /// with a session.
+    case repeated(accountID: String, method: MoveMethod, wonAt: Timestamp?, spent: [Effect] = [])
     case refused(TransferError, spent: [Effect] = [])
 }
 
 /// What a claim that was not refused comes to.
 public enum ClaimOutcome: Sendable, Equatable {
     case claimed(SessionGrant)
-    /// The device already holds the account through this move, recently: its answer may have
-    /// been lost. The service answers with a session (`ClaimRepeat`).
-    case repeated(accountID: String)
+    /// The proof was won by this device before: its answer may have been lost. The service
+    /// checks the repeat (`RepeatClaimCommand`) and answers with a session (`ClaimRepeat`).
+    case repeated(accountID: String, method: MoveMethod, wonAt: Timestamp?)
 }
 
 /// The claim's transaction: checks the proof, puts the account on the new device (beside its
@@ -134,8 +138,11 @@ public struct ClaimCommand<Proof: ClaimProof>: StoreOperation {
         switch try proof.check(facts, target: target, now: now, clientAddress: clientAddress) {
         case .refused(let error, let spent):
             return Plan(refusing: error, spent)
-        case .repeated(let accountID, let spent):
-            return Plan(.repeated(accountID: accountID), spent)
+        case .repeated(let accountID, let method, let wonAt, let spent):
+            // Checked in a transaction of its own (`RepeatClaimCommand`): this one may have read
+            // the device before the winner's transaction, which created it, committed (the proof's
+            // row, read after the device, was what it waited for).
+            return Plan(.repeated(accountID: accountID, method: method, wonAt: wonAt), spent)
         case .holds(let accountID, let method, let spent):
             guard let account = try facts.account(proof.account), account.id == accountID, account.deletedAt == nil else {
                 return Plan(refusing: proof.accountGone, spent)
@@ -177,6 +184,8 @@ extension TransferService {
             return try await claim(TransferCodeProof(typed: typed), request.target, slot: slot, clientAddress: clientAddress)
         case .recoveryCode(let typed):
             return try await claim(RecoveryCodeProof(typed: typed), request.target, slot: slot, clientAddress: clientAddress)
+        case .backupKey(let key):
+            return try await claim(BackupKeyProof(key: key), request.target, slot: slot, clientAddress: clientAddress)
         case .apple(let identity, let nonce):
             return try await claim(
                 AppleProof(sub: identity.sub, nonceHash: SecretHash(of: nonce)), request.target, slot: nil, clientAddress: clientAddress)
@@ -207,16 +216,22 @@ extension TransferService {
         case .claimed(let grant):
             observer.claimWon()
             return grant
-        case .repeated(let accountID):
+        case .repeated(let accountID, let method, let wonAt):
+            let checked = try await store.execute(
+                RepeatClaimCommand(
+                    target: target, accountID: accountID, method: method, wonAt: wonAt, now: clock.now(), clientAddress: clientAddress))
+            guard case .success = checked else {
+                observer.claimFailed()
+                throw TransferError.invalidTransferCredentials
+            }
             return try await repeatedClaim(of: accountID, target, clientAddress: clientAddress)
         }
     }
 
-    /// The winner's repeated claim answers as the first did: a session for the account on the
-    /// device (a login of the pair, which checks the device secret), and changes nothing else.
-    /// An account that left the device since is no claim to repeat. Any refusal, a wrong
-    /// device secret included, is the claim's one 401: who won a claim is not told to
-    /// someone who holds its used-up credentials and the winner's device id.
+    /// The winner's repeated claim (its transaction found the device holding the account by
+    /// that move, and wrote `transfer.claim_repeated`) answers as the first did: a session for
+    /// the account on the device (a login of the pair), and changes nothing else. An account
+    /// that left the device meanwhile is no claim to repeat. Any refusal is the claim's one 401.
     func repeatedClaim(of accountID: String, _ target: ClaimTarget, clientAddress: String?) async throws -> SessionGrant {
         do {
             return try await login(
@@ -228,6 +243,42 @@ extension TransferService {
     }
 }
 
+/// The winner's repeat of its claim: the device, with its secret, holds the account by that very
+/// move (`ClaimRepeat`); anything else is the claim's one 401 (who won is not told to someone
+/// who holds used-up credentials and the winner's device id). Writes `transfer.claim_repeated`
+/// and nothing else.
+public struct RepeatClaimCommand: StoreOperation {
+    public var target: ClaimTarget
+    public var accountID: String
+    public var method: MoveMethod
+    public var wonAt: Timestamp?
+    public var now: Timestamp
+    public var clientAddress: String?
+    public init(target: ClaimTarget, accountID: String, method: MoveMethod, wonAt: Timestamp?, now: Timestamp, clientAddress: String?) {
+        self.target = target
+        self.accountID = accountID
+        self.method = method
+        self.wonAt = wonAt
+        self.now = now
+        self.clientAddress = clientAddress
+    }
+
+    public var reads: [FactKey] { [.device(target.deviceID.value)] }
+
+    public func plan(_ facts: Facts) throws -> Plan<Void> {
+        guard let device = try facts.device(target.deviceID.value), device.secretHash.matches(SecretHash(of: target.deviceSecret)),
+            ClaimRepeat.holds(device.account(accountID), wonAt: wonAt)
+        else {
+            return Plan(refusing: .invalidTransferCredentials, [.guessedCode(at: now, clientAddress: clientAddress)])
+        }
+        return Plan((), [
+            .audit(AuditEvent(
+                at: now, kind: .claimRepeated, accountID: accountID, deviceID: device.id, transferID: method.transferID,
+                reason: "the winning device repeated its claim\(method.how)", clientAddress: clientAddress))
+        ])
+    }
+}
+
 // What the two transfer proofs (password, code) share: a pending transfer claimed.
 extension TransferRecord {
     /// Checks a transfer found for a claim (nil: none): claimed meanwhile by this very device
@@ -236,7 +287,9 @@ extension TransferRecord {
     /// replaced or voided since the service looked.
     static func claimCheck(_ transfer: TransferRecord?, target: ClaimTarget, now: Timestamp, refusalSpends spent: [Effect]) -> ProofCheck {
         guard let transfer else { return .refused(.invalidTransferCredentials, spent: spent) }
-        if transfer.wasClaimed(by: target.deviceID, repeatableAt: now) { return .repeated(accountID: transfer.accountID) }
+        if transfer.wasClaimed(by: target.deviceID) {
+            return .repeated(accountID: transfer.accountID, method: .transfer(id: transfer.id), wonAt: transfer.endedAt)
+        }
         guard transfer.isOpen(at: now) else { return .refused(.invalidTransferCredentials, spent: spent) }
         if let until = transfer.lock(at: now) { return .refused(.tooManyAttempts(retryAfterSeconds: now.secondsUntil(until))) }
         return .holds(accountID: transfer.accountID, method: .transfer(id: transfer.id))

@@ -6,6 +6,7 @@ public enum MoveMethod: Sendable, Equatable {
     case transfer(id: String)
     case apple
     case recoveryCode
+    case backupKey
 
     /// The transfer claimed, for the audit trail (none for the other methods).
     public var transferID: String? {
@@ -19,6 +20,7 @@ public enum MoveMethod: Sendable, Equatable {
         case .transfer: ""
         case .apple: " with Sign in with Apple"
         case .recoveryCode: " with its recovery code"
+        case .backupKey: " with a backup key"
         }
     }
 }

@@ -28,12 +28,11 @@ public struct AppleProof: ClaimProof {
         let consistent = try facts.accountDevices(account).allSatisfy { $0.account(link.accountID)?.state == .active }
             && facts.pendingTransfers(.of(account)).allSatisfy { $0.accountID == link.accountID }
         guard consistent else { return .refused(.appleIDNotLinked, spent: used) }
-        // The device holds the account since a move moments ago: this is that move repeated
-        // (its answer was lost), with a fresh nonce. `ClaimRepeat`.
-        if let pair = try facts.device(target.deviceID.value)?.account(link.accountID), pair.state == .active,
-            ClaimRepeat.allows(wonAt: pair.addedAt, now: now)
-        {
-            return .repeated(accountID: link.accountID, spent: used)
+        // The device holds the account by a move with this Apple ID: this is that move repeated
+        // (its answer was lost), with a fresh nonce (`ClaimRepeat`). An account that came onto
+        // the device another way is no Apple move to repeat (`device_already_bound`, below).
+        if ClaimRepeat.holds(try facts.device(target.deviceID.value)?.account(link.accountID), wonAt: link.movedAt) {
+            return .repeated(accountID: link.accountID, method: .apple, wonAt: link.movedAt, spent: used)
         }
         return .holds(accountID: link.accountID, method: .apple, spent: used)
     }
@@ -43,6 +42,7 @@ public struct AppleProof: ClaimProof {
             .of(account), of: move.accountID, at: move.now, because: "the account moved with Sign in with Apple")
         return (
             cancelled + [
+                .recordAppleMove(sub: sub, at: move.now),
                 .audit(AuditEvent(
                     at: move.now, kind: .appleMoved, accountID: move.accountID, deviceID: move.target.deviceID.value,
                     clientAddress: move.clientAddress))

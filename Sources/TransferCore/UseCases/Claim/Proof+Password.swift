@@ -28,7 +28,8 @@ public struct PasswordProof: ClaimProof {
 
 extension TransferService {
     /// The password claim: the open password transfer of `email` whose password is
-    /// `password`, or the one this device claimed within `ClaimRepeat.window` (its repeat).
+    /// `password`, or the latest one this device claimed (its repeat, which the claim's
+    /// transaction holds only while the account is on the device by that claim: `ClaimRepeat`).
     /// Always exactly one verification, whichever it is.
     func claim(email: Email, password: String, _ target: ClaimTarget, clientAddress: String?) async throws -> SessionGrant {
         let transfer = try await store.pendingTransfer(emailKey: email.key)
@@ -37,12 +38,11 @@ extension TransferService {
             observer.claimFailed()
             throw TransferError.tooManyAttempts(retryAfterSeconds: before.secondsUntil(until))
         }
-        // Unknown, expired, open and recently won transfers all cost one verification.
+        // Unknown, expired, open and won transfers all cost one verification.
         var usable = transfer.flatMap { $0.isOpen(at: before) ? $0 : nil }
         var repeated = false
-        if usable == nil,
-            let won = try await store.claimedTransfer(emailKey: email.key, by: target.deviceID.value, since: before - ClaimRepeat.window),
-            won.wasClaimed(by: target.deviceID, repeatableAt: before)
+        if usable == nil, let won = try await store.claimedTransfer(emailKey: email.key, by: target.deviceID.value),
+            won.wasClaimed(by: target.deviceID)
         {
             usable = won
             repeated = true
@@ -58,7 +58,6 @@ extension TransferService {
             try await recordFailure(transferID: repeated ? nil : usable?.id, clientAddress: clientAddress)
             throw TransferError.invalidTransferCredentials
         }
-        if repeated { return try await repeatedClaim(of: usable.accountID, target, clientAddress: clientAddress) }
         return try await claim(
             PasswordProof(transferID: usable.id, accountID: usable.accountID), target, slot: nil, clientAddress: clientAddress)
     }

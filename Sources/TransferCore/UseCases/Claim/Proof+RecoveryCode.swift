@@ -17,8 +17,8 @@ public struct RecoveryCodeProof: ClaimProof {
         guard let code = try facts.recoveryCode(account), code.codeHash.matches(codeHash) else {
             return .refused(.invalidTransferCredentials, spent: [.guessedCode(at: now, clientAddress: clientAddress)])
         }
-        if code.usedByDevice == target.deviceID.value, ClaimRepeat.allows(wonAt: code.usedAt, now: now) {
-            return .repeated(accountID: code.accountID)
+        if code.usedByDevice == target.deviceID.value {
+            return .repeated(accountID: code.accountID, method: .recoveryCode, wonAt: code.usedAt)
         }
         // Used or replaced since: as if unknown.
         guard code.isUsable else {
