@@ -60,7 +60,9 @@ def main():
                     continue  # https:, mailto: …
                 file_part, _, anchor = target.partition("#")
                 dest = os.path.normpath(os.path.join(os.path.dirname(path), file_part)) if file_part else path
-                if not os.path.exists(dest):
+                if not (dest + os.sep).startswith(ROOT + os.sep):
+                    broken.append(f"{name}:{number}: {target}: leads out of the repository (a reader of a clone has nothing there)")
+                elif not os.path.exists(dest):
                     broken.append(f"{name}:{number}: {target}: no such file")
                 elif anchor and dest.endswith(".md") and anchor.lower() not in anchors(dest):
                     broken.append(f"{name}:{number}: {target}: no heading with that anchor")
