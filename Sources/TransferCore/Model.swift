@@ -255,7 +255,7 @@ public enum ClaimRepeat {
 }
 
 /// An account's recovery code, as stored: its hash, and once used, when and by which device.
-public struct RecoveryCodeRecord: Sendable, Equatable {
+public struct RecoveryCodeRecord: Sendable, Equatable, SingleUseSecret {
     public var accountID: String
     public var codeHash: SecretHash
     public var createdAt: Timestamp
@@ -286,7 +286,7 @@ public enum BackupKeyStore: String, Sendable, Codable, CaseIterable {
 }
 
 /// A backup key as stored: its hash, its store, and once used, when and by which device.
-public struct BackupKeyRecord: Sendable, Equatable {
+public struct BackupKeyRecord: Sendable, Equatable, SingleUseSecret {
     public var accountID: String
     public var store: BackupKeyStore
     public var keyHash: SecretHash

@@ -81,6 +81,31 @@ public enum ProofCheck: Sendable, Equatable {
     case refused(TransferError, spent: [Effect] = [])
 }
 
+/// A secret that moves an account once, found by its hash: a recovery code, a backup key.
+public protocol SingleUseSecret {
+    var accountID: String { get }
+    var usedAt: Timestamp? { get }
+    var usedByDevice: String? { get }
+    var isUsable: Bool { get }
+}
+
+extension ProofCheck {
+    /// The check of a single-use secret: one that matches nothing, or that another device
+    /// used (or that was replaced), is refused as a guess; used by this very device, it is
+    /// that device's repeat; else it holds.
+    static func singleUse(
+        _ secret: (some SingleUseSecret)?, method: MoveMethod, target: ClaimTarget, now: Timestamp, clientAddress: String?
+    ) -> ProofCheck {
+        let guessed = ProofCheck.refused(.invalidTransferCredentials, spent: [.guessedCode(at: now, clientAddress: clientAddress)])
+        guard let secret else { return guessed }
+        if secret.usedByDevice == target.deviceID.value {
+            return .repeated(accountID: secret.accountID, method: method, wonAt: secret.usedAt)
+        }
+        guard secret.isUsable else { return guessed }
+        return .holds(accountID: secret.accountID, method: method)
+    }
+}
+
 /// What a claim that was not refused comes to.
 public enum ClaimOutcome: Sendable, Equatable {
     case claimed(SessionGrant)

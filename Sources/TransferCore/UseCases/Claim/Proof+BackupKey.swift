@@ -14,24 +14,17 @@ public struct BackupKeyProof: ClaimProof {
     /// The account's pending transfers too: the move cancels them.
     public var reads: [FactKey] { [.pendingTransfers(.of(account)), .backupKeys(account)] }
 
+    /// The account's key with this hash.
+    private func key(_ facts: Facts) throws -> BackupKeyRecord? {
+        try facts.backupKeys(account).first { $0.keyHash.matches(keyHash) }
+    }
+
     public func check(_ facts: Facts, target: ClaimTarget, now: Timestamp, clientAddress: String?) throws -> ProofCheck {
-        guard let key = try facts.backupKeys(account).first(where: { $0.keyHash.matches(keyHash) }) else {
-            return .refused(.invalidTransferCredentials, spent: [.guessedCode(at: now, clientAddress: clientAddress)])
-        }
-        if key.usedByDevice == target.deviceID.value {
-            return .repeated(accountID: key.accountID, method: .backupKey, wonAt: key.usedAt)
-        }
-        // Used by another device: as if unknown.
-        guard key.isUsable else {
-            return .refused(.invalidTransferCredentials, spent: [.guessedCode(at: now, clientAddress: clientAddress)])
-        }
-        return .holds(accountID: key.accountID, method: .backupKey)
+        .singleUse(try key(facts), method: .backupKey, target: target, now: now, clientAddress: clientAddress)
     }
 
     public func won(_ facts: Facts, move: MoveToDevice) throws -> (effects: [Effect], method: WebhookEvent.ClaimMethod) {
-        guard let key = try facts.backupKeys(account).first(where: { $0.keyHash.matches(keyHash) }) else {
-            throw UndeclaredFact(key: .backupKeys(account))
-        }
+        guard let key = try key(facts) else { throw UndeclaredFact(key: .backupKeys(account)) }
         let device = move.target.deviceID.value
         let effects: [Effect] = [
             .useBackupKey(accountID: move.accountID, store: key.store, deviceID: device, at: move.now),

@@ -14,17 +14,8 @@ public struct RecoveryCodeProof: ClaimProof {
     public var reads: [FactKey] { [.pendingTransfers(.of(account)), .recoveryCode(account)] }
 
     public func check(_ facts: Facts, target: ClaimTarget, now: Timestamp, clientAddress: String?) throws -> ProofCheck {
-        guard let code = try facts.recoveryCode(account), code.codeHash.matches(codeHash) else {
-            return .refused(.invalidTransferCredentials, spent: [.guessedCode(at: now, clientAddress: clientAddress)])
-        }
-        if code.usedByDevice == target.deviceID.value {
-            return .repeated(accountID: code.accountID, method: .recoveryCode, wonAt: code.usedAt)
-        }
-        // Used or replaced since: as if unknown.
-        guard code.isUsable else {
-            return .refused(.invalidTransferCredentials, spent: [.guessedCode(at: now, clientAddress: clientAddress)])
-        }
-        return .holds(accountID: code.accountID, method: .recoveryCode)
+        let code = try facts.recoveryCode(account).flatMap { $0.codeHash.matches(codeHash) ? $0 : nil }
+        return .singleUse(code, method: .recoveryCode, target: target, now: now, clientAddress: clientAddress)
     }
 
     public func won(_ facts: Facts, move: MoveToDevice) throws -> (effects: [Effect], method: WebhookEvent.ClaimMethod) {
