@@ -138,12 +138,14 @@ public struct TokenService: Sendable {
     /// A token whose signature this service verified before is taken from the memo (the same
     /// bytes under the same keys verify the same way); its times are checked again each time.
     func verify(_ token: String, now: Timestamp) async -> AccessClaims? {
-        var known = memo.claims(of: token)
-        if known == nil {
-            known = try? await keys.verify(token, as: AccessClaims.self)
-            if let known { memo.remember(known, of: token) }
+        let claims: AccessClaims
+        if let known = memo.claims(of: token) {
+            claims = known
+        } else {
+            guard let verified = try? await keys.verify(token, as: AccessClaims.self) else { return nil }
+            memo.remember(verified, of: token)
+            claims = verified
         }
-        guard let claims = known else { return nil }
         guard claims.iss.value == issuer, claims.aud.value.contains(audience) else { return nil }
         guard now.date < claims.exp.value, claims.iat.value.timeIntervalSince(now.date) < 60 else { return nil }
         if let nbf = claims.nbf, nbf.value.timeIntervalSince(now.date) > 60 { return nil }

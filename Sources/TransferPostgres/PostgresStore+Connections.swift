@@ -143,8 +143,7 @@ extension PostgresStore {
                     do {
                         value = try await body(conn)
                     } catch {
-                        let logger = logger
-                        _ = try? await Self.guarded(conn, statementLimit, pool: client) { _ = try await conn.query("ROLLBACK", logger: logger) }
+                        try? await run(conn, "ROLLBACK")
                         throw error
                     }
                     do {
