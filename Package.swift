@@ -175,9 +175,69 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // What both test targets share: the in-process harness and client, the fakes of Apple,
+        // App Attest, Play Integrity and a webhook receiver, child processes, the stores under test.
+        .target(
+            name: "TransferTestSupport",
+            dependencies: [
+                "TransferCore",
+                "TransferAttestation",
+                "TransferArgon2",
+                "TransferSQL",
+                "TransferSQLite",
+                "TransferHTTP",
+                "TransferPostgres",
+                "TransferStorage",
+                "TransferSettings",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "TransferKit", package: "TransferKit"),
+                .product(name: "TransferKitTesting", package: "TransferKit"),
+            ],
+            path: "Tests/TransferTestSupport",
+            swiftSettings: strict
+        ),
+        // The fast tier (`./test --fast`): the domain, plans, parsers, verifiers, each store, and
+        // every route through the in-process server. No child process, no second node.
         .testTarget(
             name: "TransferTests",
-            dependencies: [
+            dependencies: ["TransferTestSupport",
+                "TransferCore",
+                "TransferAttestation",
+                "TransferArgon2",
+                "TransferSQL",
+                "TransferSQLite",
+                "TransferHTTP",
+                "TransferPostgres",
+                "TransferStorage",
+                "TransferSettings",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "TransferKit", package: "TransferKit"),
+                .product(name: "TransferKitTesting", package: "TransferKit"),
+            ],
+            swiftSettings: strict
+        ),
+        // The system tier: the binaries as processes (server, CLI, release builds), kill -9 and
+        // restarts, PostgreSQL outages and host walks, two nodes, real sockets, TransferKit against
+        // the real server, and the state machine's long random runs.
+        .testTarget(
+            name: "TransferSystemTests",
+            dependencies: ["TransferTestSupport",
                 "TransferCore",
                 "TransferAttestation",
                 "TransferArgon2",

@@ -25,7 +25,7 @@ dir="${FUZZ_CBOR_DIR:-/tmp/transfer-fuzz-cbor}"
 mkdir -p "$dir/corpus" "$dir/artifacts"
 swiftc -O -sanitize=fuzzer,address -parse-as-library -use-ld=lld -module-name CBORFuzz \
     Sources/TransferAttestation/CBOR.swift \
-    Tests/TransferTests/Helpers/CBOREncoder.swift \
+    Tests/TransferTestSupport/CBOREncoder.swift \
     Tests/Fuzz/CBORFuzz.swift \
     -o "$dir/fuzz-cbor"
 cp -n Tests/Fuzz/cbor-corpus/* "$dir/corpus/" 2>/dev/null || true

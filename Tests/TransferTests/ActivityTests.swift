@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 import TransferCore
 import TransferHTTP
+@testable import TransferTestSupport
 
 /// Contract v1.3, "A launch that changes nothing writes nothing": a login of an open session
 /// within `--activity-resolution` of the pair's last recorded activity writes nothing and
@@ -46,7 +47,7 @@ struct ActivityTests {
                     }
                 }
             }
-            let raw = MigrationTests.RawDatabase(location: location)
+            let raw = RawDatabase(location: location)
             var marks: [String] = []
             for table in try await raw.strings("SELECT tablename::text FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename") {
                 marks += try await raw.strings(

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TransferCore
 import TransferHTTP
+@testable import TransferTestSupport
 
 /// Contract v1.1, "Sign in with Apple", with the team's key configured: the link exchanges the
 /// authorization code and keeps Apple's refresh token, which is revoked at Apple (after the
@@ -33,14 +34,6 @@ struct AppleCodeExchangeTests {
         return try await api.call(.put, "/v1/me/apple", json: body, token: access)
     }
 
-    /// Waits (up to 10 s) until the fake Apple has recorded the revocation of `token`.
-    func revoked(_ apple: FakeApple, _ token: String) async throws -> Bool {
-        for _ in 0..<200 {
-            if apple.revokedTokens.contains(token) { return true }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        return false
-    }
 
     @Test("the link keeps Apple's refresh token out of every answer and log; another Apple ID, unlink and deletion revoke the one kept",
           arguments: StoreKind.available)
@@ -65,19 +58,19 @@ struct AppleCodeExchangeTests {
             let second = "001234.exchange-2.0101"
             #expect(try await link(api, apple, harness, access, sub: second, code: apple.authorizationCode(sub: second)).status == .created)
             let t3 = try #require(apple.refreshTokens(for: second).first)
-            #expect(try await revoked(apple, t2), "the replaced Apple ID's token is revoked")
+            #expect(try await apple.eventuallyRevoked(t2), "the replaced Apple ID's token is revoked")
             let revocation = try #require(apple.revocations.withLock { $0.first })
             #expect(revocation.clientID == FakeApple.bundleID && revocation.hint == "refresh_token", "\(revocation)")
             #expect(!apple.revokedTokens.contains(t1), "the token replaced by a new code of the same Apple ID is not revoked")
 
             #expect(try await api.call(.delete, "/v1/me/apple", token: access).status == .noContent)
-            #expect(try await revoked(apple, t3), "unlink revokes")
+            #expect(try await apple.eventuallyRevoked(t3), "unlink revokes")
 
             let third = "001234.exchange-3.0101"
             #expect(try await link(api, apple, harness, access, sub: third, code: apple.authorizationCode(sub: third)).status == .created)
             let t4 = try #require(apple.refreshTokens(for: third).first)
             #expect(try await api.call(.delete, "/v1/me", token: access).status == .noContent)
-            #expect(try await revoked(apple, t4), "deleting the account revokes (App Store guideline 5.1.1(v))")
+            #expect(try await apple.eventuallyRevoked(t4), "deleting the account revokes (App Store guideline 5.1.1(v))")
 
             let logs = harness.logs.all
             for token in [t1, t2, t3, t4] {
@@ -151,42 +144,6 @@ struct AppleCodeExchangeTests {
                 again = apple.revokedTokens.contains(token)
             }
             #expect(again, "sent again once the first wait (5 s) has passed")
-        }
-    }
-
-    @Test("through the real server binary and its flags: link with a code, unlink; the token is revoked and never in the server's log",
-          arguments: StoreKind.available)
-    func realServer(kind: StoreKind) async throws {
-        try await FakeApple.run { apple in
-            try await kind.withDatabaseLocation { location, _ in
-                let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-\(UUID().uuidString).p8")
-                try apple.teamKey.pemRepresentation.write(to: keyFile, atomically: true, encoding: .utf8)
-                defer { try? FileManager.default.removeItem(at: keyFile) }
-                let node = try Node(database: location.argument, extra: [
-                    "--apple-client-ids", "\(FakeApple.bundleID),\(FakeApple.servicesID)", "--apple-jwks-url", apple.jwksURL,
-                    "--apple-team-id", FakeApple.teamID, "--apple-key-id", FakeApple.keyID, "--apple-private-key", keyFile.path,
-                    "--apple-token-url", apple.baseURL + "/auth/token", "--apple-revoke-url", apple.baseURL + "/auth/revoke",
-                ])
-                defer { node.stop() }
-                #expect(try await node.waitReady())
-                let (_, session) = try node.post("/v1/devices/login", TwoNodeTests.body(Device()))
-                let access = try #require(session["accessToken"] as? String, "\(session)")
-                let (_, issued) = try node.post("/v1/apple/nonce", "{}")
-                let nonce = try #require(issued["nonce"] as? String, "\(issued)")
-                let sub = "001234.binary.0101"
-                let body = try JSONSerialization.data(withJSONObject: [
-                    "identityToken": try apple.token(apple.claims(sub: sub, nonce: nonce, now: Timestamp(Date()))), "nonce": nonce,
-                    "authorizationCode": apple.authorizationCode(sub: sub),
-                ])
-                let bearer = Node.auth(access)
-                let linked = try await Curl.callOffPool(
-                    ["-X", "PUT", "-H", "Content-Type: application/json"] + bearer + ["-d", String(decoding: body, as: UTF8.self), "\(node.base)/v1/me/apple"])
-                #expect(linked.status == 201, "\(linked.body)")
-                let token = try #require(apple.refreshTokens(for: sub).first, "the server exchanged the code")
-                #expect(try await Curl.callOffPool(["-X", "DELETE"] + bearer + ["\(node.base)/v1/me/apple"]).status == 204)
-                #expect(try await revoked(apple, token), "unlink revokes at Apple")
-                #expect(!(try node.log()).contains(token))
-            }
         }
     }
 }

@@ -3,6 +3,7 @@ import Testing
 import TransferCore
 import TransferHTTP
 import _CryptoExtras
+@testable import TransferTestSupport
 
 /// Contract v1.1, "Sign in with Apple": linking an account, against a fake Apple on a local
 /// socket (no test needs the internet), on every store.
@@ -193,10 +194,10 @@ struct AppleTests {
             let nonce = try await api.appleNonce()
             let sub = "001234.support-sees.0101"
             _ = try await api.linkApple(try session.accessToken, token: try apple.token(apple.claims(sub: sub, nonce: nonce, now: harness.clock.now())), nonce: nonce)
-            let json = try CLITests.transfer(["account", try session.accountID, "--json"], database: harness.databaseArgument)
+            let json = try CLI.transfer(["account", try session.accountID, "--json"], database: harness.databaseArgument)
             let link = try #require(try json.json["apple"] as? [String: Any], "\(json)")
             #expect(link["email"] as? String == "mia@privaterelay.appleid.com" && link["isPrivateEmail"] as? Bool == true)
-            let text = try CLITests.transfer(["account", try session.accountID], database: harness.databaseArgument)
+            let text = try CLI.transfer(["account", try session.accountID], database: harness.databaseArgument)
             #expect(text.out.contains("Apple ID") && text.out.range(of: #"private relay\s+yes"#, options: .regularExpression) != nil, "\(text.out)")
             #expect(!text.out.contains(sub) && !json.out.contains(sub))
         }
@@ -244,7 +245,7 @@ struct AppleTests {
             let link = try me.json["apple"] as? [String: Any]
             #expect(me["migrationFlag"] as? Bool == false && link != nil, "\(me.text)")
             #expect(me["transferId"] as? String == b.id)
-            let history = try CLITests.transfer(["history", account, "--json"], database: harness.databaseArgument)
+            let history = try CLI.transfer(["history", account, "--json"], database: harness.databaseArgument)
             let kinds = (try history.json["events"] as? [[String: Any]])?.compactMap { $0["kind"] as? String } ?? []
             #expect(kinds.suffix(3).sorted() == ["apple.moved", "device.moved", "transfer.cancelled"], "\(kinds)")
         }
@@ -336,7 +337,7 @@ struct AppleTests {
             let sub = "001234.forwarding.0101"
             let (_, session) = try await linkedPhone(api, apple, harness, sub: sub)
             _ = try await api.call(.post, "/v1/apple/notifications", json: try apple.notification("email-disabled", sub: sub, now: harness.clock.now()))
-            let link = try CLITests.transfer(["account", try session.accountID, "--json"], database: harness.databaseArgument).json["apple"] as? [String: Any]
+            let link = try CLI.transfer(["account", try session.accountID, "--json"], database: harness.databaseArgument).json["apple"] as? [String: Any]
             #expect(link?["emailForwarding"] as? Bool == false, "\(String(describing: link))")
         }
     }

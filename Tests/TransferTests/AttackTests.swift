@@ -3,6 +3,7 @@ import HTTPTypes
 import NIOCore
 import Testing
 import TransferCore
+@testable import TransferTestSupport
 
 @Suite("Brute force and garbage")
 struct AttackTests {

@@ -4,6 +4,7 @@ import Testing
 import TransferAttestation
 import TransferCore
 import TransferHTTP
+@testable import TransferTestSupport
 
 /// Contract v1.2, "Device attestation for new accounts", through the HTTP API: the challenge,
 /// the login's `attestation` object in monitor and enforce mode, what the device records,
@@ -339,21 +340,21 @@ struct AttestationServerTests {
             _ = try await Self.login(api, apple, newAccount: true)
             let db = harness.databaseArgument
 
-            let text = try CLITests.transfer(["account", account], database: db)
+            let text = try CLI.transfer(["account", account], database: db)
             #expect(text.code == 0, "\(text)")
             #expect(text.out.contains("ATTESTATION") && text.out.contains("verified (apple)"), "\(text.out)")
-            let json = try CLITests.transfer(["account", other, "--json"], database: db).json
+            let json = try CLI.transfer(["account", other, "--json"], database: db).json
             let device = try #require((json["devices"] as? [[String: Any]])?.first)
             let attestation = try #require(device["attestation"] as? [String: Any], "\(device)")
             #expect(attestation["outcome"] as? String == "failed: signature" && attestation["platform"] as? String == "android", "\(attestation)")
             #expect(attestation["keyId"] == nil, "Play Integrity certifies no key")
-            let appleJSON = try CLITests.transfer(["account", account, "--json"], database: db).json
+            let appleJSON = try CLI.transfer(["account", account, "--json"], database: db).json
             let appleDevice = try #require((appleJSON["devices"] as? [[String: Any]])?.first?["attestation"] as? [String: Any])
             #expect((appleDevice["keyId"] as? String)?.isEmpty == false && appleDevice["counter"] as? Int == 0, "\(appleDevice)")
 
-            let stats = try CLITests.transfer(["stats"], database: db)
+            let stats = try CLI.transfer(["stats"], database: db)
             #expect(stats.out.contains("accounts created, attestation verified") && stats.out.contains("accounts created, attestation failed"), "\(stats.out)")
-            let counts = try #require(try CLITests.transfer(["stats", "--json"], database: db).json["accountsCreatedLast24h"] as? [String: Int])
+            let counts = try #require(try CLI.transfer(["stats", "--json"], database: db).json["accountsCreatedLast24h"] as? [String: Int])
             #expect(counts == ["verified": 2, "missing": 0, "failed": 1, "unchecked": 0], "the second account of the verified device counts as verified: \(counts)")
         }
     }
@@ -467,7 +468,7 @@ struct AttestationServerTests {
             let phone = Device()
             let account = "a1100000-0000-4000-8000-000000000001"
             let at = Timestamp(FakeAppAttest.now).milliseconds - 86_400_000
-            let raw = MigrationTests.RawDatabase(location: location)
+            let raw = RawDatabase(location: location)
             try await raw.migrate(through: 11)
             try await raw.run([
                 ("INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)", [.text(account), .text(phone.id), .int(at)]),

@@ -3,6 +3,7 @@ import Foundation
 import Testing
 import TransferAttestation
 import X509
+@testable import TransferTestSupport
 
 /// Contract v1.2, "Device attestation for new accounts": the verifiers on their own, against
 /// a private App Attest CA and Play Integrity keys made here (Helpers/FakeAttestation.swift).

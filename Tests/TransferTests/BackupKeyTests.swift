@@ -3,6 +3,7 @@ import HTTPTypes
 import Testing
 import TransferCore
 import TransferHTTP
+@testable import TransferTestSupport
 
 /// Contract v1.3, "Backup keys: a way back the user never sees" and "A won claim can always be
 /// repeated by the device that won it".
@@ -256,12 +257,12 @@ struct BackupKeyTests {
                 found.add(try session.accountID, used, kept, b.id)
             }
             let (account, used, kept, b) = (found.all[0], found.all[1], found.all[2], found.all[3])
-            let text = try CLITests.transfer(["account", account], database: harness.databaseArgument)
+            let text = try CLI.transfer(["account", account], database: harness.databaseArgument)
             #expect(text.code == 0, "\(text)")
             #expect(text.out.contains("Backup keys") && text.out.contains("icloud-keychain") && text.out.contains("not used (a way back)"), "\(text.out)")
             #expect(text.out.contains("block-store") && text.out.contains("by device \(b)"), "\(text.out)")
             #expect(!text.out.contains(used) && !text.out.contains(kept), "never a key: \(text.out)")
-            let json = try CLITests.transfer(["account", account, "--json"], database: harness.databaseArgument)
+            let json = try CLI.transfer(["account", account, "--json"], database: harness.databaseArgument)
             let keys = try #require(try json.json["backupKeys"] as? [[String: Any]], "\(json.out)")
             #expect(keys.map { $0["store"] as? String ?? "?" } == ["block-store", "icloud-keychain"])
             #expect(keys[0]["usedAt"] is String && keys[0]["usedByDeviceId"] as? String == b && keys[1]["usedAt"] == nil, "\(keys)")

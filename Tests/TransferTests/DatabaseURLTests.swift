@@ -3,6 +3,7 @@ import Testing
 import TransferCore
 import TransferHTTP
 import TransferSettings
+@testable import TransferTestSupport
 
 /// Contract v1.3: `--database` takes libpq's multi-host form; a bad one is refused at start,
 /// by the server and by the CLI, in one line that says what is wrong.
@@ -105,7 +106,7 @@ struct DatabaseURLTests {
         #expect(server.err.contains("--database") && server.err.contains("a port is 1 to 65535"), "\(server)")
         #expect(!server.err.contains("pw@"), "\(server)")
 
-        let cli = try CLITests.transfer(["account", "someone"], database: bad)
+        let cli = try CLI.transfer(["account", "someone"], database: bad)
         #expect(cli.code != 0, "\(cli)")
         #expect(cli.err.split(separator: "\n").count == 1, "\(cli)")
         #expect(cli.err.contains("a port is 1 to 65535"), "\(cli)")

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Testing
 import TransferCore
+@testable import TransferTestSupport
 
 /// Contract v1.1, "Deleting an account" (App Store guideline 5.1.1(v), the GDPR's right to
 /// erasure), told through the app's and support's calls, on every store.
@@ -86,20 +87,20 @@ struct DeletionTests {
                 let phone = Device()
                 let session = try await api.login(phone)
                 let account = try session.accountID
-                let run = try CLITests.transfer(["delete-account", account, "--reason", "ticket 51: user asked by email"], database: harness.databaseArgument)
+                let run = try CLI.transfer(["delete-account", account, "--reason", "ticket 51: user asked by email"], database: harness.databaseArgument)
                 #expect(run.code == 0, "\(run)")
                 #expect(try await InactiveAccountTests.deletions(parts.store).map(\.reason) == ["support"], "account.deleted says support deleted it")
                 #expect(run.out.contains("Deleted account \(account)"))
                 #expect(try await api.login(phone).error == "account_deleted")
                 #expect(try await api.me(session.accessToken).status == .unauthorized)
-                let again = try CLITests.transfer(["delete-account", account, "--reason", "again", "--json"], database: harness.databaseArgument)
+                let again = try CLI.transfer(["delete-account", account, "--reason", "again", "--json"], database: harness.databaseArgument)
                 #expect(again.code == 0)
                 #expect(again.out.contains("already deleted"))
-                let issue = try CLITests.transfer(["issue", account, "--email", "back@example.com", "--reason", "x"], database: harness.databaseArgument)
+                let issue = try CLI.transfer(["issue", account, "--email", "back@example.com", "--reason", "x"], database: harness.databaseArgument)
                 #expect(issue.code == 3, "\(issue)")
-                let shown = try CLITests.transfer(["account", account], database: harness.databaseArgument)
+                let shown = try CLI.transfer(["account", account], database: harness.databaseArgument)
                 #expect(shown.out.contains("deleted"), "\(shown)")
-                let history = try CLITests.transfer(["history", account], database: harness.databaseArgument)
+                let history = try CLI.transfer(["history", account], database: harness.databaseArgument)
                 #expect(history.out.contains("account.deleted"))
                 #expect(history.out.contains("ticket 51"), "the operator's reason stays with the tombstone")
             }

@@ -3,6 +3,7 @@ import HTTPTypes
 import Testing
 import TransferCore
 import TransferHTTP
+@testable import TransferTestSupport
 
 /// Contract v1.3, "Security round 3": changing a way back needs the device, not only a token.
 /// A stolen 15-minute access token could replace the user's recovery code (the printed one then
@@ -19,7 +20,7 @@ struct DeviceProofTests {
         try await FakeApple.run { apple in
             try await FakeWebhookReceiver.run { receiver in
                 let url = receiver.url
-                try await TransferTests.withServer(kind, configure: {
+                try await TransferTestSupport.withServer(kind, configure: {
                     apple.configure(&$0)
                     FakeWebhookReceiver.configure(&$0, url: url)
                     configure(&$0)

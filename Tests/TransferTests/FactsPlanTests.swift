@@ -1,6 +1,7 @@
 import Testing
 import TransferCore
 import TransferSQL
+@testable import TransferTestSupport
 
 /// How any list of facts is read, without a database: the statements a store is asked to run.
 @Suite("Facts read by their declarations")

@@ -3,6 +3,7 @@ import GRDB
 import Testing
 import TransferCore
 @testable import TransferSQLite
+@testable import TransferTestSupport
 
 /// SQLite writes from concurrent requests share transactions; each request must still be
 /// all-or-nothing on its own, and be answered only once its transaction has committed.

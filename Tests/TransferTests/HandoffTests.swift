@@ -3,23 +3,19 @@ import HTTPTypes
 import Testing
 import TransferCore
 import TransferHTTP
+@testable import TransferTestSupport
 
 /// Sibling apps: the signed-in host app hands its account to a sibling app with a one-time
 /// code bound to the sibling's client id and its PKCE S256 challenge (contract v1.1).
 @Suite("Sibling-app hand-off")
 struct HandoffTests {
-    static let news = "com.example.news"
-    static let travel = "com.example.travel"
+    static let news = Handoff.news, travel = Handoff.travel
+    typealias PKCEPair = Handoff.PKCEPair
 
     static func configure(_ config: inout ServerConfiguration) {
         config.handoff = HandoffPolicy(clients: [news, travel])
     }
 
-    /// What the sibling app keeps while it waits for the host: its verifier, and the challenge it sends.
-    struct PKCEPair {
-        let verifier = RandomToken.make()
-        var challenge: String { PKCE.challenge(for: verifier) }
-    }
 
     /// The host asks for a code for `client` with `pkce`'s challenge; returns the code.
     static func code(_ api: Client, host token: String, client: String = news, pkce: PKCEPair) async throws -> String {
@@ -44,7 +40,6 @@ struct HandoffTests {
     }
 
     /// The claims of an access token (its payload, unverified: the server verified it).
-    static func claims(_ token: String) throws -> [String: Any] { try TokenAttackTests.parts(token).payload }
 
     @Test("the whole hand-off: the sibling gets a session for the host's account with azp and did; it may read and refresh, not act for the host", arguments: StoreKind.available)
     func wholeHandoff(kind: StoreKind) async throws {
@@ -68,17 +63,17 @@ struct HandoffTests {
                 #expect(sibling["deviceId"] as? String == phone.id)
                 #expect(sibling["created"] as? Bool == false)
                 #expect(try sibling.accounts.map { "\($0.id) \($0.current)" } == ["\(try host.accountID) true"], "a sibling holds the one account")
-                let claims = try Self.claims(try sibling.accessToken)
+                let claims = try TokenText.claims(try sibling.accessToken)
                 #expect(claims["azp"] as? String == Self.news)
                 #expect(claims["did"] as? String == phone.id)
                 #expect(claims["sub"] as? String == (try host.accountID))
-                #expect(try Self.claims(try host.accessToken)["azp"] == nil, "the host app's tokens carry no azp")
+                #expect(try TokenText.claims(try host.accessToken)["azp"] == nil, "the host app's tokens carry no azp")
 
                 #expect(try await api.me(try sibling.accessToken).status == .ok)
                 let refreshed = try await api.call(.post, "/v1/tokens/refresh", json: ["refreshToken": try sibling.refreshToken])
                 #expect(refreshed.status == .ok, "\(refreshed.text)")
                 #expect(try refreshed.refreshToken != (try sibling.refreshToken), "a sibling's refresh rotates")
-                #expect(try Self.claims(try refreshed.accessToken)["azp"] as? String == Self.news)
+                #expect(try TokenText.claims(try refreshed.accessToken)["azp"] as? String == Self.news)
                 let token = try refreshed.accessToken
 
                 // Acting for the host's device or account is the host app's.
@@ -97,7 +92,7 @@ struct HandoffTests {
                 #expect(try await api.me(try host.accessToken)["migrationFlag"] as? Bool == false, "nothing the sibling tried changed the account")
 
                 // Support sees the open sibling session, never its token.
-                let shown = try CLITests.transfer(["account", try host.accountID, "--json"], database: harness.databaseArgument)
+                let shown = try CLI.transfer(["account", try host.accountID, "--json"], database: harness.databaseArgument)
                 let report = try #require(try JSONSerialization.jsonObject(with: Data(shown.out.utf8)) as? [String: Any], "\(shown)")
                 let listed = report["siblingSessions"] as? [[String: Any]]
                 #expect(listed?.map { $0["clientId"] as? String } == [Self.news], "\(shown.out)")
@@ -109,7 +104,7 @@ struct HandoffTests {
                 #expect(try await api.me(token).error == "invalid_token")
                 #expect(try await api.call(.post, "/v1/tokens/refresh", json: ["refreshToken": try refreshed.refreshToken]).status == .unauthorized)
                 #expect(try await api.me(try host.accessToken).status == .ok, "the host stays signed in")
-                let history = try CLITests.transfer(["history", try host.accountID], database: harness.databaseArgument)
+                let history = try CLI.transfer(["history", try host.accountID], database: harness.databaseArgument)
                 #expect(history.out.contains("session.handoff"), "\(history.out)")
             }
         }

@@ -5,6 +5,7 @@ import TransferCore
 import TransferHTTP
 import TransferSQL
 import TransferStorage
+@testable import TransferTestSupport
 
 /// Contract v1.2, "Inactive accounts": with `--inactive-account-ttl` the pruner erases, as
 /// `DELETE /v1/me` does, what nobody used for that long, and never what holds something (a
@@ -62,7 +63,7 @@ struct InactiveAccountTests {
                 #expect(report.recentEvents.map(\.kind) == [.accountDeleted] && report.recentEvents.first?.actor == .system,
                         "only the tombstone stays, by the system: \(report.recentEvents)")
                 #expect(try await store.findAccounts("idle.user@example.com").isEmpty, "the transfer's email went with the account")
-                let raw = MigrationTests.RawDatabase(location: location)
+                let raw = RawDatabase(location: location)
                 #expect(try await raw.strings("SELECT COALESCE(last_address, 'none') FROM device_accounts WHERE account_id = '\(gone)'") == ["none"],
                         "the address its logins recorded is erased")
                 #expect(try await raw.strings("SELECT id FROM transfers WHERE account_id = '\(gone)'").isEmpty)
@@ -286,27 +287,27 @@ struct InactiveAccountTests {
                 _ = try await api.login(Device())
                 let db = harness.databaseArgument
 
-                let json = try CLITests.transfer(["inactive", "--inactive-account-ttl", "90d", "--json"], database: db)
+                let json = try CLI.transfer(["inactive", "--inactive-account-ttl", "90d", "--json"], database: db)
                 #expect(json.code == 0, "\(json)")
                 #expect(try json.json["erasable"] as? Int == 2)
                 #expect(try json.json["protectedInactive"] as? Int == 1)
                 #expect(try json.json["protected"] as? Int == 1)
-                let text = try CLITests.transfer(["inactive", "--inactive-account-ttl", "90d"], database: db)
+                let text = try CLI.transfer(["inactive", "--inactive-account-ttl", "90d"], database: db)
                 #expect(text.code == 0 && text.out.contains("to be erased") && text.out.contains("2 ("), "\(text)")
-                #expect(try CLITests.transfer(["inactive", "--inactive-account-ttl", "120d", "--json"], database: db).json["erasable"] as? Int == 0,
+                #expect(try CLI.transfer(["inactive", "--inactive-account-ttl", "120d", "--json"], database: db).json["erasable"] as? Int == 0,
                         "nobody is 120 days idle")
                 for id in idle + [kept] {
                     #expect(try await parts.store.report(accountID: id, at: Timestamp(Date()), recentEvents: 1)?.deletedAt == nil, "nothing erased")
                 }
-                let off = try CLITests.transfer(["inactive"], database: db)
+                let off = try CLI.transfer(["inactive"], database: db)
                 #expect(off.code == 2 && off.err.contains("--inactive-account-ttl"), "without the TTL: a usage error that names it: \(off)")
-                let short = try CLITests.transfer(["inactive", "--inactive-account-ttl", "7d"], database: db)
+                let short = try CLI.transfer(["inactive", "--inactive-account-ttl", "7d"], database: db)
                 #expect(short.code == 2 && short.err.contains("30d"), "\(short)")
 
-                let shown = try CLITests.transfer(["account", kept, "--json"], database: db)
+                let shown = try CLI.transfer(["account", kept, "--json"], database: db)
                 #expect(try shown.json["protected"] as? Bool == true && (try shown.json["protectedAt"] as? String) != nil, "\(shown)")
-                #expect(try CLITests.transfer(["account", idle[0], "--json"], database: db).json["protected"] as? Bool == false)
-                #expect(try CLITests.transfer(["account", kept], database: db).out.contains("protected"))
+                #expect(try CLI.transfer(["account", idle[0], "--json"], database: db).json["protected"] as? Bool == false)
+                #expect(try CLI.transfer(["account", kept], database: db).out.contains("protected"))
             }
         }
     }
@@ -318,7 +319,7 @@ struct InactiveAccountTests {
             let idle = Device(), busy = Device()
             let idleID = "b1100000-0000-4000-8000-000000000001", busyID = "b1100000-0000-4000-8000-000000000002"
             let now = Timestamp(Date()).milliseconds, day: Int64 = 86_400_000
-            let raw = MigrationTests.RawDatabase(location: location)
+            let raw = RawDatabase(location: location)
             try await raw.migrate(through: 11)
             try await raw.run([
                 ("INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)", [.text(idleID), .text(idle.id), .int(now - 200 * day)]),

@@ -5,6 +5,7 @@ import Testing
 import TransferCore
 @testable import TransferHTTP
 import TransferSettings
+@testable import TransferTestSupport
 
 /// API.md "Security round 3", signing keys at rest: with `--key-encryption-key-file` the
 /// signing keys are stored sealed (AES-256-GCM, the kid as associated data), plain ones are
@@ -13,24 +14,10 @@ import TransferSettings
 @Suite("Signing keys at rest")
 struct KeyEncryptionTests {
     /// A key-encryption key and its file (base64 and a line break, as `openssl rand -base64 32 >FILE` writes it).
-    struct KEKFile {
-        let base64: String
-        let key: KeyEncryptionKey
-        let url: URL
-        var path: String { url.path }
-
-        init() throws {
-            base64 = Data(RandomToken.randomBytes(32)).base64EncodedString()
-            key = try #require(KeyEncryptionKey(base64: base64))
-            url = try ConfigurationTests.secretFile(base64 + "\n")
-        }
-
-        func remove() { try? FileManager.default.removeItem(at: url) }
-    }
 
     /// The `signing_keys` rows as a backup holds them: kid and private_key, oldest first.
     static func rows(_ harness: Harness) async throws -> [(kid: String, privateKey: String)] {
-        let raw = MigrationTests.RawDatabase(location: harness.configuration.database)
+        let raw = RawDatabase(location: harness.configuration.database)
         let kids = try await raw.strings("SELECT kid FROM signing_keys ORDER BY created_at, kid")
         let keys = try await raw.strings("SELECT private_key FROM signing_keys ORDER BY created_at, kid")
         return Array(zip(kids, keys))
@@ -115,7 +102,7 @@ struct KeyEncryptionTests {
                         try await node.run { api, _ in
                             let me = try await api.me(token), signed = try await api.login(device).accessToken
                             #expect(me.status == .ok, "a token of the plain key verifies after it was sealed")
-                            #expect(try KeyRotationTests.kid(signed) == KeyRotationTests.kid(token), "the same key signs")
+                            #expect(try TokenText.kid(signed) == TokenText.kid(token), "the same key signs")
                         }
                     }
                 }
@@ -124,7 +111,7 @@ struct KeyEncryptionTests {
             let sealed = try await Self.rows(plain)
             #expect(sealed.map(\.kid) == plainRows.map(\.kid), "no key added or lost")
             #expect(sealed.allSatisfy { $0.privateKey.hasPrefix("v1.aesgcm:\(kek.key.id):") }, "the retired key too")
-            let events = try await MigrationTests.RawDatabase(location: plain.configuration.database).strings(
+            let events = try await RawDatabase(location: plain.configuration.database).strings(
                 "SELECT actor || ' ' || reason FROM audit_events WHERE kind = 'signing_key.encrypted'")
             #expect(events.count == 1 && events[0].hasPrefix("system 2 signing key(s) encrypted with key-encryption key \(kek.key.id)"), "\(events)")
             #expect(!events.joined().contains(kek.base64))
@@ -163,13 +150,13 @@ struct KeyEncryptionTests {
             let unchanged = try await Self.rows(harness)
 
             // Without the old file the sealed keys cannot be opened: nothing changes.
-            let blind = try CLITests.transfer(["keys", "rotate-kek", "--new-key-file", new.path, "--reason", "yearly"], database: database)
+            let blind = try CLI.transfer(["keys", "rotate-kek", "--new-key-file", new.path, "--reason", "yearly"], database: database)
             #expect(blind.code == 2 && blind.err.contains("--key-encryption-key-file") && lines(of: blind.err).count == 1, "\(blind)")
-            let bad = try CLITests.transfer(["keys", "rotate-kek", "--new-key-file", "/nonexistent", "--reason", "yearly"], database: database)
+            let bad = try CLI.transfer(["keys", "rotate-kek", "--new-key-file", "/nonexistent", "--reason", "yearly"], database: database)
             #expect(bad.code == 2 && bad.err.contains("--new-key-file: cannot read '/nonexistent'"), "\(bad)")
             #expect(try await Self.rows(harness).map(\.privateKey) == unchanged.map(\.privateKey))
 
-            let run = try CLITests.transfer(
+            let run = try CLI.transfer(
                 ["keys", "rotate-kek", "--new-key-file", new.path, "--key-encryption-key-file", old.path, "--reason", "ticket 77", "--json"],
                 database: database)
             #expect(run.code == 0, "\(run)")
@@ -177,15 +164,15 @@ struct KeyEncryptionTests {
             let rows = try await Self.rows(harness)
             #expect(rows.map(\.kid) == unchanged.map(\.kid))
             #expect(rows.allSatisfy { $0.privateKey.hasPrefix("v1.aesgcm:\(new.key.id):") }, "\(rows.map { $0.privateKey.prefix(24) })")
-            let again = try CLITests.transfer(
+            let again = try CLI.transfer(
                 ["keys", "rotate-kek", "--new-key-file", new.path, "--key-encryption-key-file", old.path, "--reason", "twice"], database: database)
             #expect(again.code == 0 && again.out.contains("already"), "\(again)")
 
-            let listed = try CLITests.transfer(["keys", "list", "--json"], database: database)
+            let listed = try CLI.transfer(["keys", "list", "--json"], database: database)
             let keys = try #require(try listed.json["keys"] as? [[String: Any]])
             #expect(keys.allSatisfy { $0["encryptedWith"] as? String == new.key.id }, "\(listed.out)")
 
-            let events = try await MigrationTests.RawDatabase(location: harness.configuration.database).strings(
+            let events = try await RawDatabase(location: harness.configuration.database).strings(
                 "SELECT actor || ' ' || reason FROM audit_events WHERE kind = 'signing_key.encrypted'")
             #expect(events.count == 1, "\(events)")
             #expect(events.first?.hasPrefix("operator:agent-smith 2 signing key(s) encrypted with key-encryption key \(new.key.id) (was: \(old.key.id)): ticket 77") == true, "\(events)")
@@ -198,7 +185,7 @@ struct KeyEncryptionTests {
             try await Self.restarted(harness, kek: new.key).run { api, _ in
                 let me = try await api.me(token), signed = try await api.login(device).accessToken
                 #expect(me.status == .ok, "a token signed before the re-encryption verifies")
-                #expect(try KeyRotationTests.kid(signed) == KeyRotationTests.kid(token))
+                #expect(try TokenText.kid(signed) == TokenText.kid(token))
             }
         }
     }
@@ -247,13 +234,13 @@ struct KeyEncryptionTests {
             try await harness.run { api, _ in _ = try await api.login(Device()) }
             let database = harness.databaseArgument
             // On plain keys with the flag: the new key is sealed, and so is the old one, in the same transaction.
-            let rotated = try CLITests.transfer(
+            let rotated = try CLI.transfer(
                 ["keys", "rotate", "--key-encryption-key-file", kek.path, "--reason", "encrypt from now on", "--json"], database: database)
             #expect(rotated.code == 0, "\(rotated)")
             let rows = try await Self.rows(harness)
             #expect(rows.count == 2 && rows.allSatisfy { $0.privateKey.hasPrefix("v1.aesgcm:\(kek.key.id):") }, "\(rows.map(\.kid))")
 
-            let plain = try CLITests.transfer(["keys", "rotate", "--reason", "no file"], database: database)
+            let plain = try CLI.transfer(["keys", "rotate", "--reason", "no file"], database: database)
             #expect(plain.code == 2 && plain.err.contains("no key was made") && plain.err.contains("--key-encryption-key-file"), "\(plain)")
             #expect(try await Self.rows(harness).count == 2, "no plain key beside sealed ones")
             try await Self.restarted(harness, kek: kek.key).run { api, _ in _ = try await api.login(Device()) }
@@ -276,14 +263,14 @@ struct KeyEncryptionTests {
             _ = try await Self.tokenAfterARotation(harness, kek: kek.key)
             let rows = try await Self.rows(harness)
             try #require(rows.count == 2)
-            try await MigrationTests.RawDatabase(location: harness.configuration.database).run([
+            try await RawDatabase(location: harness.configuration.database).run([
                 ("UPDATE signing_keys SET private_key = ? WHERE kid = ?", [.text(rows[1].privateKey), .text(rows[0].kid)]),
                 ("UPDATE signing_keys SET private_key = ? WHERE kid = ?", [.text(rows[0].privateKey), .text(rows[1].kid)]),
             ])
             let failure = await Self.startFailure(Self.restarted(harness, kek: kek.key))
             #expect(failure?.hasPrefix("signing key ") == true && failure?.contains("does not decrypt with key-encryption key \(kek.key.id)") == true,
                     "\(failure ?? "started")")
-            let rotateKEK = try CLITests.transfer(
+            let rotateKEK = try CLI.transfer(
                 ["keys", "rotate-kek", "--new-key-file", try KEKFile().path, "--key-encryption-key-file", kek.path, "--reason", "r"],
                 database: harness.databaseArgument)
             #expect(rotateKEK.code == 2 && rotateKEK.err.contains("does not decrypt"), "\(rotateKEK)")
@@ -315,7 +302,7 @@ extension ConfigurationTests {
     @Test("--key-encryption-key-file: 32 bytes in base64, spaces and line breaks trimmed; anything else refused in one line that never shows the file")
     func keyEncryptionKeyFile() throws {
         let key = Data(RandomToken.randomBytes(32)).base64EncodedString()
-        let good = try Self.secretFile("\n " + key + "\n\n")
+        let good = try SecretFile.make("\n " + key + "\n\n")
         defer { try? FileManager.default.removeItem(at: good) }
         let expected = try #require(KeyEncryptionKey(base64: key))
         #expect(try Self.load(["--key-encryption-key-file", good.path]).keyEncryptionKey?.id == expected.id)
@@ -324,7 +311,7 @@ extension ConfigurationTests {
 
         for content in [Data(RandomToken.randomBytes(16)).base64EncodedString(), Data(RandomToken.randomBytes(33)).base64EncodedString(),
                         "not base64 at all", key + "x", ""] {
-            let bad = try Self.secretFile(content)
+            let bad = try SecretFile.make(content)
             defer { try? FileManager.default.removeItem(at: bad) }
             for (arguments, environment, source) in [
                 (["--key-encryption-key-file", bad.path], [String: String](), "--key-encryption-key-file"),
@@ -343,30 +330,5 @@ extension ConfigurationTests {
     }
 }
 
-extension ProcessTests {
-    @Test("transfer-server refuses an invalid --key-encryption-key-file and keys under another one with exit 2 (not restarted), each in one line")
-    func keyEncryptionKeyAtStart() async throws {
-        let database = TempDatabase()
-        defer { database.remove() }
-        let kek = try KeyEncryptionTests.KEKFile(), other = try KeyEncryptionTests.KEKFile(), bad = try ConfigurationTests.secretFile("short")
-        defer { kek.remove(); other.remove(); try? FileManager.default.removeItem(at: bad) }
-        let argument = "sqlite:\(database.path)"
-        let invalid = try Executable.run("transfer-server", ["--database", argument, "--key-encryption-key-file", bad.path])
-        #expect(invalid.code == 2, "\(invalid)")
-        #expect(invalid.err == "transfer-server: --key-encryption-key-file: '\(bad.path)' does not hold 32 bytes in base64 (make one with: openssl rand -base64 32)\n")
-
-        try await KeyEncryptionTests.seal(argument, kek.key)
-        let wrong = try Executable.run("transfer-server", ["--database", argument, "--port", "0", "--key-encryption-key-file", other.path])
-        #expect(wrong.code == 2, "\(wrong)")
-        let last = lines(of: wrong.err).last.map(String.init) ?? ""
-        #expect(last.hasPrefix("transfer-server: --key-encryption-key-file: the signing keys are encrypted with key-encryption key \(kek.key.id)"), "\(wrong)")
-        #expect(!wrong.err.contains(kek.base64) && !wrong.err.contains(other.base64))
-    }
-}
-
 extension KeyEncryptionTests {
-    /// Makes the first signing key of the database at `argument`, sealed under `kek`, as a node would.
-    static func seal(_ argument: String, _ kek: KeyEncryptionKey) async throws {
-        try await Harness(location: try DatabaseLocation.parse(argument), file: TempDatabase()) { $0.keyEncryptionKey = kek }.run { _, _ in }
-    }
 }

@@ -3,6 +3,7 @@ import JWTKit
 import Testing
 import TransferCore
 @testable import TransferHTTP
+@testable import TransferTestSupport
 
 /// CLI.md v1.1 `transfer keys list|rotate` and `--signing-key-max-age`: a new signing key signs
 /// from its commit on, on every node, and the old one stays published until the tokens it
@@ -10,10 +11,6 @@ import TransferCore
 @Suite("Signing-key rotation")
 struct KeyRotationTests {
     /// The `kid` in a token's header.
-    static func kid(_ token: String) throws -> String {
-        let header = try TokenAttackTests.parts(token).header
-        return try #require(header["kid"] as? String, "a kid in the header \(header) of \(token)")
-    }
 
     /// The kids `/.well-known/jwks.json` publishes.
     static func published(_ api: Client) async throws -> [String] {
@@ -39,7 +36,7 @@ struct KeyRotationTests {
             try await harness.run { api, parts in
                 let device = Device()
                 let before = try await api.login(device)
-                let old = try Self.kid(try before.accessToken)
+                let old = try TokenText.kid(try before.accessToken)
                 #expect(try await Self.published(api) == [old])
 
                 let result = try await parts.service.rotateSigningKey(replacing: nil, kek: nil, by: .support(operator: "ana"), reason: "yearly")
@@ -48,7 +45,7 @@ struct KeyRotationTests {
                     return
                 }
                 #expect(retired?.kid == old)
-                #expect(try await Self.eventually { try Self.kid(try await api.login(device).accessToken) == new.kid },
+                #expect(try await Self.eventually { try TokenText.kid(try await api.login(device).accessToken) == new.kid },
                         "the node signs with the new key within its poll")
                 let after = try await api.login(device)
                 #expect(try await api.me(try before.accessToken).status == .ok, "a token of the retired key still works")
@@ -102,7 +99,7 @@ struct KeyRotationTests {
     func maxAge(kind: StoreKind) async throws {
         try await withHarness(kind) { harness in
             try await harness.run { api, parts in
-                let first = try Self.kid(try await api.login(Device()).accessToken)
+                let first = try TokenText.kid(try await api.login(Device()).accessToken)
                 let watchers = (0..<4).map { _ in
                     SigningKeyWatcher(
                         service: parts.service, tokenBox: TokenBox(), kek: nil, issuer: "transfer-server",
@@ -129,7 +126,7 @@ struct KeyRotationTests {
                 let current = try #require(SigningKeys.current(keys))
                 #expect(current.kid != first)
                 #expect(try watchers.allSatisfy { try $0.tokenBox.tokens.currentKid == current.kid }, "every node signs with it")
-                let events = try await MigrationTests.RawDatabase(location: harness.configuration.database).strings(
+                let events = try await RawDatabase(location: harness.configuration.database).strings(
                     "SELECT actor FROM audit_events WHERE kind = 'signing_key.rotated'")
                 #expect(events == ["system"], "one rotation, by the system")
             }
@@ -143,23 +140,23 @@ struct KeyRotationTests {
             try await harness.run { api, parts in
                 _ = try await api.login(Device())
                 let database = harness.databaseArgument
-                let listed = try CLITests.transfer(["keys", "list", "--json"], database: database)
+                let listed = try CLI.transfer(["keys", "list", "--json"], database: database)
                 #expect(listed.code == 0, "\(listed.err)")
                 let keys = try #require(try listed.json["keys"] as? [[String: Any]])
                 #expect(keys.count == 1 && keys[0]["state"] as? String == "current", "\(listed.out)")
 
-                let rotated = try CLITests.transfer(["keys", "rotate", "--reason", "ticket 42", "--json"], database: database)
+                let rotated = try CLI.transfer(["keys", "rotate", "--reason", "ticket 42", "--json"], database: database)
                 #expect(rotated.code == 0, "\(rotated.err)")
                 let answer = try rotated.json
                 #expect(answer["rotated"] as? Bool == true && answer["retired"] as? String == keys[0]["kid"] as? String, "\(answer)")
-                #expect(try CLITests.transfer(["keys", "rotate"], database: database).code != 0, "--reason is required")
+                #expect(try CLI.transfer(["keys", "rotate"], database: database).code != 0, "--reason is required")
 
-                let text = try CLITests.transfer(["keys", "list"], database: database)
+                let text = try CLI.transfer(["keys", "list"], database: database)
                 #expect(text.out.contains("current") && text.out.contains("retired"), "\(text.out)")
                 for key in try await parts.store.signingKeys() {
                     #expect(!(listed.out + rotated.out + text.out).contains(key.privateKey), "a private key was printed")
                 }
-                let events = try await MigrationTests.RawDatabase(location: harness.configuration.database).strings(
+                let events = try await RawDatabase(location: harness.configuration.database).strings(
                     "SELECT actor || ' ' || reason FROM audit_events WHERE kind = 'signing_key.rotated'")
                 #expect(events.count == 1 && events[0].hasPrefix("operator:agent-smith ") && events[0].contains("ticket 42"), "\(events)")
             }

@@ -4,6 +4,7 @@ import Testing
 import TransferArgon2
 import TransferCore
 import TransferHTTP
+@testable import TransferTestSupport
 
 /// Contract v1.2, "Limits that hold under attack": who counts as one client, one budget for
 /// every node, slots taken before the work, the new limits, claims first in the hash queue.
@@ -88,36 +89,6 @@ struct LimitTests {
         }
     }
 
-    /// Two `transfer-server` processes on one PostgreSQL database: one budget between them.
-    @Test("two nodes on one PostgreSQL share each budget exactly", .enabled(if: StoreKind.available.contains(.postgres)))
-    func twoNodesShareABudget() async throws {
-        try await TestPostgres.withDatabase { url in
-            let (one, two) = try await TwoNodeTests.twoNodes(
-                url, extra: ["--claim-limit", "3/1m", "--account-creation-limit", "4/1m", "--trusted-proxy", "127.0.0.1,::1"])
-            defer { one.stop(); two.stop() }
-            func post(_ node: Node, _ path: String, _ json: String, from address: String) throws -> Int {
-                try Curl.call(["-X", "POST", "-H", "Content-Type: application/json", "-H", "X-Forwarded-For: \(address)", "-d", json, "\(node.base)\(path)"]).status
-            }
-            // Claims alternate between the nodes: 3 in all, not 3 each.
-            var claims: [Int] = []
-            for i in 0..<6 {
-                claims.append(try post(i % 2 == 0 ? one : two, "/v1/transfers/claim", TwoNodeTests.claim("nobody@example.com", "wrong-guess-1", Device()), from: "2001:db8:7::\(i + 1)"))
-            }
-            #expect(claims == [401, 401, 401, 429, 429, 429], "one /64, two nodes, --claim-limit 3/1m: \(claims)")
-            // Eight creations at once over both nodes: exactly 4 accounts.
-            let created = try await withThrowingTaskGroup(of: Int.self) { group in
-                for i in 0..<8 {
-                    group.addTask {
-                        try await Curl.callOffPool(["-X", "POST", "-H", "Content-Type: application/json", "-H", "X-Forwarded-For: 198.51.100.20",
-                            "-d", TwoNodeTests.body(Device()), "\(i % 2 == 0 ? one.base : two.base)/v1/devices/login"]).status
-                    }
-                }
-                return try await group.reduce(into: [Int]()) { $0.append($1) }
-            }
-            #expect(created.filter { $0 == 201 }.count == 4, "--account-creation-limit 4/1m on two nodes: \(created.sorted())")
-            #expect(created.filter { $0 == 429 }.count == 4, "\(created.sorted())")
-        }
-    }
 
     @Test("--ipv6-prefix 128 counts each IPv6 address on its own")
     func prefix128() async throws {
@@ -315,7 +286,7 @@ struct LimitTests {
                     #expect(r.status == .unauthorized)
                     #expect(r.error == "invalid_transfer_credentials")
                 }
-                let failures = try await MigrationTests.RawDatabase(location: harness.configuration.database).strings(
+                let failures = try await RawDatabase(location: harness.configuration.database).strings(
                     "SELECT COALESCE(account_id, 'none') || ' ' || client_address FROM audit_events WHERE kind = 'transfer.claim_failed' ORDER BY id")
                 #expect(failures.count == 2, "both failures are audited: \(failures)")
                 #expect(failures.last == "none 203.0.113.9", "the unknown email's failure has no account: \(failures)")

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Testing
 import TransferHTTP
+@testable import TransferTestSupport
 
 /// The server's log (`LogSink`): the lines swift-log's stream handler wrote, written in
 /// batches off the request path, and never dropped without saying so.

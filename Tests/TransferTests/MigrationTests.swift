@@ -9,124 +9,12 @@ import TransferCore
 import TransferSQL
 import TransferSQLite
 import TransferStorage
+@testable import TransferTestSupport
 
 /// Databases written by an earlier version upgrade in place. (That `schema.sql` and
 /// `schema.postgres.sql` are what the migrations build is `SchemaParityTests`' part.)
 @Suite("Migrations")
 struct MigrationTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
-    static func file(_ path: String) throws -> String {
-        try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
-    }
-
-    enum Value { case text(String), int(Int64), blob([UInt8]), null }
-
-    /// A database as a given store's migrations up to `version` left it, plus raw statements with `?` placeholders.
-    struct RawDatabase {
-        let location: DatabaseLocation
-
-        init(location: DatabaseLocation) { self.location = location }
-
-        /// The database of a `--database` value (for files that do not import TransferCore).
-        init(argument: String) throws { location = try DatabaseLocation.parse(argument) }
-
-        /// Applies the store's migration files v1…`last` as the server of that version did (past
-        /// v13, the shared migrations up to `last`).
-        func migrate(through last: Int) async throws {
-            let own = min(last, SchemaMigration.lastStoreOwnVersion)
-            let shared = SchemaMigration.shared.prefix(max(0, last - SchemaMigration.lastStoreOwnVersion))
-            switch location {
-            case .sqlite(let path):
-                var migrator = DatabaseMigrator()
-                for n in 1...own {
-                    let sql = try MigrationTests.file("Sources/TransferSQLite/Resources/migrations/v\(n).sql")
-                    migrator.registerMigration("v\(n)") { db in try db.execute(sql: sql) }
-                }
-                for migration in shared {
-                    let sql = migration.sql(.sqlite)
-                    migrator.registerMigration(migration.version) { db in try db.execute(sql: sql) }
-                }
-                let queue = try DatabaseQueue(path: path)
-                try migrator.migrate(queue)
-                try queue.close()
-            case .postgres(let url):
-                try await TestPostgres.withClient(url) { client in
-                    _ = try await client.query("CREATE TABLE schema_migrations (version TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)")
-                    for n in 1...own {
-                        let sql = try MigrationTests.file("Sources/TransferPostgres/Resources/migrations/v\(n).sql")
-                        for statement in PostgresStore.statements(sql) { _ = try await client.query(PostgresQuery(unsafeSQL: statement)) }
-                        _ = try await client.query("INSERT INTO schema_migrations (version, applied_at) VALUES (\("v\(n)"), 0)")
-                    }
-                    for migration in shared {
-                        for statement in PostgresStore.statements(migration.sql(.postgres)) {
-                            _ = try await client.query(PostgresQuery(unsafeSQL: statement))
-                        }
-                        _ = try await client.query("INSERT INTO schema_migrations (version, applied_at) VALUES (\(migration.version), 0)")
-                    }
-                }
-            }
-        }
-
-        func run(_ statements: [(String, [Value])]) async throws {
-            switch location {
-            case .sqlite(let path):
-                let queue = try DatabaseQueue(path: path)
-                try await queue.write { db in
-                    for (sql, values) in statements {
-                        let arguments: [(any DatabaseValueConvertible)?] = values.map {
-                            switch $0 {
-                            case .text(let s): s
-                            case .int(let n): n
-                            case .blob(let b): Data(b)
-                            case .null: nil
-                            }
-                        }
-                        try db.execute(sql: sql, arguments: StatementArguments(arguments))
-                    }
-                }
-                try queue.close()
-            case .postgres(let url):
-                try await TestPostgres.withClient(url) { client in
-                    for (sql, values) in statements {
-                        var n = 0
-                        let numbered = sql.map { c -> String in
-                            guard c == "?" else { return String(c) }
-                            n += 1
-                            return "$\(n)"
-                        }.joined()
-                        var bindings = PostgresBindings()
-                        for value in values {
-                            switch value {
-                            case .text(let s): bindings.append(s)
-                            case .int(let i): bindings.append(i)
-                            case .blob(let b): try bindings.append(Data(b))
-                            case .null: bindings.appendNull()
-                            }
-                        }
-                        _ = try await client.query(PostgresQuery(unsafeSQL: numbered, binds: bindings))
-                    }
-                }
-            }
-        }
-
-        /// The first column of each row of `sql` (no parameters), as text.
-        func strings(_ sql: String) async throws -> [String] {
-            switch location {
-            case .sqlite(let path):
-                let queue = try DatabaseQueue(path: path)
-                defer { try? queue.close() }
-                return try await queue.read { db in try String.fetchAll(db, sql: sql) }
-            case .postgres(let url):
-                return try await TestPostgres.withClient(url) { client in
-                    var out: [String] = []
-                    for try await value in try await client.query(PostgresQuery(unsafeSQL: sql)).decode(String.self) { out.append(value) }
-                    return out
-                }
-            }
-        }
-    }
-
     @Test(
         "a database of schema v1 or v2 with moved, active and revoked devices, a pending transfer and sessions upgrades and keeps working",
         arguments: StoreKind.available, [1, 2])
@@ -312,7 +200,7 @@ struct MigrationTests {
             try await Harness(location: location, file: file).run { api, parts in
                 let session = try await api.login(phone)
                 #expect(try session.accountID == account, "the v6 phone logs in after the upgrade: \(session.text)")
-                #expect(try KeyRotationTests.kid(try session.accessToken) == key.kid, "the v6 key still signs")
+                #expect(try TokenText.kid(try session.accessToken) == key.kid, "the v6 key still signs")
                 let rotated = try await parts.service.rotateSigningKey(replacing: key.kid, kek: nil, by: .system, reason: "after the upgrade")
                 guard case .rotated(let retired, _) = rotated else {
                     Issue.record("\(rotated)")
@@ -354,7 +242,7 @@ struct MigrationTests {
                 let refused = try await api.call(.post, "/v1/tokens/refresh", json: ["refreshToken": "rotated-before-v8"])
                 #expect(refused.error == "invalid_refresh_token", "\(refused.text)")
                 #expect(try await api.me(try session.accessToken).status == .ok, "a v7 rotated token of an older session revokes nothing")
-                let pkce = HandoffTests.PKCEPair()
+                let pkce = Handoff.PKCEPair()
                 let code = try await HandoffTests.code(api, host: try session.accessToken, pkce: pkce)
                 let sibling = try await HandoffTests.redeem(api, code: code, verifier: pkce.verifier)
                 #expect(sibling.status == .ok, "\(sibling.text)")

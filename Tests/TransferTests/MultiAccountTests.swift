@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TransferCore
+@testable import TransferTestSupport
 
 /// Contract v1.1, "Devices that hold several accounts" and "Sessions: one per device and
 /// account", told as the app's stories through the HTTP API, on every store.

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Testing
 @testable import TransferHTTP
+@testable import TransferTestSupport
 
 /// JSON nested deeper than 32 levels is refused before it is decoded (contract v1.3, bounded
 /// cost per request): a 1 KiB body nested 500 deep once cost the server a second of CPU.

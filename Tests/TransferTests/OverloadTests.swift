@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TransferArgon2
+@testable import TransferTestSupport
 
 @Suite("Hash pool")
 struct OverloadTests {

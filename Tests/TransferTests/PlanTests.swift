@@ -1,6 +1,7 @@
 import Crypto
 import Testing
 import TransferCore
+@testable import TransferTestSupport
 
 /// The use cases' decisions as pure functions: facts in, result and effects out, no database.
 @Suite("Plans without a database")

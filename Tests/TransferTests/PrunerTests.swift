@@ -6,6 +6,7 @@ import TransferCore
 @testable import TransferPostgres
 import TransferSQL
 import TransferStorage
+@testable import TransferTestSupport
 
 /// Storage grows with devices and accounts, not with launches: what the pruner removes, and
 /// that nothing a user still needs goes with it.

@@ -3,6 +3,7 @@ import HTTPTypes
 import Testing
 import TransferCore
 import TransferHTTP
+@testable import TransferTestSupport
 
 /// Contract v1.1, "Push routing": the phone registers its token, the app backend asks whom to
 /// send to. Told as stories through the HTTP API, on every store.

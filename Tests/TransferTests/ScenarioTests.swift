@@ -3,6 +3,7 @@ import Testing
 import TransferCore
 import TransferSQLite
 import GRDB
+@testable import TransferTestSupport
 
 /// The user's story, end to end through the HTTP contract.
 @Suite("A→B scenarios")

@@ -5,6 +5,7 @@ import PostgresNIO
 import Testing
 import TransferSQLite
 import TransferStorage
+@testable import TransferTestSupport
 
 /// `schema.sql` and `schema.postgres.sql` are generated from freshly migrated databases, never
 /// edited: each test here fails while a committed file differs from what the migrations build,

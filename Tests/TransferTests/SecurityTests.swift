@@ -3,6 +3,7 @@ import Foundation
 import Testing
 import TransferCore
 import TransferHTTP
+@testable import TransferTestSupport
 
 @Suite("Secrets stay secret")
 struct SecurityTests {

@@ -6,6 +6,7 @@ import Testing
 import TransferSQL
 @testable import TransferPostgres
 @testable import TransferSQLite
+@testable import TransferTestSupport
 
 /// From v14 on a schema change is written once (`SchemaMigration.shared` in TransferSQL) and
 /// each store applies it after its own v1…v13, in its own migrator.

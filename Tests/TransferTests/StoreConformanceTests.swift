@@ -3,6 +3,7 @@ import GRDB
 import Testing
 import TransferCore
 import TransferSQLite
+@testable import TransferTestSupport
 
 /// One suite that every `TransferStore` must pass, so each store keeps the contract's rules.
 @Suite("Store conformance")

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TransferCore
+@testable import TransferTestSupport
 
 /// Whole stories run through each store, compared line by line with one expected trail, so
 /// every store leaves the same audit trail and device states behind.

@@ -3,6 +3,7 @@ import Foundation
 import JWTKit
 import Testing
 import TransferCore
+@testable import TransferTestSupport
 
 /// Forged and stale access tokens are all refused with `401 invalid_token`.
 @Suite("Token attacks")
@@ -17,19 +18,6 @@ struct TokenAttackTests {
     }
 
     /// The header and payload of a JWS; throws, naming the token, when it has no such parts.
-    static func parts(_ token: String) throws -> (header: [String: Any], payload: [String: Any]) {
-        func decode(_ s: Substring) throws -> [String: Any] {
-            var t = s.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-            while t.count % 4 != 0 { t += "=" }
-            guard let data = Data(base64Encoded: t), let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
-                throw TestFailure("the part \"\(s)\" of the token \(token) is not a base64url JSON object")
-            }
-            return object
-        }
-        let p = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard p.count == 3 else { throw TestFailure("the token \(token) has \(p.count) parts, not 3") }
-        return (try decode(p[0]), try decode(p[1]))
-    }
 
     /// A token with `header` and `payload`, signed by `sign` over `header.payload`.
     static func token(_ header: [String: Any], _ payload: [String: Any], sign: (Data) throws -> Data) rethrows -> String {
@@ -64,7 +52,7 @@ struct TokenAttackTests {
             #expect(claims.aud.value == ["transfer-api"])
             #expect(claims.iss.value == "transfer-server")
             #expect(Int(claims.exp.value.timeIntervalSince(claims.iat.value)) == session["expiresIn"] as? Int)
-            let header = try Self.parts(session.accessToken).header
+            let header = try TokenText.parts(session.accessToken).header
             #expect(header["alg"] as? String == "EdDSA")
             #expect(header["typ"] as? String == "JWT")
             #expect(header["kid"] as? String != nil)
@@ -79,7 +67,7 @@ struct TokenAttackTests {
             let session = try await api.login(Device())
             let real = try session.accessToken
             #expect(try await api.me(real).status == .ok)
-            let (header, payload) = try Self.parts(real)
+            let (header, payload) = try TokenText.parts(real)
             let keys = try await parts.store.execute(SigningKeysCommand(
                 candidate: SigningKeyRecord(kid: "unused", algorithm: "EdDSA", privateKey: "", createdAt: harness.clock.now()),
                 kek: nil, now: harness.clock.now())

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TransferCore
 import TransferHTTP
+@testable import TransferTestSupport
 
 /// Contract v1.2, "Transfer codes": the old phone shows a code, the new phone types or scans
 /// it; no email, no password, no argon2.
@@ -224,13 +225,13 @@ struct TransferCodeTests {
             let account = LockedStrings()
             try await harness.run { api, _ in account.add(try await api.login(Device()).accountID) }
             let id = try #require(account.all.first)
-            let issued = try CLITests.transfer(["issue", id, "--code", "--reason", "lost phone, ticket 42", "--json"], database: database)
+            let issued = try CLI.transfer(["issue", id, "--code", "--reason", "lost phone, ticket 42", "--json"], database: database)
             #expect(issued.code == 0, "\(issued.err)")
             let code = try #require(issued.json["transferCode"] as? String, "\(issued.out)")
-            let shown = try CLITests.transfer(["account", id], database: database)
+            let shown = try CLI.transfer(["account", id], database: database)
             #expect(shown.out.contains("transfer code"), "\(shown.out)")
             #expect(!shown.out.contains(code) && !shown.out.contains(code.replacingOccurrences(of: "-", with: "")))
-            let both = try CLITests.transfer(["issue", id, "--code", "--email", "mia@example.com", "--reason", "x"], database: database)
+            let both = try CLI.transfer(["issue", id, "--code", "--email", "mia@example.com", "--reason", "x"], database: database)
             #expect(both.code == 2, "--code takes no --email (a usage error): \(both.err)")
             try await harness.run { api, parts in
                 #expect(try await claim(api, code: code, device: Device()).status == .ok)

@@ -3,6 +3,7 @@ import HTTPTypes
 import Testing
 import TransferCore
 import TransferHTTP
+@testable import TransferTestSupport
 
 /// Contract v1.3, security round 3: "Trusted proxies are named". `X-Forwarded-For` is read
 /// from the right only past hops that are trusted proxies; any other peer is counted by its

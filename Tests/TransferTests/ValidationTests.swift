@@ -3,6 +3,7 @@ import HTTPTypes
 import Testing
 import TransferCore
 import TransferSettings
+@testable import TransferTestSupport
 
 @Suite("Field rules and malformed requests")
 struct ValidationTests {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TransferCore
 import TransferHTTP
+@testable import TransferTestSupport
 
 /// Contract v1.2, "A way back for every account": recovery codes, `waysBack`, and claims
 /// whose answer was lost.
@@ -226,12 +227,12 @@ extension WayBackTests {
                 #expect(linked != .failure(.appleIDNotLinked))
             }
             let (account, code) = (found.all[0], found.all[1])
-            let text = try CLITests.transfer(["account", "lost.phone@privaterelay.appleid.com"], database: database)
+            let text = try CLI.transfer(["account", "lost.phone@privaterelay.appleid.com"], database: database)
             #expect(text.code == 0, "\(text)")
             #expect(text.out.contains("Apple ID email") && text.out.contains(account), "\(text.out)")
             #expect(text.out.contains("not used (a way back)"), "\(text.out)")
             #expect(!text.out.contains(code) && !text.out.contains(code.replacingOccurrences(of: "-", with: "")))
-            let json = try CLITests.transfer(["account", account, "--json"], database: database).json
+            let json = try CLI.transfer(["account", account, "--json"], database: database).json
             let recovery = try #require(json["recoveryCode"] as? [String: Any], "\(json)")
             #expect(recovery["createdAt"] is String && recovery["usedAt"] == nil)
         }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TransferCore
 import TransferHTTP
+@testable import TransferTestSupport
 
 /// Contract v1.1, "Webhooks to the app backend": the app backend hears what happened to its
 /// users' accounts through a local receiver, on every store.
@@ -86,7 +87,7 @@ struct WebhookTests {
                 #expect(all.first { $0.type == "account.deleted" }?.data["reason"] as? String == "requested", "the app's own DELETE /v1/me")
 
                 for delivery in all {
-                    #expect(try Self.verifiedIndependently(delivery), "signature of \(delivery.type) \(delivery.id)")
+                    #expect(try FakeWebhookReceiver.verifiedIndependently(delivery), "signature of \(delivery.type) \(delivery.id)")
                     #expect(Timestamp(rfc3339: delivery.json["timestamp"] as? String ?? "") != nil, "timestamp of \(delivery.type)")
                     for secret in secrets + ["mia@example.com", "$argon2id$"] {
                         #expect(!delivery.body.contains(secret), "\(delivery.type) must carry ids and times only")
@@ -176,21 +177,6 @@ struct WebhookTests {
 
     // MARK: Helpers
 
-    /// Verifies a delivery's signature with Python's hmac module: not our code, not swift-crypto.
-    static func verifiedIndependently(_ d: FakeWebhookReceiver.Delivery) throws -> Bool {
-        let script = """
-            import base64, hashlib, hmac, os, sys
-            key = base64.b64decode(os.environ["SECRET"][len("whsec_"):])
-            signed = (os.environ["ID"] + "." + os.environ["TS"] + "." + sys.stdin.read()).encode()
-            expected = "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
-            sys.exit(0 if any(hmac.compare_digest(expected, s) for s in os.environ["SIG"].split(" ")) else 1)
-            """
-        let run = try ChildProcess.capture(
-            URL(fileURLWithPath: "/usr/bin/env"), ["python3", "-c", script],
-            environment: ["SECRET": FakeWebhookReceiver.secret, "ID": d.id, "TS": d.timestamp, "SIG": d.signature, "PATH": "/usr/bin:/bin"],
-            input: Data(d.body.utf8))
-        return run.code == 0
-    }
 
     static func waitFor(
         _ store: any SupportStore, timeout: Duration = .seconds(10), _ condition: ([OutboxMessage]) -> Bool,

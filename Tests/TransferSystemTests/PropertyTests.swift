@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TransferCore
+@testable import TransferTestSupport
 
 /// A deterministic generator, so a failing run can be replayed from its seed.
 struct SplitMix64: RandomNumberGenerator {

@@ -12,6 +12,11 @@ enum Repository {
         }
         return folder
     }()
+
+    /// A file of the repository, as text.
+    static func file(_ path: String) throws -> String {
+        try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
+    }
 }
 
 /// The executables `swift build` puts in `.build`, run as a person would run them.
@@ -204,5 +209,13 @@ final class Node: @unchecked Sendable {
     /// The token, and the secret of its device as the app sends it beside (`X-Device-Secret`).
     static func auth(_ token: String) -> [String] {
         ["-H", "Authorization: Bearer \(token)"] + (Keychain.secret(forToken: token).map { ["-H", "X-Device-Secret: \($0)"] } ?? [])
+    }
+}
+
+/// The `transfer` CLI, run as support staff run it.
+enum CLI {
+    /// Runs `transfer` as the operator `agent-smith`.
+    static func transfer(_ args: [String], database: String?) throws -> ProcessRun {
+        try Executable.run("transfer", args + (database.map { ["--database", $0] } ?? []), environment: ["USER": "agent-smith"])
     }
 }

@@ -5,6 +5,7 @@ import FoundationNetworking
 import Testing
 @_spi(TransferKitTesting) import TransferKit
 import TransferKitTesting
+@testable import TransferTestSupport
 
 /// The same scenarios against `FakeTransferService` (what apps' unit tests and previews use) and
 /// against a real `transfer-server` on each store: the outcomes must be the same, so that a test

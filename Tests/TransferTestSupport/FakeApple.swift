@@ -261,3 +261,14 @@ final class FakeApple: Sendable {
         Base64URL.encode(try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]))
     }
 }
+
+extension FakeApple {
+    /// Whether `token` is revoked at Apple within 10 s (the server revokes after it answers).
+    func eventuallyRevoked(_ token: String) async throws -> Bool {
+        for _ in 0..<200 {
+            if revokedTokens.contains(token) { return true }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return false
+    }
+}

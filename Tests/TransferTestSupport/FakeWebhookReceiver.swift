@@ -121,3 +121,21 @@ final class FakeWebhookReceiver: Sendable {
         return got
     }
 }
+
+extension FakeWebhookReceiver {
+    /// Verifies a delivery's signature with Python's hmac module: not our code, not swift-crypto.
+    static func verifiedIndependently(_ d: FakeWebhookReceiver.Delivery) throws -> Bool {
+        let script = """
+            import base64, hashlib, hmac, os, sys
+            key = base64.b64decode(os.environ["SECRET"][len("whsec_"):])
+            signed = (os.environ["ID"] + "." + os.environ["TS"] + "." + sys.stdin.read()).encode()
+            expected = "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+            sys.exit(0 if any(hmac.compare_digest(expected, s) for s in os.environ["SIG"].split(" ")) else 1)
+            """
+        let run = try ChildProcess.capture(
+            URL(fileURLWithPath: "/usr/bin/env"), ["python3", "-c", script],
+            environment: ["SECRET": FakeWebhookReceiver.secret, "ID": d.id, "TS": d.timestamp, "SIG": d.signature, "PATH": "/usr/bin:/bin"],
+            input: Data(d.body.utf8))
+        return run.code == 0
+    }
+}

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TransferTestSupport
 
 /// A PostgreSQL cluster of the test's own, which it may stop and start (the shared test
 /// database must stay up for the other tests). As the `postgres` user when run as root.

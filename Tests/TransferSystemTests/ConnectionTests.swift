@@ -9,6 +9,7 @@ import Testing
 import TransferArgon2
 import TransferCore
 import TransferHTTP
+@testable import TransferTestSupport
 
 /// Limits that hold under attack, on a real socket: idle connections, requests that never
 /// finish arriving, broken framing, bodies that are not UTF-8, clients that go away.

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TransferKit
 import TransferKitTesting
+@testable import TransferTestSupport
 
 /// TransferKit's attestation provider against a real `transfer-server` process that enforces
 /// attestation (Play Integrity with keys made here: its tokens carry the real time, which the

@@ -7,6 +7,7 @@ import PostgresNIO
 import Synchronization
 import Testing
 import TransferCore
+@testable import TransferTestSupport
 
 /// What the clients were told, to check against the database after the crashes.
 final class Ledger: Sendable {
@@ -233,7 +234,7 @@ struct CrashTests {
                 // A failed first attempt waits 5 s; one that was in flight, its 60 s lease.
                 let all = try await receiver.wait(for: 4, timeout: .seconds(90))
                 #expect(all.map(\.type) == ["account.created", "transfer.set_up", "account.ways_back_changed", "transfer.claimed"])
-                #expect(all.allSatisfy { (try? WebhookTests.verifiedIndependently($0)) == true })
+                #expect(all.allSatisfy { (try? FakeWebhookReceiver.verifiedIndependently($0)) == true })
             }
         }
     }

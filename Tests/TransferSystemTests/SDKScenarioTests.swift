@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TransferKit
 import TransferKitTesting
+@testable import TransferTestSupport
 
 /// QA's scenario tests of A→B moves, told as the user's story: each phone is a TransferKit
 /// client with its own (memory) Keychain and app files, against a real `transfer-server`
@@ -25,7 +26,7 @@ struct SDKScenarioTests {
 
     /// `transfer stats --json` on the node's database.
     func stats(_ database: String) throws -> [String: Any] {
-        let run = try CLITests.transfer(["stats", "--json"], database: database)
+        let run = try CLI.transfer(["stats", "--json"], database: database)
         #expect(run.code == 0, "\(run)")
         return try run.json
     }
@@ -173,7 +174,7 @@ struct SDKScenarioTests {
           arguments: StoreKind.available)
     func pushRouting(kind: StoreKind) async throws {
         try await withNode(kind) { node, base, database in
-            let made = try CLITests.transfer(["service-key", "create", "backend", "--reason", "push test", "--json"], database: database)
+            let made = try CLI.transfer(["service-key", "create", "backend", "--reason", "push test", "--json"], database: database)
             let key = try #require(try made.json["key"] as? String, "\(made)")
             /// The tokens the service key is told reach `account`.
             func tokens(reaching account: String) throws -> [String] {
@@ -518,7 +519,7 @@ struct SDKScenarioTests {
             // profile: every time is made 40 days older but that last login. (Aging it too would
             // let a round, every second, erase the daily phone's accounts before it logs in again.)
             let forty = Int64(40 * 86_400_000)
-            try await MigrationTests.RawDatabase(argument: database).run([
+            try await RawDatabase(argument: database).run([
                 ("UPDATE accounts SET created_at = created_at - ?", [.int(forty)]),
                 ("UPDATE device_accounts SET added_at = added_at - ?", [.int(forty)]),
                 ("UPDATE device_accounts SET last_login_at = last_login_at - ? WHERE account_id <> ?", [.int(forty), .text(mine)]),

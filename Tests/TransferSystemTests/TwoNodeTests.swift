@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TransferTestSupport
 
 @Suite("Two nodes on one PostgreSQL database", .serialized)
 struct TwoNodeTests {
@@ -97,7 +98,7 @@ struct TwoNodeTests {
     /// The app registers its token on `register`; the backend, holding a key made with the
     /// CLI, asks `ask`; support revokes the key and both nodes refuse it at once.
     static func pushStory(register: Node, ask: Node, database: String) throws {
-        let made = try CLITests.transfer(["service-key", "create", "backend", "--reason", "test", "--json"], database: database)
+        let made = try CLI.transfer(["service-key", "create", "backend", "--reason", "test", "--json"], database: database)
         let key = try #require(try made.json["key"] as? String, "\(made)")
         let phone = Device()
         let (_, session) = try register.post("/v1/devices/login", Self.body(phone))
@@ -110,7 +111,7 @@ struct TwoNodeTests {
         let targets = answer["targets"] as? [[String: Any]]
         #expect(targets?.map { $0["token"] as? String } == [push], "\(answer)")
         #expect(targets?.first?["accountIds"] as? [String] == [account])
-        #expect(try CLITests.transfer(["service-key", "revoke", "backend", "--reason", "rotated"], database: database).code == 0)
+        #expect(try CLI.transfer(["service-key", "revoke", "backend", "--reason", "rotated"], database: database).code == 0)
         #expect(try register.post("/v1/service/push-targets", ask1, token: key).1["error"] as? String == "invalid_service_key")
         #expect(try ask.post("/v1/service/push-targets", ask1, token: key).1["error"] as? String == "invalid_service_key")
     }
@@ -152,13 +153,13 @@ struct TwoNodeTests {
             let phone = Device()
             func kid(_ node: Node) throws -> String {
                 let (_, session) = try node.post("/v1/devices/login", Self.body(phone))
-                return try KeyRotationTests.kid(try #require(session["accessToken"] as? String, "\(session)"))
+                return try TokenText.kid(try #require(session["accessToken"] as? String, "\(session)"))
             }
             let (_, first) = try one.post("/v1/devices/login", Self.body(phone))
             let oldToken = try #require(first["accessToken"] as? String)
-            let old = try KeyRotationTests.kid(oldToken)
+            let old = try TokenText.kid(oldToken)
 
-            let rotated = try CLITests.transfer(["keys", "rotate", "--reason", "yearly", "--json"], database: url)
+            let rotated = try CLI.transfer(["keys", "rotate", "--reason", "yearly", "--json"], database: url)
             let new = try #require(try rotated.json["current"] as? String, "\(rotated)")
             #expect(new != old)
             var signing: (String, String) = ("", "")
@@ -180,37 +181,71 @@ struct TwoNodeTests {
           .enabled(if: StoreKind.available.contains(.postgres)))
     func handoffAcrossNodes() async throws {
         try await TestPostgres.withDatabase { url in
-            let (one, two) = try await Self.twoNodes(url, extra: ["--handoff-clients", HandoffTests.news])
+            let (one, two) = try await Self.twoNodes(url, extra: ["--handoff-clients", Handoff.news])
             defer { one.stop(); two.stop() }
             let host = Device()
             let (_, session) = try one.post("/v1/devices/login", Self.body(host))
             let token = try #require(session["accessToken"] as? String, "\(session)")
-            let pkce = HandoffTests.PKCEPair()
+            let pkce = Handoff.PKCEPair()
             let (created, code) = try one.post(
-                "/v1/handoff/codes", #"{"clientId":"\#(HandoffTests.news)","codeChallenge":"\#(pkce.challenge)","codeChallengeMethod":"S256"}"#,
+                "/v1/handoff/codes", #"{"clientId":"\#(Handoff.news)","codeChallenge":"\#(pkce.challenge)","codeChallengeMethod":"S256"}"#,
                 token: token)
             #expect(created == 201, "\(code)")
-            let redeem = #"{"code":"\#(code["code"] as? String ?? "")","codeVerifier":"\#(pkce.verifier)","clientId":"\#(HandoffTests.news)"}"#
+            let redeem = #"{"code":"\#(code["code"] as? String ?? "")","codeVerifier":"\#(pkce.verifier)","clientId":"\#(Handoff.news)"}"#
             let (redeemed, sibling) = try two.post("/v1/handoff/token", redeem)
             #expect(redeemed == 200, "\(sibling)")
             let siblingToken = try #require(sibling["accessToken"] as? String)
-            #expect(try HandoffTests.claims(siblingToken)["azp"] as? String == HandoffTests.news)
+            #expect(try TokenText.claims(siblingToken)["azp"] as? String == Handoff.news)
             #expect(try one.get("/v1/me", token: siblingToken) == 200, "node 1 accepts the sibling node 2 opened")
             #expect(try one.post("/v1/handoff/token", redeem).0 == 400, "used, on the other node too")
             #expect(try two.get("/v1/me", token: siblingToken) == 401, "the replay with the verifier revoked it on every node")
 
             // A fresh hand-off, then the host's account moves to another phone.
-            let again = HandoffTests.PKCEPair()
+            let again = Handoff.PKCEPair()
             let (_, second) = try two.post(
-                "/v1/handoff/codes", #"{"clientId":"\#(HandoffTests.news)","codeChallenge":"\#(again.challenge)","codeChallengeMethod":"S256"}"#,
+                "/v1/handoff/codes", #"{"clientId":"\#(Handoff.news)","codeChallenge":"\#(again.challenge)","codeChallengeMethod":"S256"}"#,
                 token: token)
             let (_, fresh) = try one.post(
-                "/v1/handoff/token", #"{"code":"\#(second["code"] as? String ?? "")","codeVerifier":"\#(again.verifier)","clientId":"\#(HandoffTests.news)"}"#)
+                "/v1/handoff/token", #"{"code":"\#(second["code"] as? String ?? "")","codeVerifier":"\#(again.verifier)","clientId":"\#(Handoff.news)"}"#)
             let freshToken = try #require(fresh["accessToken"] as? String, "\(fresh)")
             #expect(try one.put("/v1/me/transfer", #"{"email":"sibling@example.com","temporaryPassword":"plum-harbor-71-sail"}"#, token: token) == 201)
             #expect(try two.post("/v1/transfers/claim", Self.claim("sibling@example.com", "plum-harbor-71-sail", Device())).0 == 200)
             #expect(try one.get("/v1/me", token: freshToken) == 401)
             #expect(try two.get("/v1/me", token: freshToken) == 401)
+        }
+    }
+}
+
+/// The limits of contract v1.2 hold across nodes.
+extension TwoNodeTests {
+    /// Two `transfer-server` processes on one PostgreSQL database: one budget between them.
+    @Test("two nodes on one PostgreSQL share each budget exactly", .enabled(if: StoreKind.available.contains(.postgres)))
+    func twoNodesShareABudget() async throws {
+        try await TestPostgres.withDatabase { url in
+            let (one, two) = try await Self.twoNodes(
+                url, extra: ["--claim-limit", "3/1m", "--account-creation-limit", "4/1m", "--trusted-proxy", "127.0.0.1,::1"])
+            defer { one.stop(); two.stop() }
+            func post(_ node: Node, _ path: String, _ json: String, from address: String) throws -> Int {
+                try Curl.call(["-X", "POST", "-H", "Content-Type: application/json", "-H", "X-Forwarded-For: \(address)", "-d", json, "\(node.base)\(path)"]).status
+            }
+            // Claims alternate between the nodes: 3 in all, not 3 each.
+            var claims: [Int] = []
+            for i in 0..<6 {
+                claims.append(try post(i % 2 == 0 ? one : two, "/v1/transfers/claim", Self.claim("nobody@example.com", "wrong-guess-1", Device()), from: "2001:db8:7::\(i + 1)"))
+            }
+            #expect(claims == [401, 401, 401, 429, 429, 429], "one /64, two nodes, --claim-limit 3/1m: \(claims)")
+            // Eight creations at once over both nodes: exactly 4 accounts.
+            let created = try await withThrowingTaskGroup(of: Int.self) { group in
+                for i in 0..<8 {
+                    group.addTask {
+                        try await Curl.callOffPool(["-X", "POST", "-H", "Content-Type: application/json", "-H", "X-Forwarded-For: 198.51.100.20",
+                            "-d", Self.body(Device()), "\(i % 2 == 0 ? one.base : two.base)/v1/devices/login"]).status
+                    }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(created.filter { $0 == 201 }.count == 4, "--account-creation-limit 4/1m on two nodes: \(created.sorted())")
+            #expect(created.filter { $0 == 429 }.count == 4, "\(created.sorted())")
         }
     }
 }

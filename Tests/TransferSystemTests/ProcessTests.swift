@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TransferTestSupport
 
 /// The real `transfer-server` executable, started as the README starts it.
 @Suite("transfer-server process", .serialized)

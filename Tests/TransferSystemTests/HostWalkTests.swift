@@ -5,6 +5,7 @@ import Testing
 import TransferCore
 import TransferPostgres
 import TransferStorage
+@testable import TransferTestSupport
 
 /// Contract v1.3: several database hosts. Each new connection tries the URL's hosts in order
 /// and keeps the first that qualifies; a host that turns read-only is left for the next that

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TransferCore
+@testable import TransferTestSupport
 
 @Suite("Restart")
 struct RestartTests {

@@ -10,6 +10,7 @@ import NIOPosix
 import Synchronization
 import Testing
 @testable import TransferHTTP
+@testable import TransferTestSupport
 
 /// Clients that pipeline requests and never read the answers (contract v1.3, slow readers):
 /// such a connection once stayed open past `--idle-timeout` holding megabytes of requests

@@ -5,6 +5,7 @@ import Testing
 @testable import TransferHTTP
 @testable import TransferPostgres
 @testable import TransferSQLite
+@testable import TransferTestSupport
 
 /// What the binaries carry inside them: SwiftPM's `embedInCode` copies these files into the
 /// code at build time, so a deployment is the binary alone, with no resource bundle beside it.
