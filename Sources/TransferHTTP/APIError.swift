@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 import TransferCore
+import TransferStorage
 
 /// An error answer of the contract: `{"error": code, "message": sentence}` with its status
 /// and headers. Every failure reaches the client as one of these.
@@ -176,7 +177,7 @@ struct ErrorMiddleware<Context: AppRequestContext>: RouterMiddleware {
                 .response(from: request, context: context)
         } catch {
             if context.clientWentAway { return ConnectionVerdict.clientGone(requestCutShort: false).response }
-            context.logger.error("internal error", metadata: ["error.type": "\(type(of: error))"])
+            context.logger.error("internal error", metadata: ["error.type": "\(Storage.kind(of: error))"])
             response = try APIError(.internalServerError, "internal_error", "Something went wrong on our side.")
                 .response(from: request, context: context)
         }

@@ -22,4 +22,11 @@ extension Storage {
         if let error = error as? PostgresStore.ReadOnlyHost { return error.description }
         return "\(type(of: error))"
     }
+
+    /// What kind of error `error` is, for the log of an unexpected one: its type and, for a
+    /// database error, its code and SQLSTATE (never its message or detail, which may quote values).
+    public static func kind(of error: any Error) -> String {
+        guard let error = error as? PSQLError else { return "\(type(of: error))" }
+        return "PSQLError \(error.code)" + (error.serverInfo?[.sqlState].map { " \($0)" } ?? "")
+    }
 }
