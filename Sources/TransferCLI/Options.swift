@@ -61,7 +61,7 @@ struct ChangeOptions: ParsableArguments {
         }
     }
 
-    /// `--operator`, else the login name. Under `sudo -u transfer` (how the README runs the CLI
+    /// `--operator`, else the login name. Under `sudo -u transfer` (how docs/support.md runs the CLI
     /// as the service's user) `USER` names the service's user; `SUDO_USER` names the person.
     var initiator: Initiator {
         let environment = ProcessInfo.processInfo.environment

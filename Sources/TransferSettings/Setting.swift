@@ -20,6 +20,9 @@ public struct Setting<Value: Sendable>: Sendable {
     /// What the command line says when the flag comes without a value, instead of "missing
     /// value": a flag that was a switch once names its new form (`--trusted-proxy`).
     public let withoutValue: String?
+    /// Its row's text in the flag table of `docs/operating.md` (Markdown, links relative to
+    /// that file), set with `documented(_:)`; `ServerFlags.table` makes the table from it.
+    public private(set) var documentation = ""
     let convert: @Sendable (String) throws(SettingProblem) -> Value
 
     public init(
@@ -34,6 +37,13 @@ public struct Setting<Value: Sendable>: Sendable {
         self.isSecret = secret
         self.withoutValue = withoutValue
         self.convert = read
+    }
+
+    /// The same setting with `text` as its row in the flag table of `docs/operating.md`.
+    public func documented(_ text: String) -> Self {
+        var setting = self
+        setting.documentation = text
+        return setting
     }
 
     /// `--transfer-ttl`.
@@ -81,6 +91,7 @@ public protocol SettingDescription: Sendable {
     var defaultText: String { get }
     var isSecret: Bool { get }
     var withoutValue: String? { get }
+    var documentation: String { get }
     var flag: String { get }
     var environmentName: String { get }
     var fileEnvironmentName: String? { get }

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import TransferTestSupport
 
-/// The real `transfer-server` executable, started as the README starts it.
+/// The real `transfer-server` executable, started as `./run` and a deployment start it.
 @Suite("transfer-server process", .serialized)
 struct ProcessTests {
     /// The package's root folder (kept here for the suites that read files from it).

@@ -44,7 +44,7 @@ struct EmbeddedFilesTests {
     }
 }
 
-/// The deployable binaries: `./test` builds them as the README's deployment section does
+/// The deployable binaries: `./test` builds them as docs/operating.md's deployment section does
 /// (release, `--static-swift-stdlib`) and names their folder in `TRANSFER_TEST_RELEASE_BINARIES`.
 /// Each runs copied alone into an empty folder, with an environment that names no toolchain.
 @Suite("the release binaries, alone in an empty folder", .serialized)
@@ -82,7 +82,7 @@ struct ReleaseBinaryTests {
         let cli = try Self.copy("transfer", into: empty)
 
         // Linked: no Swift runtime or Foundation library is loaded from the toolchain; what is
-        // left is the C runtime and the two Debian libraries the README names.
+        // left is the C runtime and the two Debian libraries docs/operating.md names.
         for binary in [server, cli] {
             let libraries = try Self.sharedLibraries(binary)
             let swiftRuntime = libraries.filter { $0.contains("libswift") || $0.contains("Foundation") || $0.contains("libdispatch") }

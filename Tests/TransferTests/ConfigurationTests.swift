@@ -112,9 +112,37 @@ struct ConfigurationTests {
         #expect(try Self.load([], ["TRANSFER_PORT_FILE": "/nonexistent"]).port == 8080)
     }
 
-    @Test("the README's configuration names every flag")
-    func readme() throws {
-        let readme = try String(contentsOf: Repository.root.appendingPathComponent("README.md"), encoding: .utf8)
-        for setting in ServerFlags.all { #expect(readme.contains("`\(setting.flag)"), "README.md does not mention \(setting.flag)") }
+    /// The operator's table is made from the declarations (`ServerFlags.table`); with
+    /// `UPDATE_DOCS=1` this test writes it into the file instead of failing.
+    @Test("docs/operating.md's flag table is the one the declarations make, every flag with its text")
+    func flagTable() throws {
+        for setting in ServerFlags.all {
+            #expect(!setting.documentation.isEmpty, "\(setting.flag) has no .documented(…) text for the flag table")
+        }
+        let url = Repository.root.appendingPathComponent("docs/operating.md")
+        let text = try String(contentsOf: url, encoding: .utf8)
+        let start = try #require(text.range(of: ServerFlags.tableStart + "\n"), "docs/operating.md has no line \(ServerFlags.tableStart)")
+        let end = try #require(
+            text.range(of: ServerFlags.tableEnd, range: start.upperBound..<text.endIndex), "docs/operating.md has no line \(ServerFlags.tableEnd)")
+        // The lines between the markers, each with its line break.
+        let inFile = String(text[start.upperBound..<end.lowerBound])
+        let made = ServerFlags.table + "\n"
+        guard inFile != made else { return }
+        if ProcessInfo.processInfo.environment["UPDATE_DOCS"] == "1" {
+            try (text[..<start.upperBound] + made + text[end.lowerBound...]).write(to: url, atomically: true, encoding: .utf8)
+            return
+        }
+        let changes = made.split(separator: "\n").difference(from: inFile.split(separator: "\n"))
+        let lines = changes.map { change in
+            switch change {
+            case .remove(_, let line, _): "- \(line)"
+            case .insert(_, let line, _): "+ \(line)"
+            }
+        }
+        Issue.record("""
+            docs/operating.md's flag table differs from the declarations in ServerFlags (- the file, + made):
+            \(lines.joined(separator: "\n"))
+            Refresh it with: UPDATE_DOCS=1 swift test --filter ConfigurationTests
+            """)
     }
 }
