@@ -95,6 +95,12 @@ public enum StartingPoint: Sendable, Equatable {
     /// whether this phone already holds those accounts (a claim whose answer was lost) or
     /// reports ``LaunchResult/restoredOntoNewPhone(previousAccounts:)``.
     case restoredFromBackup(previousAccounts: [Account])
+    /// The phone has no account of its own, and the user's synchronized store (iCloud Keychain)
+    /// holds backup keys of accounts from their other or earlier phones, newest first. Ask
+    /// ("Continue as Mia?", with each ``AccountBackup/displayName``), then
+    /// ``TransferClient/claim(backup:existingAccounts:)``; or, when the user declines,
+    /// ``TransferClient/launch()`` for a new account. Nothing was sent.
+    case backupsFound([AccountBackup])
     /// The stores cannot be read now (see ``StorageError/kind``).
     case storageUnavailable(StorageError)
 }
@@ -211,6 +217,9 @@ public struct WayBack: RawRepresentable, Hashable, Sendable, CustomStringConvert
     public static let apple = WayBack(rawValue: "apple")
     /// A recovery code (``TransferClient/makeRecoveryCode(of:)``).
     public static let recoveryCode = WayBack(rawValue: "recoveryCode")
+    /// A backup key in the user's synchronized store (contract v1.3; TransferKit keeps one for
+    /// each account unless the app turns them off).
+    public static let backupKey = WayBack(rawValue: "backupKey")
 }
 
 /// An account as the service describes it to one of its sessions (`GET /v1/me`:
