@@ -153,8 +153,8 @@ public final class FakeTransferService: @unchecked Sendable {
     public let handoffClients: Set<String>
     private let hooks = Hooks()
 
-    /// The service's time: transfers expire 24 hours after it, repeated claims are answered
-    /// for 10 minutes of it, accounts are bound to devices at it. Move it with
+    /// The service's time: transfers expire 24 hours after it, accounts are bound to devices at
+    /// it (a repeated claim is answered while the account is bound by the winning move). Move it with
     /// ``ManualClock/advance(by:)``. It starts at ``startOfTime`` unless you give one.
     public let clock: ManualClock
 
