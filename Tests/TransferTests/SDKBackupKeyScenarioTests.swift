@@ -41,6 +41,7 @@ struct SDKBackupKeyScenarioTests {
             let account = try #require(signedIn(try await a.launch()), "A's first launch signs in").account
             try await a.setDisplayName("Mia")
             #expect(try await a.profile().waysBack == [.backupKey], "the backup key is the account's way back, the user set up nothing")
+            #expect(try await a.profile().backupKeys?.keys.sorted() == ["icloud-keychain"], "/v1/me lists it by store, never the key")
 
             // A is lost. The user starts the app on B.
             let b = newPhone == .fresh ? a.secondPhone(as: "B") : a.restoredFromBackup(as: "B")

@@ -245,6 +245,9 @@ public struct AccountProfile: Sendable, Equatable, Identifiable {
     /// would be lost with its phone (offer ``TransferClient/makeRecoveryCode(of:)`` or Sign in
     /// with Apple). Nil when the service does not say (before contract v1.2).
     public let waysBack: Set<WayBack>?
+    /// When each platform store's unused backup key was made, by store (`"icloud-keychain"`,
+    /// `"block-store"`); never a key. Nil when the service does not say (before contract v1.3).
+    public let backupKeys: [String: Date]?
 
     /// A device the account is active on.
     public struct Device: Sendable, Equatable, Identifiable {
@@ -269,7 +272,8 @@ public struct AccountProfile: Sendable, Equatable, Identifiable {
     /// A profile (for previews and tests); ``migrationFlag`` is true exactly when `transfer` is given.
     public init(
         id: String, userName: String, createdAt: Date, transferId: String? = nil, transfer: PendingTransfer? = nil,
-        devices: [Device] = [], appleID: AppleIDLink? = nil, waysBack: Set<WayBack>? = nil
+        devices: [Device] = [], appleID: AppleIDLink? = nil, waysBack: Set<WayBack>? = nil,
+        backupKeys: [String: Date]? = nil
     ) {
         self.id = id
         self.userName = userName
@@ -280,6 +284,7 @@ public struct AccountProfile: Sendable, Equatable, Identifiable {
         self.devices = devices
         self.appleID = appleID
         self.waysBack = waysBack
+        self.backupKeys = backupKeys
     }
 
     init(_ wire: MeBody) {
@@ -298,6 +303,7 @@ public struct AccountProfile: Sendable, Equatable, Identifiable {
         }
         appleID = wire.apple.map(AppleIDLink.init)
         waysBack = wire.waysBack.map { Set($0.map(WayBack.init(rawValue:))) }
+        backupKeys = wire.backupKeys.map { Dictionary($0.map { ($0.store, $0.createdAt) }, uniquingKeysWith: max) }
     }
 }
 

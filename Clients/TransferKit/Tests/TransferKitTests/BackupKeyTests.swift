@@ -125,6 +125,7 @@ struct BackupKeyTests {
         let made = try #require(a.backups.first, "the launch made a backup key")
         #expect(made.accountId == account && made.displayName == "Mia")
         #expect(try await old.profile().waysBack?.contains(.backupKey) == true, "the service counts it as a way back")
+        #expect(try await old.profile().backupKeys?.keys.sorted() == ["icloud-keychain"], "and lists it by store")
         _ = try await a.app().launch()
         #expect(server.count("PUT /v1/me/backup-key") == 1, "a relaunch keeps the key it has")
 
