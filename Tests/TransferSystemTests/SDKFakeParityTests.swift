@@ -114,3 +114,55 @@ struct SDKFakeParityTests {
         }
     }
 }
+
+extension SDKFakeParityTests {
+    /// A phone signed in to the Apple account whose iCloud Keychain is the given store.
+    typealias SyncedPhone = @Sendable (_ name: String, _ iCloudKeychain: MemorySynchronizedStore) -> SimulatedPhone
+
+    /// A phone lost with nothing set up but a backup key: each step's outcome, in words without ids.
+    func backupScenario(_ phone: SyncedPhone) async throws -> [String] {
+        var steps: [String] = []
+        let iCloud = MemorySynchronizedStore()
+        let a = phone("A", iCloud)
+        guard case .signedIn(let account, _) = try await a.launch() else { return ["A did not sign in"] }
+        try await a.setDisplayName("Mia")
+        steps.append("A's ways back: \(try await a.profile().waysBack?.map(\.rawValue).sorted() ?? [])")
+        let b = phone("B", iCloud)
+        guard case .backupsFound(let found) = await b.startingPoint(), let backup = found.first else {
+            return steps + ["B found no backup"]
+        }
+        steps.append("B finds: \(found.map { "\($0.accountId == account ? "A's account" : "another") as \($0.displayName ?? "-")" })")
+        let claimed = await outcome { try await b.claim(backup: backup) }
+        steps.append("B claims it: \(claimed), current is A's account \(b.currentAccountId == account)")
+        steps.append("B's ways back: \(try await b.profile().waysBack?.map(\.rawValue).sorted() ?? [])")
+        steps.append("B claims the used key again: " + (await outcome { try await b.claim(backup: backup, choice: .add) }))
+        steps.append("C claims the used key: " + (await outcome { try await phone("C", MemorySynchronizedStore()).claim(backup: backup) }))
+        let aAgain = a.relaunched()
+        steps.append("A relaunches: " + (await outcome { try await aAgain.launch() }) + ", accountMoved \(aAgain.saw(.accountMoved))")
+        await b.client.setBackupKeys(enabled: false)
+        steps.append("B turns backups off: ways back \(try await b.profile().waysBack?.map(\.rawValue).sorted() ?? []), items \(iCloud.items.count)")
+        return steps
+    }
+
+    @Test("backup keys: made, found by a second phone, claimed, used up, turned off: the fake and the server agree",
+          arguments: StoreKind.available)
+    func sameBackupOutcomes(kind: StoreKind) async throws {
+        let fake = FakeTransferService()
+        let expected = try await backupScenario { name, iCloud in
+            let network = LossyNetwork()
+            return SimulatedPhone(name, iCloudKeychain: iCloud, network: network) { keychain, appFiles, iCloud in
+                fake.client(keychain: keychain, appFiles: appFiles, network: network, iCloudKeychain: iCloud)
+            }
+        }
+        #expect(expected.count == 8, "the fake walks the whole scenario: \(expected)")
+
+        try await kind.withDatabaseLocation { location, _ in
+            let node = try Node(database: location.argument)
+            defer { node.stop() }
+            try #require(try await node.waitReady())
+            let base = try #require(URL(string: node.base))
+            let actual = try await backupScenario { SimulatedPhone($0, baseURL: base, iCloudKeychain: $1) }
+            #expect(actual == expected, "the fake (first) and the \(kind) server (second) differ")
+        }
+    }
+}

@@ -25,12 +25,14 @@ public let kSecAttrAccessGroup: CFString = "agrp"
 public let kSecAttrSynchronizable: CFString = "sync"
 public let kSecAttrAccessible: CFString = "pdmn"
 public let kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly: CFString = "cku"
+public let kSecAttrAccessibleAfterFirstUnlock: CFString = "ck"
 @available(iOS 13.0, macOS 10.15, tvOS 13.0, watchOS 6.0, *)
 public let kSecUseDataProtectionKeychain: CFString = "nleg"
 public let kSecReturnData: CFString = "r_Data"
 public let kSecReturnAttributes: CFString = "r_Attributes"
 public let kSecMatchLimit: CFString = "m_Limit"
 public let kSecMatchLimitOne: CFString = "m_LimitOne"
+public let kSecMatchLimitAll: CFString = "m_LimitAll"
 public let kSecValueData: CFString = "v_Data"
 
 public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus { 0 }

@@ -48,12 +48,14 @@ struct Endpoint: Sendable, Equatable, CustomStringConvertible {
     static let claimTransfer = Endpoint(
         "POST", "/v1/transfers/claim",
         body: [
-            "email", "temporaryPassword", "transferCode", "recoveryCode", "deviceId", "deviceSecret",
+            "email", "temporaryPassword", "transferCode", "recoveryCode", "backupKey", "deviceId", "deviceSecret",
             "replaceExistingAccount", "addAccount", "abandonExisting",
         ],
         token: false)
     static let makeRecoveryCode = Endpoint("PUT", "/v1/me/recovery-code", token: true, deviceProof: true)
     static let deleteRecoveryCode = Endpoint("DELETE", "/v1/me/recovery-code", token: true, deviceProof: true)
+    static let makeBackupKey = Endpoint("PUT", "/v1/me/backup-key", body: ["store"], token: true, deviceProof: true)
+    static let deleteBackupKey = Endpoint("DELETE", "/v1/me/backup-key", query: ["store"], token: true, deviceProof: true)
     static let registerPushToken = Endpoint(
         "PUT", "/v1/devices/push-token", body: ["provider", "token", "environment"], token: true)
     static let removePushToken = Endpoint("DELETE", "/v1/devices/push-token", query: ["provider"], token: true)
@@ -76,7 +78,7 @@ struct Endpoint: Sendable, Equatable, CustomStringConvertible {
     /// Every operation TransferKit calls.
     static let all: [Endpoint] = [
         login, refresh, logout, me, deleteAccount, deviceAccounts, setCurrentAccount, removeAccount,
-        setUpTransfer, cancelTransfer, claimTransfer, makeRecoveryCode, deleteRecoveryCode,
+        setUpTransfer, cancelTransfer, claimTransfer, makeRecoveryCode, deleteRecoveryCode, makeBackupKey, deleteBackupKey,
         registerPushToken, removePushToken, setPushPreferences, setAccountPush,
         createHandoffCode, redeemHandoff,
         appleNonce, linkApple, unlinkApple, claimWithApple, attestationChallenge,

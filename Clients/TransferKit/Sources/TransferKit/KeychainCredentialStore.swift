@@ -33,6 +33,12 @@ public struct KeychainCredentialStore: CredentialStore {
     public func remove(_ key: String) throws { try items.remove(key) }
     /// `SecItemAdd`; on `errSecDuplicateItem`, the item that is there (see ``CredentialStore/add(_:for:)``).
     public func add(_ data: Data, for key: String) throws -> Data? { try items.add(data, for: key) }
+
+    /// The items at `location` that iCloud Keychain carries to the user's other devices
+    /// (synchronizable, readable after first unlock): where TransferKit keeps backup keys.
+    public static func synchronized(location: KeychainLocation = .thisApp) -> any SynchronizedStore {
+        KeychainSynchronizedItems(location: location, calls: SecItemBridge())
+    }
 }
 
 /// The four `SecItem` calls, each attribute mapped to its one `kSec…` key.
@@ -44,6 +50,21 @@ struct SecItemBridge: SecItemCalls {
         var result: CFTypeRef?
         let status = SecItemCopyMatching(dictionary as CFDictionary, &result)
         return (status, result as? Data)
+    }
+
+    func copyAll(_ query: [KeychainAttribute]) -> (status: Int32, items: [(account: String, data: Data)]) {
+        var dictionary = Self.dictionary(query)
+        dictionary[kSecReturnData as String] = true
+        dictionary[kSecReturnAttributes as String] = true
+        dictionary[kSecMatchLimit as String] = kSecMatchLimitAll
+        var result: CFTypeRef?
+        let status = SecItemCopyMatching(dictionary as CFDictionary, &result)
+        let found = (result as? [[String: Any]] ?? []).compactMap { item -> (account: String, data: Data)? in
+            guard let account = item[kSecAttrAccount as String] as? String, let data = item[kSecValueData as String] as? Data
+            else { return nil }
+            return (account, data)
+        }
+        return (status, found)
     }
 
     func add(_ attributes: [KeychainAttribute], data: Data) -> Int32 {
@@ -99,12 +120,16 @@ struct SecItemBridge: SecItemCalls {
                 dictionary[kSecAttrAccessGroup as String] = group
             case .notSynchronizable:
                 dictionary[kSecAttrSynchronizable as String] = false
+            case .synchronizable:
+                dictionary[kSecAttrSynchronizable as String] = true
             case .dataProtectionKeychain:
                 if #available(iOS 13, macOS 10.15, tvOS 13, watchOS 6, *) {
                     dictionary[kSecUseDataProtectionKeychain as String] = true
                 }
             case .accessibleAfterFirstUnlockThisDeviceOnly:
                 dictionary[kSecAttrAccessible as String] = kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly
+            case .accessibleAfterFirstUnlock:
+                dictionary[kSecAttrAccessible as String] = kSecAttrAccessibleAfterFirstUnlock
             }
         }
         return dictionary
@@ -135,12 +160,17 @@ extension TransferClient {
     ///     loses the identity.
     ///   - attestation: attests this device when a login would create an account
     ///     (``AppAttestProvider``); nil never attests.
+    ///   - backupKeys: keep a backup key of each account in iCloud Keychain (synchronizable items
+    ///     at `keychain`'s service and group), so that the user's next phone finds it
+    ///     (``StartingPoint/backupsFound(_:)``). False turns them off: the next launch deletes
+    ///     the ones this phone made (on the service and in iCloud Keychain).
     public static func standard(
         baseURL: URL, keychain: KeychainLocation = .thisApp, appGroup: String? = nil,
         urlSession: URLSession = .shared, headers: [String: String] = [:],
         logger: (@Sendable (String) -> Void)? = nil,
         migratingFrom previous: [KeychainLocation] = [.transferKit1],
-        attestation: (any AttestationProvider)? = nil
+        attestation: (any AttestationProvider)? = nil,
+        backupKeys: Bool = true
     ) -> TransferClient {
         let support = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask)[0]
         let container = appGroup.flatMap { FileManager.default.containerURL(forSecurityApplicationGroupIdentifier: $0) }
@@ -165,7 +195,9 @@ extension TransferClient {
             accountList: FileCredentialStore(directory: directory),
             sharesSessions: StandardLayout.sharesSessions(keychain: keychain, appGroup: appGroup),
             transport: Transport.urlSession(urlSession, headers: headers).logging(logger),
-            attestation: attestation
+            attestation: attestation,
+            synchronizedStore: KeychainCredentialStore.synchronized(location: keychain),
+            backupKeys: backupKeys
         )
     }
 }

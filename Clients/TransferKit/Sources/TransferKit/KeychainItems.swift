@@ -38,7 +38,7 @@ public struct KeychainLocation: Sendable, Hashable, CustomStringConvertible {
     /// Items the app shares with its extensions or sibling apps through a Keychain access group
     /// (Keychain Sharing capability): every process that names the same group and service sees
     /// the same identity and sessions. Give the client `sharesSessions: true` in each of them
-    /// (``TransferClient/standard(baseURL:keychain:appGroup:urlSession:headers:logger:migratingFrom:attestation:)`` does).
+    /// (``TransferClient/standard(baseURL:keychain:appGroup:urlSession:headers:logger:migratingFrom:attestation:backupKeys:)`` does).
     ///
     /// - Parameters:
     ///   - accessGroup: the full group, with the team prefix: `"ABCDE12345.com.example.shared"`.
@@ -48,7 +48,7 @@ public struct KeychainLocation: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Where TransferKit 1 kept its items by default (service "TransferKit", no group, and on macOS
-    /// the file-based Keychain): read once and moved by ``TransferClient/standard(baseURL:keychain:appGroup:urlSession:headers:logger:migratingFrom:attestation:)``.
+    /// the file-based Keychain): read once and moved by ``TransferClient/standard(baseURL:keychain:appGroup:urlSession:headers:logger:migratingFrom:attestation:backupKeys:)``.
     public static let transferKit1 = KeychainLocation(service: "TransferKit", dataProtectionKeychain: false)
 
     public var description: String {
@@ -70,11 +70,17 @@ enum KeychainAttribute: Hashable, Sendable {
     case accessGroup(String)
     /// `kSecAttrSynchronizable: false`: never in iCloud Keychain.
     case notSynchronizable
+    /// `kSecAttrSynchronizable: true`: in iCloud Keychain, on every device of the user's Apple
+    /// account that has Keychain sync on (and on a phone restored from an iCloud backup).
+    case synchronizable
     /// `kSecUseDataProtectionKeychain: true`.
     case dataProtectionKeychain
     /// `kSecAttrAccessible: kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly`: readable after
     /// the first unlock since boot (background launches), never in backups or on another phone.
     case accessibleAfterFirstUnlockThisDeviceOnly
+    /// `kSecAttrAccessible: kSecAttrAccessibleAfterFirstUnlock`: readable after the first unlock,
+    /// and allowed to leave the device (a synchronizable item cannot be `ThisDeviceOnly`).
+    case accessibleAfterFirstUnlock
 }
 
 /// The four `SecItem` calls. On Apple platforms a thin bridge calls Security; the tests use a
@@ -82,6 +88,9 @@ enum KeychainAttribute: Hashable, Sendable {
 protocol SecItemCalls: Sendable {
     /// `SecItemCopyMatching` for one item's data (`kSecReturnData`, `kSecMatchLimitOne`).
     func copyMatching(_ query: [KeychainAttribute]) -> (status: Int32, data: Data?)
+    /// `SecItemCopyMatching` for every matching item (`kSecMatchLimitAll`, `kSecReturnData`,
+    /// `kSecReturnAttributes`): each item's `kSecAttrAccount` and data.
+    func copyAll(_ query: [KeychainAttribute]) -> (status: Int32, items: [(account: String, data: Data)])
     /// `SecItemAdd` of an item with `attributes` and `data` as `kSecValueData`.
     func add(_ attributes: [KeychainAttribute], data: Data) -> Int32
     /// `SecItemUpdate` of the items `query` matches: `data` as `kSecValueData`, and `attributes`.
@@ -229,7 +238,60 @@ struct KeychainItems: CredentialStore {
     }
 }
 
-/// Where ``TransferClient/standard(baseURL:keychain:appGroup:urlSession:headers:logger:migratingFrom:attestation:)``
+/// A ``SynchronizedStore`` of generic-password Keychain items that iCloud Keychain carries to the
+/// user's other devices: `kSecAttrSynchronizable: true`, `kSecAttrAccessibleAfterFirstUnlock`
+/// (readable in background launches; a synchronizable item cannot be `ThisDeviceOnly`), in the
+/// data protection Keychain, at the location's service and group. Only backup keys go here: the
+/// device identity and tokens stay in ``KeychainItems`` (this device only).
+///
+/// Every query names `synchronizable`, so it never matches, changes or deletes a this-device-only
+/// item of the same key; writes add, and update what exists.
+struct KeychainSynchronizedItems: SynchronizedStore {
+    let location: KeychainLocation
+    let calls: any SecItemCalls
+
+    /// The items of the location that travel; `key` nil: all of them.
+    static func query(_ key: String?, at location: KeychainLocation) -> [KeychainAttribute] {
+        var query: [KeychainAttribute] = [.genericPassword, .service(location.service), .synchronizable]
+        if let key { query.append(.account(key)) }
+        if let group = location.accessGroup { query.append(.accessGroup(group)) }
+        query.append(.dataProtectionKeychain)
+        return query
+    }
+
+    static let protection: [KeychainAttribute] = [.accessibleAfterFirstUnlock]
+
+    func readAll() throws -> [String: Data] {
+        let (status, items) = calls.copyAll(Self.query(nil, at: location))
+        switch status {
+        case KeychainStatus.success:
+            return Dictionary(items.map { ($0.account, $0.data) }, uniquingKeysWith: { first, _ in first })
+        case KeychainStatus.itemNotFound:
+            return [:]
+        default:
+            throw KeychainStatus.failure(status, "read", "synchronized items")
+        }
+    }
+
+    func write(_ data: Data, for key: String) throws {
+        let query = Self.query(key, at: location)
+        var status = calls.add(query + Self.protection, data: data)
+        if status == KeychainStatus.duplicateItem {
+            status = calls.update(query, data: data, attributes: Self.protection)
+            if status == KeychainStatus.itemNotFound { status = calls.add(query + Self.protection, data: data) }
+        }
+        guard status == KeychainStatus.success else { throw KeychainStatus.failure(status, "write", key) }
+    }
+
+    func remove(_ key: String) throws {
+        let status = calls.delete(Self.query(key, at: location))
+        guard status == KeychainStatus.success || status == KeychainStatus.itemNotFound else {
+            throw KeychainStatus.failure(status, "delete", key)
+        }
+    }
+}
+
+/// Where ``TransferClient/standard(baseURL:keychain:appGroup:urlSession:headers:logger:migratingFrom:attestation:backupKeys:)``
 /// keeps the account list: decisions kept out of the Apple-only code.
 enum StandardLayout {
     /// The directory of the account list: in the App Group's container when there is one (an

@@ -95,6 +95,12 @@ public enum StartingPoint: Sendable, Equatable {
     /// whether this phone already holds those accounts (a claim whose answer was lost) or
     /// reports ``LaunchResult/restoredOntoNewPhone(previousAccounts:)``.
     case restoredFromBackup(previousAccounts: [Account])
+    /// The phone has no account of its own, and the user's synchronized store (iCloud Keychain)
+    /// holds backup keys of accounts from their other or earlier phones, newest first. Ask
+    /// ("Continue as Mia?", with each ``AccountBackup/displayName``), then
+    /// ``TransferClient/claim(backup:existingAccounts:)``; or, when the user declines,
+    /// ``TransferClient/launch()`` for a new account. Nothing was sent.
+    case backupsFound([AccountBackup])
     /// The stores cannot be read now (see ``StorageError/kind``).
     case storageUnavailable(StorageError)
 }
@@ -211,6 +217,9 @@ public struct WayBack: RawRepresentable, Hashable, Sendable, CustomStringConvert
     public static let apple = WayBack(rawValue: "apple")
     /// A recovery code (``TransferClient/makeRecoveryCode(of:)``).
     public static let recoveryCode = WayBack(rawValue: "recoveryCode")
+    /// A backup key in the user's synchronized store (contract v1.3; TransferKit keeps one for
+    /// each account unless the app turns them off).
+    public static let backupKey = WayBack(rawValue: "backupKey")
 }
 
 /// An account as the service describes it to one of its sessions (`GET /v1/me`:
@@ -236,6 +245,9 @@ public struct AccountProfile: Sendable, Equatable, Identifiable {
     /// would be lost with its phone (offer ``TransferClient/makeRecoveryCode(of:)`` or Sign in
     /// with Apple). Nil when the service does not say (before contract v1.2).
     public let waysBack: Set<WayBack>?
+    /// When each platform store's unused backup key was made, by store (`"icloud-keychain"`,
+    /// `"block-store"`); never a key. Nil when the service does not say (before contract v1.3).
+    public let backupKeys: [String: Date]?
 
     /// A device the account is active on.
     public struct Device: Sendable, Equatable, Identifiable {
@@ -260,7 +272,8 @@ public struct AccountProfile: Sendable, Equatable, Identifiable {
     /// A profile (for previews and tests); ``migrationFlag`` is true exactly when `transfer` is given.
     public init(
         id: String, userName: String, createdAt: Date, transferId: String? = nil, transfer: PendingTransfer? = nil,
-        devices: [Device] = [], appleID: AppleIDLink? = nil, waysBack: Set<WayBack>? = nil
+        devices: [Device] = [], appleID: AppleIDLink? = nil, waysBack: Set<WayBack>? = nil,
+        backupKeys: [String: Date]? = nil
     ) {
         self.id = id
         self.userName = userName
@@ -271,6 +284,7 @@ public struct AccountProfile: Sendable, Equatable, Identifiable {
         self.devices = devices
         self.appleID = appleID
         self.waysBack = waysBack
+        self.backupKeys = backupKeys
     }
 
     init(_ wire: MeBody) {
@@ -289,6 +303,7 @@ public struct AccountProfile: Sendable, Equatable, Identifiable {
         }
         appleID = wire.apple.map(AppleIDLink.init)
         waysBack = wire.waysBack.map { Set($0.map(WayBack.init(rawValue:))) }
+        backupKeys = wire.backupKeys.map { Dictionary($0.map { ($0.store, $0.createdAt) }, uniquingKeysWith: max) }
     }
 }
 

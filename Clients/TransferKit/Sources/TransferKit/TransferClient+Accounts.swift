@@ -70,6 +70,7 @@ extension TransferClient {
         apply(session)
         hub.emit(.signedIn(accountId: session.accountId, created: session.created))
         hub.emit(.switched(accountId: session.accountId))
+        await keepBackupKeys()
         return accountList.first { $0.id == session.accountId }
             ?? Account(id: session.accountId, userName: session.userName, isCurrent: true)
     }
@@ -86,11 +87,24 @@ extension TransferClient {
     /// - Throws: ``TransferError/Code/accountWouldBeLost`` when this is the account's only device
     ///   and it has neither a pending transfer nor a linked Apple ID, and `abandon` is false: offer
     ///   to set up a transfer first, or confirm and remove with `abandon: true`.
+    ///
+    /// The user chose to take the account off the phone: its backup key is deleted first (on the
+    /// service and in the synchronized store), so that no other phone of the user offers it. When
+    /// the removal is then refused (``TransferError/Code/accountWouldBeLost``: the key was its
+    /// only way back), the account gets a new backup key, as it had.
     public func removeAccount(_ accountId: String, abandon: Bool = false) async throws {
         let id = try resolve(accountId)
         let wasCurrent = current == id
-        _ = try await request(
-            .removeAccount, as: id, path: ["accountId": id], query: abandon ? ["abandon": "true"] : [:])
+        let hadBackup = (try? backupShelf?.backup(of: id)) != nil
+        await deleteBackupKey(of: id)
+        do {
+            _ = try await request(
+                .removeAccount, as: id, path: ["accountId": id], query: abandon ? ["abandon": "true"] : [:])
+        } catch {
+            if hadBackup && backupKeysEnabled { try? await makeBackupKey(for: id) }
+            throw error
+        }
+        try? credentials.remove(StoreKey.displayName(id))
         await left(id, wasCurrent: wasCurrent, event: .accountRemoved(accountId: id))
     }
 
@@ -116,6 +130,9 @@ extension TransferClient {
         let id = try resolve(accountId)
         let wasCurrent = current == id
         _ = try await request(.deleteAccount, as: id)
+        // The service erased the account's backup keys with it: their items go too.
+        try? backupShelf?.remove(id)
+        try? credentials.remove(StoreKey.displayName(id))
         await left(id, wasCurrent: wasCurrent, event: .accountDeleted(accountId: id))
     }
 

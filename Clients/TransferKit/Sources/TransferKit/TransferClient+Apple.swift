@@ -66,7 +66,7 @@ extension TransferClient {
     ///   - existingAccounts: what to do when this phone already holds accounts, as for a claim.
     /// An answer lost on the way back is not asked for again (the nonce is used up): the next
     /// ``launch()`` finds the account, or the user signs in with Apple once more (a fresh nonce)
-    /// and the service answers this phone's repeat within 10 minutes.
+    /// and the service answers this phone's repeat for as long as the account is on it.
     ///
     /// - Returns: the account brought over.
     /// - Throws: ``TransferError/Code/appleIdNotLinked`` (no account is linked to this Apple ID),

@@ -39,7 +39,8 @@ extension TransferClient {
     ///
     /// An answer lost on the way back (a network failure after the request may have reached the
     /// service) is asked for again with the same request: the service answers the device that
-    /// won the claim with the session again for 10 minutes.
+    /// won the claim with the session again, for as long as the account is on it. When the app is
+    /// killed before the answer, the next ``launch()`` repeats the claim and lands in the account.
     /// - Returns: the claimed account.
     /// - Throws: ``TransferError/Code/invalidTransferCredentials`` (unknown email, wrong password,
     ///   expired, cancelled, claimed or voided: one answer for all), ``TransferError/Code/tooManyAttempts``,
@@ -85,7 +86,8 @@ extension TransferClient {
     ///
     /// Parse what the user typed or scanned with ``TransferCode/init(_:)`` or
     /// ``TransferCode/init(url:base:)`` first. An answer lost on the way back is asked for again
-    /// (the service answers the winning device again for 10 minutes).
+    /// (the service answers the winning device again for as long as the account is on it; after a
+    /// kill, the next ``launch()`` repeats it).
     ///
     /// - Throws: ``TransferError/Code/invalidTransferCredentials`` (unknown, expired, cancelled,
     ///   claimed or voided: one answer for all), ``TransferError/Code/rateLimited``, and the
@@ -157,14 +159,19 @@ extension TransferClient {
     /// `repeatable` is false for a body that cannot be sent twice: an Apple move's nonce is used
     /// up by the first request, and its repeat needs a new Sign in with Apple (a fresh nonce).
     /// Its lost answer is found by the next ``launch()`` or by the user's next try.
+    ///
+    /// A repeatable claim is recorded before it is sent (``ClaimInFlight``): when the app is
+    /// killed, or every answer is lost, the next ``launch()`` repeats it and lands in the account.
     func claim<Body: Encodable>(
-        _ endpoint: Endpoint, choice: ClaimChoice = .fail, repeatable: Bool = true, body: (DeviceIdentity) -> Body
+        _ endpoint: Endpoint, choice: ClaimChoice = .fail, repeatable: Bool = true, backup: AccountBackup? = nil,
+        body: (DeviceIdentity) -> Body
     ) async throws -> Account {
         var identity = try identityForClaim()
         let before = accountList
         let attempts = repeatable ? Self.claimAttempts : 1
-        var response = try await sendClaim(
-            endpoint, body: Wire.encode(body(identity)), identity: identity, before: before, attempts: attempts)
+        var data = try Wire.encode(body(identity))
+        if repeatable && endpoint == .claimTransfer { recordClaimInFlight(data, backup: backup) }
+        var response = try await sendClaim(endpoint, body: data, identity: identity, before: before, attempts: attempts)
         if !response.isSuccess, TransferError(response: response).code == .deviceRetired {
             // A retired device holds no account: whatever the phone lists left it.
             let listed = accountList
@@ -172,11 +179,19 @@ extension TransferClient {
             await noticeDepartures(from: listed)
             try startOver()
             identity = try identityForClaim()
-            response = try await sendClaim(
-                endpoint, body: Wire.encode(body(identity)), identity: identity, before: before, attempts: attempts)
+            data = try Wire.encode(body(identity))
+            if repeatable && endpoint == .claimTransfer { recordClaimInFlight(data, backup: backup) }
+            response = try await sendClaim(endpoint, body: data, identity: identity, before: before, attempts: attempts)
         }
+        // An answer arrived: nothing to repeat at the next launch, whatever it says.
+        claimLanded()
         let session = try Wire.decode(SessionBody.self, from: try response.succeeded())
         claimSettled()
+        if let backup {
+            // The key is used up: its item goes, and the account gets a new one below (same name).
+            try? backupShelf?.remove(backup.accountId, ifStill: backup.key)
+            if let name = backup.displayName { try? credentials.write(Data(name.utf8), for: StoreKey.displayName(session.accountId)) }
+        }
 
         // With `.replace` the phone's other accounts left it: drop their tokens.
         let onDevice = Set(session.accounts.map(\.accountId))
@@ -197,6 +212,7 @@ extension TransferClient {
                 }
             }
         }
+        await keepBackupKeys()
         return accountList.first { $0.id == session.accountId }
             ?? Account(id: session.accountId, userName: session.userName, isCurrent: true)
     }

@@ -6,7 +6,7 @@ import FoundationNetworking
 /// The client of the device-transfer service: this phone's identity, its accounts and their
 /// sessions, transfers between phones, and push routing.
 ///
-/// Create one per app (``TransferClient/standard(baseURL:keychain:appGroup:urlSession:headers:logger:migratingFrom:attestation:)`` on Apple
+/// Create one per app (``TransferClient/standard(baseURL:keychain:appGroup:urlSession:headers:logger:migratingFrom:attestation:backupKeys:)`` on Apple
 /// platforms), subscribe to ``events``, then call ``launch()`` at every start:
 ///
 /// ```swift
@@ -34,6 +34,10 @@ public actor TransferClient {
     let hub = EventHub()
     /// Attests this device for a login that creates an account; nil: never attest.
     let attestationProvider: (any AttestationProvider)?
+    /// Where backup keys are kept (iCloud Keychain's synchronizable items on iOS); nil: nowhere.
+    let backupShelf: BackupShelf?
+    /// Whether this phone keeps a backup key for each of its accounts (the app's switch).
+    var backupKeysEnabled: Bool
 
     var identity: DeviceIdentity?
     /// The accounts on this phone, as last heard from the service.
@@ -81,15 +85,21 @@ public actor TransferClient {
     ///     that checks it (`--attestation monitor` or `enforce`): ``AppAttestProvider`` on iOS, or
     ///     your own. Nil (the default) never attests; a service that enforces attestation then
     ///     refuses new accounts with ``TransferError/Code/attestationRequired``.
+    ///   - synchronizedStore: where each account's backup key is kept, a store that follows the
+    ///     user to their next phone (on iOS ``KeychainCredentialStore/synchronized(location:)``,
+    ///     iCloud Keychain); nil keeps none.
+    ///   - backupKeys: false turns backup keys off: the next launch deletes the ones this phone
+    ///     made (``setBackupKeys(enabled:)`` changes it later).
     public init(
         baseURL: URL, credentials: any CredentialStore, accountList: (any CredentialStore)? = nil,
         sharesSessions: Bool = false, transport: Transport = .urlSession(.shared),
-        clock: @escaping @Sendable () -> Date = { Date() }, attestation: (any AttestationProvider)? = nil
+        clock: @escaping @Sendable () -> Date = { Date() }, attestation: (any AttestationProvider)? = nil,
+        synchronizedStore: (any SynchronizedStore)? = nil, backupKeys: Bool = true
     ) {
         self.init(
             baseURL: baseURL, credentials: credentials, accountList: accountList,
             transport: transport as any HTTPTransport, now: clock, sharesSessions: sharesSessions,
-            attestation: attestation)
+            attestation: attestation, synchronizedStore: synchronizedStore, backupKeys: backupKeys)
     }
 
     /// A client whose requests go through `urlSession` (TransferKit 1's initialiser).
@@ -103,8 +113,11 @@ public actor TransferClient {
     init(
         baseURL: URL, credentials: any CredentialStore, accountList: (any CredentialStore)?,
         transport: any HTTPTransport, now: @escaping @Sendable () -> Date = { Date() }, sharesSessions: Bool = false,
-        attestation: (any AttestationProvider)? = nil
+        attestation: (any AttestationProvider)? = nil, synchronizedStore: (any SynchronizedStore)? = nil,
+        backupKeys: Bool = true
     ) {
+        self.backupShelf = synchronizedStore.map(BackupShelf.init(store:))
+        self.backupKeysEnabled = backupKeys
         self.attestationProvider = attestation
         self.sharesSessions = sharesSessions
         self.baseURL = baseURL
@@ -172,6 +185,9 @@ public actor TransferClient {
     ///   when the service checks attestation, ``TransferError/Code/attestationRequired``,
     ///   ``TransferError/Code/invalidAttestation``, ``TransferError/Code/attestationFailed``.
     public func launch() async throws -> LaunchResult {
+        // A claim whose answer never came (the app was killed): repeated first, so that this
+        // launch lands in the account it won, however long ago.
+        try await resumeClaimInFlight()
         let stored: StoredState
         do {
             stored = try readStores()
@@ -222,6 +238,14 @@ public actor TransferClient {
             await noticeDepartures(from: before.filter { $0.id != lastMove?.accountId })
             return .currentAccountMoved(
                 accountId: lastMove?.accountId, transferredAt: lastMove?.transferredAt, remainingAccounts: accountList)
+        } catch let error as TransferError where error.code == .accountDeleted {
+            // The service erased the account (the user elsewhere, support, or as inactive): its
+            // backup key died with it. With no account left the identity is of no more use (the
+            // device is retired): TransferKit starts over now, so that this launch is the only one
+            // that throws, and the next start is a fresh one (``startingPoint()`` says which).
+            if let gone = before.first(where: \.isCurrent)?.id { try? backupShelf?.remove(gone) }
+            if accountList.isEmpty { try? startOver() }
+            throw error
         }
         claimSettled()
         apply(session)
@@ -232,6 +256,7 @@ public actor TransferClient {
             hub.emit(.switched(accountId: session.accountId))
         }
         await uploadPendingPushToken()
+        await keepBackupKeys()
         return .signedIn(accountId: session.accountId, created: session.created)
     }
 
@@ -253,15 +278,26 @@ public actor TransferClient {
         } catch {
             return .storageUnavailable(StorageError(error))
         }
-        if let list = stored.list, !list.accounts.isEmpty, list.deviceId != stored.identity?.deviceId {
-            return .restoredFromBackup(previousAccounts: list.accounts)
+        // A claim the user confirmed, whose answer never came: launch() repeats it.
+        if hasClaimInFlight() { return .returning }
+        let restoredList = stored.list.flatMap { list in
+            !list.accounts.isEmpty && list.deviceId != stored.identity?.deviceId ? list.accounts : nil
         }
-        guard stored.identity != nil else { return .firstStart }
         // An identity minted for a claim whose answer never came, and nothing since: no account
         // is known on this phone, so the user has not chosen yet.
-        if stored.list?.accounts.isEmpty ?? true, (try? credentials.read(StoreKey.claimPending)) != nil {
-            return .firstStart
+        let claimOnly = stored.identity != nil && (stored.list?.accounts.isEmpty ?? true)
+            && ((try? credentials.read(StoreKey.claimPending)) ?? nil) != nil
+        if stored.identity == nil || restoredList != nil || claimOnly {
+            // Nothing of its own: the user's accounts from their other or earlier phones come first.
+            do {
+                let backups = try offeredBackups()
+                if !backups.isEmpty { return .backupsFound(backups) }
+            } catch {
+                return .storageUnavailable(StorageError(error))
+            }
         }
+        if let restoredList { return .restoredFromBackup(previousAccounts: restoredList) }
+        guard stored.identity != nil, !claimOnly else { return .firstStart }
         return .returning
     }
 
@@ -327,6 +363,7 @@ public actor TransferClient {
             }
             try credentials.remove(StoreKey.legacySessions)
             try credentials.remove(StoreKey.claimPending)
+            try credentials.remove(StoreKey.claimInFlight)
             try credentials.remove(StoreKey.identity)
             try accountListStore.remove(StoreKey.accountList)
         } catch {
@@ -521,6 +558,10 @@ enum StoreKey {
     static let accountList = "transferkit.accounts"
     /// Present while the identity was made for a claim whose answer has not arrived.
     static let claimPending = "transferkit.claim-pending"
+    /// A claim sent whose answer has not arrived (``ClaimInFlight``), repeated by the next launch.
+    static let claimInFlight = "transferkit.claim-in-flight"
+    /// The name the app gave an account, kept with its backup key ("Continue as …?").
+    static func displayName(_ accountId: String) -> String { "transferkit.display-name." + accountId.lowercased() }
     /// A ``SiblingSession``'s account and tokens, one key per sibling client id: sibling apps
     /// sharing a Keychain access group keep their sessions apart. The client id is hashed so that
     /// any id the contract allows makes a short key of `[A-Za-z0-9._-]` (what

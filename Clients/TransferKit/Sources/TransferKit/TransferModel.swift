@@ -20,6 +20,8 @@ import Observation
 ///         switch transfer.launchResult {
 ///         case nil where transfer.startingPoint == .firstStart:
 ///             WelcomeView()  // "New here" → transfer.launch(); "Bring my account" → transfer.claimTransfer(code:)
+///         case nil where transfer.foundBackups != nil:
+///             ContinueAsView(transfer.foundBackups!)  // "Continue as Mia?" → transfer.claim(backup:); "No" → transfer.launch()
 ///         case nil: ProgressView()
 ///         case .signedIn: HomeView(account: transfer.currentAccount)
 ///         case .restoredOntoNewPhone(let previous): TransferPromptView(previous: previous)
@@ -56,6 +58,12 @@ public final class TransferModel {
     public private(set) var launchResult: LaunchResult?
     /// Where the phone stood when ``start()`` looked (``TransferClient/startingPoint()``); nil before.
     public private(set) var startingPoint: StartingPoint?
+
+    /// The backups ``start()`` found (``StartingPoint/backupsFound(_:)``); nil otherwise.
+    public var foundBackups: [AccountBackup]? {
+        if case .backupsFound(let backups) = startingPoint { return backups }
+        return nil
+    }
     /// Whether ``launch()`` is running.
     public private(set) var isLaunching = false
     /// The error of the last call made through the model, if it failed.
@@ -105,11 +113,25 @@ public final class TransferModel {
     /// Starts the app as a phone that may be new needs it: reads ``startingPoint`` (nothing sent);
     /// on a first start it stops there, so that the app asks "new here, or bringing your account
     /// from another phone?" before an account is created: then ``launch()``, or a claim
-    /// (``claimTransfer(code:existingAccounts:)``). Otherwise it launches.
+    /// (``claimTransfer(code:existingAccounts:)``). It stops too when backups were found
+    /// (``StartingPoint/backupsFound(_:)``): ask "Continue as …?", then ``claim(backup:existingAccounts:)``
+    /// or ``launch()``. Otherwise it launches (a claim in flight is repeated first).
     public func start() async {
         let point = await client.startingPoint()
         startingPoint = point
-        if point != .firstStart { await launch() }
+        switch point {
+        case .firstStart, .backupsFound: return
+        default: await launch()
+        }
+    }
+
+    /// Brings the account of a backup key found in iCloud Keychain
+    /// (``TransferClient/claim(backup:existingAccounts:)``); ``launchResult`` then says the phone is
+    /// signed in to it. A key that no longer works was removed: read ``startingPoint`` again
+    /// (``start()``) for what is left to offer.
+    @discardableResult
+    public func claim(backup: AccountBackup, existingAccounts: ClaimChoice = .fail) async throws -> Account {
+        try await claimed { try await $0.claim(backup: backup, existingAccounts: existingAccounts) }
     }
 
     /// Brings an account over with a transfer code (``TransferClient/claimTransfer(code:existingAccounts:)``);

@@ -37,6 +37,7 @@ struct ClaimRequest: Codable, Sendable {
     var temporaryPassword: String? = nil
     var transferCode: String? = nil
     var recoveryCode: String? = nil
+    var backupKey: String? = nil
     var deviceId: String
     var deviceSecret: String
     var replaceExistingAccount: Bool? = nil
@@ -155,6 +156,18 @@ struct RecoveryCodeBody: Codable, Sendable {
     var createdAt: Date
 }
 
+/// `BackupKeyRequest` (`PUT /v1/me/backup-key`).
+struct BackupKeyRequest: Codable, Sendable {
+    var store: String
+}
+
+/// `BackupKey` (the answer to `PUT /v1/me/backup-key`).
+struct BackupKeyBody: Codable, Sendable {
+    var backupKey: String
+    var store: String
+    var createdAt: Date
+}
+
 /// `HandoffCode`.
 struct HandoffCodeBody: Codable, Sendable {
     var code: String
@@ -173,6 +186,14 @@ struct MeBody: Codable, Sendable {
     var apple: AppleLinkBody?
     /// v1.2: `transfer`, `apple`, `recoveryCode`; nil from a server before v1.2.
     var waysBack: [String]? = nil
+    /// v1.3: the account's unused backup keys by store; nil from a server before v1.3.
+    var backupKeys: [MeBackupKeyBody]? = nil
+}
+
+/// An item of `Me.backupKeys`.
+struct MeBackupKeyBody: Codable, Sendable {
+    var store: String
+    var createdAt: Date
 }
 
 /// `Me.transfer`: `email` only for a password transfer; `method` from v1.2 on.

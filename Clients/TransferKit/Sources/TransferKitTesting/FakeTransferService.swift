@@ -7,8 +7,8 @@ import FoundationNetworking
 /// An in-memory stand-in for the device-transfer service, for unit tests and SwiftUI previews of
 /// an app without a server: enough of the contract for every flow of ``TransferClient`` and
 /// ``SiblingSession`` (devices, several accounts, transfers by password and by code, recovery
-/// codes and `waysBack`, Sign in with Apple, hand-off, deletion, claims repeated by the device
-/// that won them), a log of every request, scripted answers, lost answers
+/// codes, backup keys and `waysBack`, Sign in with Apple, hand-off, deletion, claims repeated by
+/// the device that won them for as long as the account is on it), a log of every request, scripted answers, lost answers
 /// (``loseAnswers(to:count:)``), and a check of every request against the operations TransferKit calls.
 ///
 /// ```swift
@@ -85,8 +85,8 @@ public final class FakeTransferService: @unchecked Sendable {
         let expiresAt: Date
     }
 
-    /// A claim that won: the same device repeating the same credentials within 10 minutes gets
-    /// the session again (contract v1.2).
+    /// A claim that won: the same device repeating the same credentials gets the session again
+    /// for as long as the account is on it by that very move (contract v1.3: no time limit).
     private struct Win {
         let device: String
         let secret: String
@@ -116,6 +116,8 @@ public final class FakeTransferService: @unchecked Sendable {
     private var live: [String: PendingTransfer] { transfers.filter { clock.now < $0.value.expiresAt } }
     /// Recovery codes (as read) by account.
     private var recoveryCodes: [String: String] = [:]
+    /// Backup keys by account and store (`icloud-keychain`, `block-store`), with when each was made.
+    private var backupKeys: [String: [String: (key: String, createdAt: Date)]] = [:]
     private var wins: [Win] = []
     /// Each account's transfer set-ups, for `--setup-limit` (10 an hour).
     private var setUps: [String: [Date]] = [:]
@@ -151,8 +153,8 @@ public final class FakeTransferService: @unchecked Sendable {
     public let handoffClients: Set<String>
     private let hooks = Hooks()
 
-    /// The service's time: transfers expire 24 hours after it, repeated claims are answered
-    /// for 10 minutes of it, accounts are bound to devices at it. Move it with
+    /// The service's time: transfers expire 24 hours after it, accounts are bound to devices at
+    /// it (a repeated claim is answered while the account is bound by the winning move). Move it with
     /// ``ManualClock/advance(by:)``. It starts at ``startOfTime`` unless you give one.
     public let clock: ManualClock
 
@@ -253,17 +255,20 @@ public final class FakeTransferService: @unchecked Sendable {
     /// A client of this service on the given stores, its renewals planned with `clock` (the
     /// service's own ``clock`` when nil), its requests through `network` when given (a
     /// ``SimulatedPhone``'s ``SimulatedPhone/network``, to lose one phone's answers only), its
-    /// new accounts attested by `attestation` when given.
+    /// new accounts attested by `attestation` when given, its backup keys kept in `iCloudKeychain`
+    /// (an Apple account's synchronizable items: give the same store to a second phone) unless
+    /// `backupKeys` is false.
     public func client(
         keychain: any CredentialStore = MemoryCredentialStore(), appFiles: any CredentialStore = MemoryCredentialStore(),
         clock: ManualClock? = nil, sharesSessions: Bool = false, network: LossyNetwork? = nil,
-        attestation: (any AttestationProvider)? = nil
+        attestation: (any AttestationProvider)? = nil, iCloudKeychain: (any SynchronizedStore)? = nil,
+        backupKeys: Bool = true
     ) -> TransferClient {
         let clock = clock ?? self.clock
         return TransferClient(
             baseURL: Self.baseURL, credentials: keychain, accountList: appFiles, sharesSessions: sharesSessions,
             transport: network?.wrap(transport, baseURL: Self.baseURL) ?? transport, clock: { clock.now },
-            attestation: attestation)
+            attestation: attestation, synchronizedStore: iCloudKeychain, backupKeys: backupKeys)
     }
 
     /// A sibling app's session with this service; `sharesSession` when the sibling app's
@@ -417,9 +422,23 @@ public final class FakeTransferService: @unchecked Sendable {
         case "PUT /v1/me/recovery-code":
             let code = Self.randomCode(length: 20)
             recoveryCodes[caller!.account] = code
+            // A replaced code is no longer the proof of a repeat.
+            wins.removeAll { $0.account == caller!.account && $0.credentials.hasPrefix("recovery:") }
             return json(201, ["recoveryCode": Self.grouped(code), "createdAt": Self.format(clock.now)])
         case "DELETE /v1/me/recovery-code":
             recoveryCodes[caller!.account] = nil
+            return Response(status: 204)
+        case "PUT /v1/me/backup-key":
+            guard let store = body["store"] as? String, Self.backupStores.contains(store) else { return error(400, "invalid_request") }
+            let key = Self.randomBackupKey()
+            backupKeys[caller!.account, default: [:]][store] = (key, clock.now)
+            // A replaced key is no longer the proof of a repeat.
+            wins.removeAll { $0.account == caller!.account && $0.credentials.hasPrefix("backup:\(store):") }
+            return json(201, ["backupKey": key, "store": store, "createdAt": Self.format(clock.now)])
+        case "DELETE /v1/me/backup-key":
+            let store = URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems?.first { $0.name == "store" }?.value
+            guard let store, Self.backupStores.contains(store) else { return error(400, "invalid_request") }
+            backupKeys[caller!.account]?[store] = nil
             return Response(status: 204)
         case "POST /v1/transfers/claim":
             return claim(body)
@@ -434,6 +453,7 @@ public final class FakeTransferService: @unchecked Sendable {
             takeOff(account, from: caller!.device)
             transfers[account] = nil
             recoveryCodes[account] = nil
+            backupKeys[account] = nil
             appleLinks = appleLinks.filter { $0.value.account != account }
             deleted.insert(account)
             return Response(status: 204)
@@ -593,12 +613,26 @@ public final class FakeTransferService: @unchecked Sendable {
         }
     }
 
-    /// A claim by email and password, transfer code, or recovery code.
+    /// A claim by email and password, transfer code, recovery code, or backup key.
     private func claim(_ body: [String: Any]) -> Response {
         let email = body["email"] as? String, password = body["temporaryPassword"] as? String
         let code = body["transferCode"] as? String, recovery = body["recoveryCode"] as? String
+        let backupKey = body["backupKey"] as? String
         let account: String?, credentials: String
-        if let recovery {
+        var usedStore: String?
+        if let backupKey {
+            guard email == nil, password == nil, code == nil, recovery == nil else { return error(400, "invalid_request") }
+            let found = backupKeys.lazy.flatMap { entry in entry.value.map { (account: entry.key, store: $0.key, key: $0.value.key) } }
+                .first { $0.key == backupKey }
+            usedStore = found?.store
+            credentials = "backup:\(found?.store ?? "-"):\(backupKey)"
+            account = found?.account
+            if found == nil {
+                // A used key stays the winner's repeat until it is replaced.
+                let repeated = wins.last { $0.credentials.hasSuffix(":\(backupKey)") && $0.credentials.hasPrefix("backup:") }
+                return repeatedClaim(body, credentials: repeated?.credentials ?? credentials) ?? error(401, "invalid_transfer_credentials")
+            }
+        } else if let recovery {
             guard email == nil, password == nil, code == nil else { return error(400, "invalid_request") }
             let read = Self.read(recovery, length: 20)
             credentials = "recovery:\(read ?? recovery)"
@@ -620,6 +654,7 @@ public final class FakeTransferService: @unchecked Sendable {
         if response.isSuccess {
             transfers[account] = nil
             if recovery != nil { recoveryCodes[account] = nil }
+            if let usedStore { backupKeys[account]?[usedStore] = nil }
             won(body, credentials: credentials, account: account)
         }
         return response
@@ -631,12 +666,13 @@ public final class FakeTransferService: @unchecked Sendable {
             credentials: credentials, account: account, at: clock.now))
     }
 
-    /// The session again for the device that won a claim with these credentials less than 10
-    /// minutes ago, if the account is still on it; nil otherwise.
+    /// The session again for the device that won a claim with these credentials, if the account
+    /// is still on it by that very move (no time limit, contract v1.3); nil otherwise.
     private func repeatedClaim(_ body: [String: Any], credentials: String) -> Response? {
         let device = (body["deviceId"] as? String)?.lowercased(), secret = body["deviceSecret"] as? String
         guard let win = wins.last(where: { $0.device == device && $0.secret == secret && $0.credentials == credentials }),
-            clock.now.timeIntervalSince(win.at) < 600, devices[win.device]?.accounts.contains(win.account) == true
+            devices[win.device]?.accounts.contains(win.account) == true,
+            boundAt[Pair(device: win.device, account: win.account)] == win.at
         else { return nil }
         return session(Pair(device: win.device, account: win.account), created: false, status: 200)
     }
@@ -715,8 +751,13 @@ public final class FakeTransferService: @unchecked Sendable {
             "accountId": account, "userName": userNames[account]!, "createdAt": "2026-11-21T12:00:00Z",
             "migrationFlag": transfer != nil, "transferId": NSNull(), "transfer": transfer ?? NSNull(),
             "devices": onDevices, "apple": link ?? NSNull(),
-            "waysBack": [transfer.map { _ in "transfer" }, link.map { _ in "apple" }, recoveryCodes[account].map { _ in "recoveryCode" }]
-                .compactMap { $0 },
+            "waysBack": [
+                transfer.map { _ in "transfer" }, link.map { _ in "apple" }, recoveryCodes[account].map { _ in "recoveryCode" },
+                (backupKeys[account]?.isEmpty ?? true) ? nil : "backupKey",
+            ].compactMap { $0 },
+            "backupKeys": (backupKeys[account] ?? [:]).sorted { $0.key < $1.key }.map {
+                ["store": $0.key, "createdAt": Self.format($0.value.createdAt)] as [String: Any]
+            },
         ])
     }
 
@@ -761,9 +802,20 @@ public final class FakeTransferService: @unchecked Sendable {
     }
 
     /// What would bring the account back once it leaves its phone: a pending transfer, a
-    /// linked Apple ID, an unused recovery code.
+    /// linked Apple ID, an unused recovery code, an unused backup key.
     private func hasWayBack(_ account: String) -> Bool {
         live[account] != nil || appleLinks.values.contains { $0.account == account } || recoveryCodes[account] != nil
+            || !(backupKeys[account]?.isEmpty ?? true)
+    }
+
+    static let backupStores: Set<String> = ["icloud-keychain", "block-store"]
+
+    /// 256 random bits as 43 base64url characters.
+    static func randomBackupKey() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        return Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }
 
     /// A moved account stays its old device's current one (the plain login keeps answering 410).

@@ -17,6 +17,11 @@ import Foundation
 public final class SimulatedPhone: @unchecked Sendable {
     /// Makes the phone's client from its Keychain and its app files.
     public typealias ClientFactory = @Sendable (_ keychain: MemoryCredentialStore, _ appFiles: MemoryCredentialStore) -> TransferClient
+    /// Makes the phone's client from its Keychain, its app files, and its Apple account's iCloud
+    /// Keychain (nil: not signed in, or Keychain sync off).
+    public typealias SyncingClientFactory = @Sendable (
+        _ keychain: MemoryCredentialStore, _ appFiles: MemoryCredentialStore, _ iCloudKeychain: MemorySynchronizedStore?
+    ) -> TransferClient
 
     /// A name for messages.
     public let name: String
@@ -31,44 +36,88 @@ public final class SimulatedPhone: @unchecked Sendable {
     /// ``init(_:baseURL:keychain:appFiles:clock:)`` use it; with your own factory, wrap your
     /// transport with ``LossyNetwork/wrap(_:baseURL:)`` of the network you pass.
     public let network: LossyNetwork
+    /// The synchronizable items of the phone's Apple account (iCloud Keychain with sync on), shared
+    /// with every other phone of that account (``secondPhone(as:)``, ``restoredFromBackup(as:)``):
+    /// where TransferKit keeps backup keys. Nil: no Apple account, or Keychain sync off.
+    public let iCloudKeychain: MemorySynchronizedStore?
 
-    private let makeClient: ClientFactory
+    private let makeClient: SyncingClientFactory
     private let lock = NSLock()
     private var log: [TransferEvent] = []
 
     /// A phone talking to the service at `baseURL`; its client plans renewals with `clock`
     /// (a ``ManualClock`` lets a scenario reach a token's expiry without waiting for it).
+    ///
+    /// With `iCloudKeychain` (an Apple account with Keychain sync on) the client keeps a backup
+    /// key of each account there, unless `backupKeys` is false; ``secondPhone(as:)`` is another
+    /// phone of the same Apple account.
     public convenience init(
         _ name: String, baseURL: URL,
         keychain: MemoryCredentialStore = MemoryCredentialStore(), appFiles: MemoryCredentialStore = MemoryCredentialStore(),
-        clock: ManualClock? = nil
+        clock: ManualClock? = nil, iCloudKeychain: MemorySynchronizedStore? = nil, backupKeys: Bool = true
     ) {
         let now: @Sendable () -> Date
         if let clock { now = { clock.now } } else { now = { Date() } }
         let network = LossyNetwork()
-        self.init(name, keychain: keychain, appFiles: appFiles, network: network) { keychain, appFiles in
+        self.init(
+            name, keychain: keychain, appFiles: appFiles, iCloudKeychain: iCloudKeychain, network: network
+        ) { keychain, appFiles, iCloud in
             TransferClient(
                 baseURL: baseURL, credentials: keychain, accountList: appFiles,
-                transport: network.wrap(.urlSession(.shared), baseURL: baseURL), clock: now)
+                transport: network.wrap(.urlSession(.shared), baseURL: baseURL), clock: now,
+                synchronizedStore: iCloud, backupKeys: backupKeys)
         }
     }
 
     /// A phone whose client `makeClient` builds (e.g. with its own `URLSession`).
-    public init(
+    public convenience init(
         _ name: String,
         keychain: MemoryCredentialStore = MemoryCredentialStore(), appFiles: MemoryCredentialStore = MemoryCredentialStore(),
         network: LossyNetwork = LossyNetwork(), makeClient: @escaping ClientFactory
+    ) {
+        self.init(name, keychain: keychain, appFiles: appFiles, iCloudKeychain: nil, network: network) { keychain, appFiles, _ in
+            makeClient(keychain, appFiles)
+        }
+    }
+
+    /// A phone of an Apple account whose iCloud Keychain is `iCloudKeychain`, with a client
+    /// `makeClient` builds (pass the store on as the client's `synchronizedStore`).
+    public init(
+        _ name: String,
+        keychain: MemoryCredentialStore = MemoryCredentialStore(), appFiles: MemoryCredentialStore = MemoryCredentialStore(),
+        iCloudKeychain: MemorySynchronizedStore?, network: LossyNetwork = LossyNetwork(),
+        makeClient: @escaping SyncingClientFactory
     ) {
         self.name = name
         self.network = network
         self.keychain = keychain
         self.appFiles = appFiles
+        self.iCloudKeychain = iCloudKeychain
         self.makeClient = makeClient
-        self.client = makeClient(keychain, appFiles)
+        self.client = makeClient(keychain, appFiles, iCloudKeychain)
         client.observeEvents { [weak self] event in self?.record(event) }
     }
 
     // MARK: The app's flows
+
+    /// On a new phone: brings the account of a backup found by ``startingPoint()``
+    /// (``StartingPoint/backupsFound(_:)``), after the user confirmed.
+    @discardableResult
+    public func claim(backup: AccountBackup, choice: ClaimChoice = .fail) async throws -> Account {
+        try await client.claim(backup: backup, existingAccounts: choice)
+    }
+
+    /// The name the app gives the account (the current one when nil), shown by a new phone.
+    public func setDisplayName(_ name: String?, of accountId: String? = nil) async throws {
+        try await client.setDisplayName(name, of: accountId)
+    }
+
+    /// The backups the phone's Apple account holds in its iCloud Keychain, as a new phone would
+    /// find them (whatever this phone holds); empty without an Apple account.
+    public var backupsInICloudKeychain: [AccountBackup] {
+        guard let iCloudKeychain, let found = try? BackupShelfView.backups(in: iCloudKeychain) else { return [] }
+        return found
+    }
 
     /// Starts the app (``TransferClient/launch()``).
     @discardableResult
@@ -226,22 +275,36 @@ public final class SimulatedPhone: @unchecked Sendable {
 
     /// The app killed and started again: the same Keychain and files, a new client (call ``launch()``).
     public func relaunched() -> SimulatedPhone {
-        SimulatedPhone(name, keychain: keychain, appFiles: appFiles, network: network, makeClient: makeClient)
+        SimulatedPhone(
+            name, keychain: keychain, appFiles: appFiles, iCloudKeychain: iCloudKeychain, network: network,
+            makeClient: makeClient)
     }
 
     /// The app deleted and installed again: iOS keeps its Keychain items (the identity and
     /// tokens), the app files are gone. A new client (call ``launch()``).
     public func reinstalled() -> SimulatedPhone {
-        SimulatedPhone(name, keychain: keychain, appFiles: MemoryCredentialStore(), network: network, makeClient: makeClient)
+        SimulatedPhone(
+            name, keychain: keychain, appFiles: MemoryCredentialStore(), iCloudKeychain: iCloudKeychain, network: network,
+            makeClient: makeClient)
     }
 
-    /// A new phone set up from this one's backup: the app files come along, the Keychain
-    /// (this-device-only items) does not. Its ``launch()`` reports
+    /// A new phone set up from this one's backup: the app files come along, the Keychain's
+    /// this-device-only items do not, the Apple account's synchronized items do (the same
+    /// ``iCloudKeychain``). Without backup keys its ``launch()`` reports
     /// ``LaunchResult/restoredOntoNewPhone(previousAccounts:)``.
     public func restoredFromBackup(as name: String) -> SimulatedPhone {
         SimulatedPhone(
-            name, keychain: MemoryCredentialStore(), appFiles: MemoryCredentialStore(appFiles.items), network: network,
-            makeClient: makeClient)
+            name, keychain: MemoryCredentialStore(), appFiles: MemoryCredentialStore(appFiles.items),
+            iCloudKeychain: iCloudKeychain, network: network, makeClient: makeClient)
+    }
+
+    /// Another phone signed in to the same Apple account, set up fresh (not from a backup): its
+    /// own Keychain and app files, the same iCloud Keychain (``iCloudKeychain``). What a user
+    /// who lost this phone, with nothing set up but Keychain sync on, starts the app on.
+    public func secondPhone(as name: String) -> SimulatedPhone {
+        SimulatedPhone(
+            name, keychain: MemoryCredentialStore(), appFiles: MemoryCredentialStore(), iCloudKeychain: iCloudKeychain,
+            network: network, makeClient: makeClient)
     }
 
     /// True: the phone rebooted and is not unlocked yet (the Keychain and files cannot be read).

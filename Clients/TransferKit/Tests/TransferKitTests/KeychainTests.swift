@@ -8,25 +8,66 @@ import Testing
 ///   default group; a group the app is not entitled to is `errSecMissingEntitlement`;
 /// - a query without a group searches every group of the app; update and delete change every match;
 /// - the data protection Keychain and macOS's file-based one are apart;
+/// - `kSecAttrSynchronizable`: a query or an add without it means `false`; a synchronizable item
+///   and a this-device-only item of the same key are two items. Synchronizable items live in the
+///   phone's Apple account's iCloud Keychain (``AppleAccount``) when it has one with Keychain sync
+///   on: every phone of that account sees them, and a phone restored from a backup (a new
+///   `Device` of the same account) gets them, while this-device-only items stay on their phone;
+///   without an Apple account they stay on the phone;
 /// - while the phone is locked before its first unlock, every call is `errSecInteractionNotAllowed`.
 /// Several apps may share one `FakeKeychain.Device` (their items live on the same phone).
 final class FakeKeychain: SecItemCalls, @unchecked Sendable {
-    final class Device: @unchecked Sendable {
-        struct Item: Equatable {
-            var group: String
-            var service: String
-            var account: String
-            var dataProtection: Bool
-            var data: Data
-            var attributes: [KeychainAttribute]
-        }
+    struct Item: Equatable {
+        var group: String
+        var service: String
+        var account: String
+        var dataProtection: Bool
+        var synchronizable: Bool
+        var data: Data
+        var attributes: [KeychainAttribute]
+    }
+
+    /// One Apple account's iCloud Keychain: the synchronizable items of every phone signed in to it.
+    final class AppleAccount: @unchecked Sendable {
         let lock = NSLock()
         var items: [Item] = []
+    }
+
+    final class Device: @unchecked Sendable {
+        typealias Item = FakeKeychain.Item
+        let lock = NSLock()
+        /// This phone's items: this-device-only ones, and synchronizable ones when it has no Apple account.
+        var items: [Item] = []
+        /// The Apple account the phone is signed in to with Keychain sync on; nil: none.
+        let appleAccount: AppleAccount?
         var locked = false
         /// Runs before the next update (e.g. another process deleting the item).
         var beforeUpdate: (() -> Void)?
         /// Runs after the next copy (e.g. another process adding the item that was not found).
         var afterCopy: (() -> Void)?
+
+        init(appleAccount: AppleAccount? = nil) {
+            self.appleAccount = appleAccount
+        }
+
+        /// A phone restored from this one's backup: the same Apple account, none of the this-device-only items.
+        func restoredFromBackup() -> Device { Device(appleAccount: appleAccount) }
+
+        /// Every item the phone sees.
+        var visible: [Item] {
+            guard let appleAccount else { return items }
+            appleAccount.lock.lock()
+            defer { appleAccount.lock.unlock() }
+            return items + appleAccount.items
+        }
+
+        /// Runs `body` on the list holding items that are `synchronizable` or not (the device lock held).
+        func withList<T>(synchronizable: Bool, _ body: (inout [Item]) -> T) -> T {
+            guard synchronizable, let appleAccount else { return body(&items) }
+            appleAccount.lock.lock()
+            defer { appleAccount.lock.unlock() }
+            return body(&appleAccount.items)
+        }
     }
 
     let device: Device
@@ -38,10 +79,10 @@ final class FakeKeychain: SecItemCalls, @unchecked Sendable {
         self.groups = groups
     }
 
-    var items: [Device.Item] {
+    var items: [Item] {
         device.lock.lock()
         defer { device.lock.unlock() }
-        return device.items
+        return device.visible
     }
 
     private struct Parsed {
@@ -49,6 +90,7 @@ final class FakeKeychain: SecItemCalls, @unchecked Sendable {
         var account: String?
         var group: String?
         var dataProtection = false
+        var synchronizable = false
     }
 
     private func parse(_ attributes: [KeychainAttribute]) -> Parsed {
@@ -59,16 +101,18 @@ final class FakeKeychain: SecItemCalls, @unchecked Sendable {
             case .account(let account): parsed.account = account
             case .accessGroup(let group): parsed.group = group
             case .dataProtectionKeychain: parsed.dataProtection = true
+            case .synchronizable: parsed.synchronizable = true
+            case .notSynchronizable: parsed.synchronizable = false
             default: break
             }
         }
         return parsed
     }
 
-    private func matches(_ query: Parsed, _ item: Device.Item) -> Bool {
+    private func matches(_ query: Parsed, _ item: Item) -> Bool {
         (query.service.map { $0 == item.service } ?? true) && (query.account.map { $0 == item.account } ?? true)
             && (query.group.map { $0 == item.group } ?? groups.contains(item.group))
-            && query.dataProtection == item.dataProtection
+            && query.dataProtection == item.dataProtection && query.synchronizable == item.synchronizable
     }
 
     /// The status that stops a call before it looks at the items, if any.
@@ -79,15 +123,21 @@ final class FakeKeychain: SecItemCalls, @unchecked Sendable {
     }
 
     func copyMatching(_ query: [KeychainAttribute]) -> (status: Int32, data: Data?) {
+        let (status, found) = copyAll(query)
+        return (status, found.first?.data)
+    }
+
+    func copyAll(_ query: [KeychainAttribute]) -> (status: Int32, items: [(account: String, data: Data)]) {
         let hook = device.afterCopy
         device.afterCopy = nil
         defer { hook?() }
         device.lock.lock()
         defer { device.lock.unlock() }
         let parsed = parse(query)
-        if let refusal = refusal(parsed) { return (refusal, nil) }
-        guard let item = device.items.first(where: { matches(parsed, $0) }) else { return (KeychainStatus.itemNotFound, nil) }
-        return (KeychainStatus.success, item.data)
+        if let refusal = refusal(parsed) { return (refusal, []) }
+        let found = device.withList(synchronizable: parsed.synchronizable) { list in list.filter { matches(parsed, $0) } }
+        guard !found.isEmpty else { return (KeychainStatus.itemNotFound, []) }
+        return (KeychainStatus.success, found.map { ($0.account, $0.data) })
     }
 
     func add(_ attributes: [KeychainAttribute], data: Data) -> Int32 {
@@ -96,11 +146,13 @@ final class FakeKeychain: SecItemCalls, @unchecked Sendable {
         var parsed = parse(attributes)
         if let refusal = refusal(parsed) { return refusal }
         parsed.group = parsed.group ?? groups[0]
-        if device.items.contains(where: { matches(parsed, $0) }) { return KeychainStatus.duplicateItem }
-        device.items.append(Device.Item(
-            group: parsed.group!, service: parsed.service!, account: parsed.account!, dataProtection: parsed.dataProtection,
-            data: data, attributes: attributes))
-        return KeychainStatus.success
+        return device.withList(synchronizable: parsed.synchronizable) { list in
+            if list.contains(where: { matches(parsed, $0) }) { return KeychainStatus.duplicateItem }
+            list.append(Item(
+                group: parsed.group!, service: parsed.service!, account: parsed.account!, dataProtection: parsed.dataProtection,
+                synchronizable: parsed.synchronizable, data: data, attributes: attributes))
+            return KeychainStatus.success
+        }
     }
 
     func update(_ query: [KeychainAttribute], data: Data, attributes: [KeychainAttribute]) -> Int32 {
@@ -111,12 +163,14 @@ final class FakeKeychain: SecItemCalls, @unchecked Sendable {
         defer { device.lock.unlock() }
         let parsed = parse(query)
         if let refusal = refusal(parsed) { return refusal }
-        var found = false
-        for index in device.items.indices where matches(parsed, device.items[index]) {
-            device.items[index].data = data
-            found = true
+        return device.withList(synchronizable: parsed.synchronizable) { list in
+            var found = false
+            for index in list.indices where matches(parsed, list[index]) {
+                list[index].data = data
+                found = true
+            }
+            return found ? KeychainStatus.success : KeychainStatus.itemNotFound
         }
-        return found ? KeychainStatus.success : KeychainStatus.itemNotFound
     }
 
     func defaultAccessGroup(dataProtection: Bool) -> String? { groups[0] }
@@ -126,9 +180,11 @@ final class FakeKeychain: SecItemCalls, @unchecked Sendable {
         defer { device.lock.unlock() }
         let parsed = parse(query)
         if let refusal = refusal(parsed) { return refusal }
-        let before = device.items.count
-        device.items.removeAll { matches(parsed, $0) }
-        return device.items.count < before ? KeychainStatus.success : KeychainStatus.itemNotFound
+        return device.withList(synchronizable: parsed.synchronizable) { list in
+            let before = list.count
+            list.removeAll { matches(parsed, $0) }
+            return list.count < before ? KeychainStatus.success : KeychainStatus.itemNotFound
+        }
     }
 }
 

@@ -67,7 +67,7 @@ struct NewPhoneTests {
         #expect(server.violations.isEmpty)
     }
 
-    @Test("2: the fake answers a repeat only to the winning device, and only for 10 minutes")
+    @Test("2: the fake answers a repeat only to the winning device, with no time limit, while the account is on it by that claim")
     func repeatWindow() async throws {
         let server = FakeServer()
         let old = server.client()
@@ -75,7 +75,7 @@ struct NewPhoneTests {
         let offer = try await old.setUpTransferCode()
         let keychain = MemoryCredentialStore()
         let new = server.client(keychain: keychain)
-        try await new.claimTransfer(code: offer.code)
+        let claimed = try await new.claimTransfer(code: offer.code)
         // The same device again: the session again (the claim is sent as is).
         let again = server.client(keychain: keychain)
         try await again.claimTransfer(code: offer.code, existingAccounts: .add)
@@ -83,13 +83,19 @@ struct NewPhoneTests {
         await #expect { try await server.client().claimTransfer(code: offer.code) } throws: {
             TransferError.kind(of: $0) == .invalidTransferCredentials
         }
-        server.clock.advance(by: 601)
+        // A month later: still the winner's session.
+        server.clock.advance(by: 31 * 86_400)
+        let later = server.client(keychain: keychain)
+        #expect(try await later.claimTransfer(code: offer.code, existingAccounts: .add).id == claimed.id)
+        // Once the account left the phone, the repeat moves nothing.
+        _ = try await later.addAccount()
+        try await later.removeAccount(claimed.id, abandon: true)
         await #expect { try await server.client(keychain: keychain).claimTransfer(code: offer.code, existingAccounts: .add) } throws: {
             TransferError.kind(of: $0) == .invalidTransferCredentials
         }
     }
 
-    @Test("2: a claim answer lost on a fresh phone, app killed: startingPoint asks again, the repeat brings the account")
+    @Test("2: a claim answer lost on a fresh phone, app killed: the next start repeats the claim and lands in the account, nothing typed")
     func freshPhoneLostAnswer() async throws {
         let server = FakeServer()
         let old = server.client()
@@ -102,10 +108,12 @@ struct NewPhoneTests {
         await #expect { try await b.claim(code: offer.code) } throws: { TransferError.kind(of: $0) == .network }
 
         let relaunched = b.relaunched()
-        #expect(await relaunched.startingPoint() == .firstStart)  // nothing known yet: ask again
-        #expect(try await relaunched.claim(code: offer.code).id == accountId)  // the repeat
-        #expect(await relaunched.startingPoint() == .returning)
-        #expect(server.requests("POST /v1/devices/login").count == 1)  // the old phone's only: nothing created
+        #expect(await relaunched.startingPoint() == .returning, "a claim in flight: the app launches, it does not ask again")
+        #expect(try await relaunched.launch() == .signedIn(accountId: accountId, created: false), "the repeat lands in the account")
+        #expect(server.requests(Self.claimRoute).count == TransferClient.claimAttempts + 1, "the claim was repeated once")
+        #expect(await relaunched.relaunched().startingPoint() == .returning)
+        #expect(try await relaunched.relaunched().launch() == .signedIn(accountId: accountId, created: false))
+        #expect(server.requests(Self.claimRoute).count == TransferClient.claimAttempts + 1, "a claim is repeated once, not at every launch")
     }
 
     /// 3. A non-current account moved away: the old phone's launch must say so.

@@ -87,6 +87,23 @@ struct OpenAPIDocument {
         line.range(of: prefix).map { String(line[$0.upperBound...].prefix { $0.isLetter || $0.isNumber }) }
     }
 
+    /// An operation's request body schema written in place (`schema:` then `type: object`), its
+    /// lines shifted as if it were a component schema (its `properties:` at indent 6); nil when
+    /// the body refers to a component schema.
+    static func inlineRequestSchema(_ operation: [String]) -> [String]? {
+        guard let start = operation.firstIndex(where: { $0.trimmed.hasPrefix("requestBody:") }),
+            let schema = operation[start...].firstIndex(where: { $0.trimmed == "schema:" }),
+            schema + 1 < operation.count, operation[schema + 1].trimmed == "type: object"
+        else { return nil }
+        let shift = operation[schema].indent - 4
+        var block: [String] = []
+        for line in operation[(schema + 1)...] {
+            if !line.trimmed.isEmpty && line.indent <= operation[schema].indent { break }
+            block.append(String(line.dropFirst(min(shift, line.indent))))
+        }
+        return block
+    }
+
     /// The schema an operation's request body refers to.
     func requestSchemaName(_ operation: [String]) -> String? {
         guard let start = operation.firstIndex(where: { $0.trimmed.hasPrefix("requestBody:") }) else { return nil }
@@ -207,8 +224,10 @@ struct OpenAPIContractTests {
         if endpoint.bodyFields.isEmpty {
             #expect(!OpenAPIDocument.requiresBody(operation), "\(endpoint) requires a body the SDK does not send")
         } else {
-            let name = try #require(document.requestSchemaName(operation), "\(endpoint) has no request body in openapi.yaml")
-            let schema = try #require(document.schema(name), "schema \(name)")
+            let inline = OpenAPIDocument.inlineRequestSchema(operation)
+            let name = try #require(
+                inline == nil ? document.requestSchemaName(operation) : "its inline schema", "\(endpoint) has no request body in openapi.yaml")
+            let schema = try #require(inline ?? document.schema(name), "schema \(name)")
             let properties = OpenAPIDocument.properties(schema, topLevel: true)
             let unknown = Set(endpoint.bodyFields).subtracting(properties).subtracting(v12 ? OpenAPIDocument.v12Fields : [])
                 .subtracting(attestation ? OpenAPIDocument.attestationFields : [])
@@ -233,6 +252,7 @@ struct OpenAPIContractTests {
             (HandoffTokenRequest(code: "", codeVerifier: "", clientId: ""), .redeemHandoff),
             (AppleLinkRequest(identityToken: "", nonce: ""), .linkApple),
             (AppleMoveRequest(identityToken: "", nonce: "", deviceId: "", deviceSecret: ""), .claimWithApple),
+            (BackupKeyRequest(store: ""), .makeBackupKey),
         ]
         for (sample, endpoint) in samples {
             #expect(fields(of: sample).all == Set(endpoint.bodyFields), "\(type(of: sample)) vs \(endpoint)")

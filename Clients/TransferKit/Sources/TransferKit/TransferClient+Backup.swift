@@ -1,0 +1,165 @@
+import Foundation
+
+extension TransferClient {
+    // MARK: Backup keys
+
+    /// On a new phone: brings the account of a backup key found in the user's synchronized store
+    /// (``StartingPoint/backupsFound(_:)``), after the user confirmed ("Continue as Mia?"):
+    /// `POST /v1/transfers/claim` with `backupKey`. The account moves as in any claim (its old
+    /// phone hears ``TransferError/Code/deviceTransferred``), the key is used up, and this phone
+    /// makes the account a new one (with the same display name).
+    ///
+    /// A key that no longer works (used by another phone, replaced, deleted, or its account
+    /// deleted: the service answers `401` for all) is removed from the synchronized store, and
+    /// ``TransferError/Code/invalidTransferCredentials`` is thrown: offer the next backup, if
+    /// ``startingPoint()`` still finds one, else start fresh with ``launch()``.
+    ///
+    /// - Throws: ``TransferError/Code/invalidTransferCredentials``, ``TransferError/Code/rateLimited``,
+    ///   and the claim's device errors (``TransferError/Code/deviceHasAccount``, …).
+    @discardableResult
+    public func claim(backup: AccountBackup, existingAccounts: ClaimChoice = .fail) async throws -> Account {
+        do {
+            return try await claim(.claimTransfer, choice: existingAccounts, backup: backup) { identity in
+                ClaimRequest(
+                    backupKey: backup.key, deviceId: identity.deviceId, deviceSecret: identity.deviceSecret,
+                    replaceExistingAccount: existingAccounts.replaceExistingAccount, addAccount: existingAccounts.addAccount,
+                    abandonExisting: existingAccounts.abandonExisting)
+            }
+        } catch let error as TransferError where error.code == .invalidTransferCredentials {
+            try? backupShelf?.remove(backup.accountId, ifStill: backup.key)
+            throw error
+        }
+    }
+
+    /// The name a new phone shows for the account ("Continue as Mia?"), kept with its backup key
+    /// in the synchronized store. TransferKit never asks the service for it: give what the user
+    /// would recognise (their profile name in your app), and call again when it changes.
+    ///
+    /// - Parameter accountId: the account (the current one when nil).
+    public func setDisplayName(_ name: String?, of accountId: String? = nil) throws {
+        let id = try resolve(accountId)
+        do {
+            if let name {
+                try credentials.write(Data(name.utf8), for: StoreKey.displayName(id))
+            } else {
+                try credentials.remove(StoreKey.displayName(id))
+            }
+        } catch {
+            throw storageUnavailable(error)
+        }
+        guard backupKeysEnabled, let shelf = backupShelf, var stored = try? shelf.backup(of: id) else { return }
+        stored.displayName = name
+        try? shelf.write(stored)
+    }
+
+    /// Turns backup keys on or off for this phone's accounts (e.g. a switch in the app's
+    /// settings): on makes the missing ones; off deletes the ones of this phone's accounts, on the
+    /// service (`DELETE /v1/me/backup-key`) and in the synchronized store. Also a
+    /// ``TransferClient`` initialiser's `backupKeys:`, applied at each launch.
+    public func setBackupKeys(enabled: Bool) async {
+        backupKeysEnabled = enabled
+        await keepBackupKeys()
+    }
+
+    /// Whether TransferKit keeps backup keys (the app's switch).
+    public var backupKeysAreEnabled: Bool { backupKeysEnabled }
+
+    /// Brings the synchronized store in line with this phone's accounts and the app's switch:
+    /// on, each account without a backup key gets one; off, each of this phone's accounts' keys
+    /// is deleted. Failures (no network, a locked store) are left for the next launch.
+    func keepBackupKeys() async {
+        guard let shelf = backupShelf, identity != nil, let found = try? shelf.all() else { return }
+        let here = accountList.map(\.id)
+        if backupKeysEnabled {
+            for id in here where !found.contains(where: { $0.accountId == id }) {
+                try? await makeBackupKey(for: id)
+            }
+        } else {
+            for stored in found where here.contains(stored.accountId) {
+                await deleteBackupKey(of: stored.accountId)
+            }
+        }
+    }
+
+    /// Makes the account's backup key on the service and keeps it in the synchronized store,
+    /// with the display name the app gave.
+    func makeBackupKey(for accountId: String) async throws {
+        guard let shelf = backupShelf else { return }
+        let response = try await request(
+            .makeBackupKey, as: accountId, body: BackupKeyRequest(store: BackupShelf.wireStore))
+        let body = try Wire.decode(BackupKeyBody.self, from: response)
+        let name = (try? credentials.read(StoreKey.displayName(accountId))).flatMap { $0 }.map { String(decoding: $0, as: UTF8.self) }
+        try shelf.write(StoredBackup(
+            accountId: accountId.lowercased(), key: body.backupKey, displayName: name, createdAt: body.createdAt,
+            madeBy: identity?.deviceId))
+    }
+
+    /// Deletes the account's backup key on the service (while the account is on this phone) and
+    /// in the synchronized store: the account leaves by the user's choice, or backups are off.
+    func deleteBackupKey(of accountId: String) async {
+        guard let shelf = backupShelf, (try? shelf.backup(of: accountId)) != nil else { return }
+        _ = try? await request(.deleteBackupKey, as: accountId, query: ["store": BackupShelf.wireStore])
+        try? shelf.remove(accountId)
+    }
+
+    /// The backups a phone with nothing of its own offers; empty when backup keys are off.
+    func offeredBackups() throws -> [AccountBackup] {
+        guard backupKeysEnabled, let shelf = backupShelf else { return [] }
+        return try shelf.all().map(\.backup)
+    }
+
+    // MARK: Claims in flight
+
+    /// Keeps the claim about to be sent, so that a kill before its answer is repeated at the next launch.
+    func recordClaimInFlight(_ body: Data, backup: AccountBackup?) {
+        let pending = ClaimInFlight(
+            body: body, backupAccountId: backup?.accountId, backupKey: backup?.key, displayName: backup?.displayName)
+        // A failed write only loses the repeat: the next launch still finds an account the claim won.
+        try? credentials.write(Wire.encode(pending), for: StoreKey.claimInFlight)
+    }
+
+    func claimLanded() {
+        try? credentials.remove(StoreKey.claimInFlight)
+    }
+
+    /// Repeats a claim whose answer never came (the app killed, the network gone), before the
+    /// launch logs in: the service answers the device that won it with the session for as long as
+    /// the account is on the phone, so the launch that follows lands in the account. A claim that
+    /// had not reached the service is made now (the user confirmed it).
+    ///
+    /// A network failure is thrown and the claim kept for the next launch. A refusal forgets the
+    /// claim (a backup key's item is removed); when the phone holds no account of its own it is
+    /// thrown: ``startingPoint()`` then says what the phone holds, as before the claim.
+    func resumeClaimInFlight() async throws {
+        let pending: ClaimInFlight?
+        do {
+            pending = try credentials.read(ClaimInFlight.self, StoreKey.claimInFlight)
+        } catch let error as StorageError where error.kind == .undecodable {
+            try? credentials.remove(StoreKey.claimInFlight)
+            return
+        } catch {
+            return  // the store cannot be read now: the launch reports it
+        }
+        guard let pending else { return }
+        let response = try await send(.claimTransfer, body: pending.body)
+        claimLanded()
+        if let id = pending.backupAccountId, let key = pending.backupKey {
+            // Used up if it won, dead if refused: either way not one to offer again.
+            if response.isSuccess || response.status == 401 { try? backupShelf?.remove(id, ifStill: key) }
+            if response.isSuccess, let name = pending.displayName {
+                try? credentials.write(Data(name.utf8), for: StoreKey.displayName(id))
+            }
+        }
+        guard !response.isSuccess else { return }
+        let stored = try? readStores()
+        let ownAccounts = stored.flatMap { state in
+            state.list.flatMap { $0.deviceId == state.identity?.deviceId ? $0.accounts : nil }
+        } ?? []
+        if ownAccounts.isEmpty { throw TransferError(response: response) }
+    }
+
+    /// Whether a claim waits to be repeated (``startingPoint()`` then answers `returning`).
+    func hasClaimInFlight() -> Bool {
+        ((try? credentials.read(StoreKey.claimInFlight)) ?? nil) != nil
+    }
+}
