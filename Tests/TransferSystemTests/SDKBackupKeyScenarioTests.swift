@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TransferKit
 import TransferKitTesting
+@testable import TransferTestSupport
 
 /// QA's scenarios of backup keys, claims in flight and erased accounts, told as the user walks
 /// them: each phone a TransferKit client with its own (memory) Keychain and app files, and the
