@@ -24,7 +24,7 @@ struct SDKBackupKeyScenarioTests {
     /// Every time the scenario cares about, made `milliseconds` older (the server's clock is
     /// the real one, so the database is aged instead).
     func age(_ database: String, by milliseconds: Int64) async throws {
-        try await MigrationTests.RawDatabase(argument: database).run([
+        try await RawDatabase(argument: database).run([
             ("UPDATE accounts SET created_at = created_at - ?", [.int(milliseconds)]),
             ("UPDATE device_accounts SET added_at = added_at - ?, last_login_at = last_login_at - ?", [.int(milliseconds), .int(milliseconds)]),
             ("UPDATE backup_keys SET created_at = created_at - ?, used_at = used_at - ?", [.int(milliseconds), .int(milliseconds)]),
