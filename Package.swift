@@ -9,9 +9,11 @@ let package = Package(
     products: [
         .executable(name: "transfer-server", targets: ["TransferServer"]),
         .executable(name: "transfer", targets: ["TransferCLI"]),
-        .executable(name: "bench-baseline", targets: ["BenchBaseline"]),
-        .executable(name: "argon2-bench", targets: ["BenchArgon2"]),
-        .executable(name: "bench-seed", targets: ["BenchSeed"]),
+        // The libraries bench/ (a package of its own) builds its helpers on.
+        .library(name: "TransferCore", targets: ["TransferCore"]),
+        .library(name: "TransferArgon2", targets: ["TransferArgon2"]),
+        .library(name: "TransferSQLite", targets: ["TransferSQLite"]),
+        .library(name: "TransferStorage", targets: ["TransferStorage"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", exact: "2.28.1"),
@@ -155,23 +157,6 @@ let package = Package(
                 "TransferStorage",
                 "TransferSettings",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
-            swiftSettings: strict
-        ),
-        // Benchmark helpers (bench/run): the bare-Hummingbird ceiling, the raw argon2 rate,
-        // and bulk seeding through the store's schema.
-        .executableTarget(
-            name: "BenchBaseline",
-            dependencies: [.product(name: "Hummingbird", package: "hummingbird")],
-            swiftSettings: strict
-        ),
-        .executableTarget(name: "BenchArgon2", dependencies: ["TransferArgon2"], swiftSettings: strict),
-        .executableTarget(
-            name: "BenchSeed",
-            dependencies: [
-                "TransferCore", "TransferArgon2", "TransferSQLite", "TransferStorage",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),

@@ -8,7 +8,7 @@ import TransferSQL
 /// of a transaction it may share with concurrent writes (`GroupCommit`), with cached
 /// statements, so a request touches the database once.
 public final class SQLiteStore: SQLStore {
-    public let pool: DatabasePool
+    let pool: DatabasePool
     /// Every write goes through here: concurrent requests share a transaction (see `GroupCommit`).
     let commits: GroupCommit
     /// Logins and lookups go through here: concurrent ones share a snapshot (see `GroupRead`).

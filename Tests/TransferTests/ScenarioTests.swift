@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import TransferCore
-import TransferSQLite
+@testable import TransferSQLite
 import GRDB
 @testable import TransferTestSupport
 

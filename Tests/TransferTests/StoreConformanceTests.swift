@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 import Testing
 import TransferCore
-import TransferSQLite
+@testable import TransferSQLite
 @testable import TransferTestSupport
 
 /// One suite that every `TransferStore` must pass, so each store keeps the contract's rules.

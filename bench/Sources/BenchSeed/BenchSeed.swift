@@ -81,7 +81,8 @@ struct BenchSeed {
             return
         }
         let store = try SQLiteStore(path: args[0])
-        try await store.pool.write { db in
+        let raw = try DatabasePool(path: args[0])  // the store's schema, written in bulk beside it
+        try await raw.write { db in
             // Devices name their current account before its row exists: checked at commit.
             try db.execute(sql: "PRAGMA defer_foreign_keys = ON")
             let account = try db.makeStatement(sql: "INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)")
@@ -256,9 +257,9 @@ struct BenchSeed {
         var json: [String: Any] { ["bytes": bytes, "free_pages": freePages, "rows": rows, "rows_total": rows.values.reduce(0, +)] }
     }
 
-    static func footprint(_ store: SQLiteStore) async throws -> Footprint {
-        try await store.pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
-        return try await store.pool.read { db in
+    static func footprint(_ raw: DatabasePool) async throws -> Footprint {
+        try await raw.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+        return try await raw.read { db in
             let pages = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0
             let size = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 0
             let free = try Int.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0
@@ -276,6 +277,7 @@ struct BenchSeed {
             exit(2)
         }
         let store = try SQLiteStore(path: args[0])
+        let raw = try DatabasePool(path: args[0])  // the store's schema, written in bulk beside it
         @Sendable func launch(_ i: Int) async throws {
             let now = Timestamp(Date())
             let result = try await store.login(
@@ -294,11 +296,11 @@ struct BenchSeed {
             }
         }
         try await run(devices, tasks: 16) { $0 }
-        let first = try await footprint(store)
+        let first = try await footprint(raw)
         let start = ContinuousClock.now
         try await run(launches - devices, tasks: 16) { _ in Int.random(in: 0..<devices) }
         let elapsed = ContinuousClock.now - start
-        let all = try await footprint(store)
+        let all = try await footprint(raw)
         try store.close()
         let seconds = Self.seconds(elapsed)
         let ratio = Double(all.bytes) / Double(first.bytes)
@@ -315,10 +317,11 @@ struct BenchSeed {
             exit(2)
         }
         let store = try SQLiteStore(path: args[0])
+        let raw = try DatabasePool(path: args[0])  // the store's schema, written in bulk beside it
         let now = Timestamp(Date())
         let expired = (now - .seconds(86_400)).milliseconds, then = (now - .seconds(31 * 86_400)).milliseconds
         let secretHash = Data(SecretHash(of: secret).bytes)
-        try await store.pool.write { db in
+        try await raw.write { db in
             // Devices name their current account before its row exists: checked at commit.
             try db.execute(sql: "PRAGMA defer_foreign_keys = ON")
             let account = try db.makeStatement(sql: "INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)")
@@ -340,11 +343,11 @@ struct BenchSeed {
                 try rotated.execute(arguments: [Data(SecretHash(of: "rotated-\(i)").bytes), d, a, s, expired])
             }
         }
-        let before = try await footprint(store)
+        let before = try await footprint(raw)
         let start = ContinuousClock.now
         let counts = try await store.prune(PruneCutoffs(now: now, retainedSince: now - .seconds(400 * 86_400)), batchSize: 5_000)
         let elapsed = ContinuousClock.now - start
-        let after = try await footprint(store)
+        let after = try await footprint(raw)
         try store.close()
         let seconds = Self.seconds(elapsed)
         let out: [String: Any] = [
@@ -399,7 +402,8 @@ struct BenchSeed {
             }
         } else {
             let store = try SQLiteStore(path: args[0])
-            try await store.pool.write { db in
+            let raw = try DatabasePool(path: args[0])  // the store's schema, written in bulk beside it
+            try await raw.write { db in
                 try db.execute(sql: "PRAGMA defer_foreign_keys = ON")
                 let account = try db.makeStatement(sql: "INSERT INTO accounts (id, user_name, created_at) VALUES (?, ?, ?)")
                 let device = try db.makeStatement(sql: "INSERT INTO devices (id, secret_hash, created_at, current_account_id) VALUES (?, ?, ?, ?)")
