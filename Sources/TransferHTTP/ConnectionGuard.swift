@@ -185,6 +185,12 @@ final class ConnectionGuard {
     var readPending = false, inputClosedPending = false
     /// A resumption is scheduled (answers went out; held bytes and reads may go on).
     var resumeScheduled = false
+    /// A verdict on a pipelined request whose earlier requests were still being answered: it
+    /// is answered once they are (answers go out in order), then the connection closes.
+    var deferred: (verdict: ConnectionVerdict, handedOver: Bool)?
+    /// How long a deferred verdict waits for the answers before it (far longer than any
+    /// request of this service takes: each answers 503 within seconds when it cannot finish).
+    static let deferredAnswerLimit = TimeAmount.seconds(60)
 
     init(limits: ConnectionLimits, metrics: ServiceMetrics, logger: Logger) {
         self.limits = limits
@@ -313,6 +319,7 @@ final class ConnectionGuard {
         case .end:
             answersEnded += 1
             lastActivity = .now()
+            if deferred != nil { return }
             scheduleIdleCheck()
             scheduleResume()
         default: break
@@ -376,8 +383,36 @@ final class ConnectionGuard {
                 metrics: metrics, logger: logger, method: "-", route: "unmatched", status: verdict.status,
                 duration: .nanoseconds((NIODeadline.now() - current.firstByte).nanoseconds), account: nil)
         }
-        guard let answer = verdict.answer, inOrder, context.channel.isActive else {
+        if verdict.answer != nil, !inOrder, owed > (handedOver ? 1 : 0), context.channel.isActive {
+            // Earlier requests of this connection are still being answered (a slow handler, a
+            // busy machine): this answer waits for theirs, as HTTP/1.1 orders them. Should
+            // they not come within `deferredAnswerLimit`, the connection closes.
+            deferred = (verdict, handedOver)
+            context.eventLoop.assumeIsolated().scheduleTask(in: Self.deferredAnswerLimit) { [weak self] in
+                guard let self, self.deferred != nil else { return }
+                self.deferred = nil
+                self.context?.close(promise: nil)
+            }
+            return
+        }
+        guard inOrder else {
             context.close(promise: nil)
+            return
+        }
+        answer(verdict)
+    }
+
+    /// After an answer's end went out: a deferred verdict whose turn has come is answered.
+    func answerDeferredIfDue() {
+        guard let deferred, answersStarted == answersEnded, owed == (deferred.handedOver ? 1 : 0) else { return }
+        self.deferred = nil
+        answer(deferred.verdict)
+    }
+
+    /// Writes `verdict`'s answer (if it has one) and closes the connection after it.
+    func answer(_ verdict: ConnectionVerdict) {
+        guard let context, let answer = verdict.answer, context.channel.isActive else {
+            context?.close(promise: nil)
             return
         }
         let (answerHead, body) = answer.parts
@@ -506,13 +541,15 @@ final class ConnectionGuard {
         }
 
         func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-            if state.closing {
+            if state.closing && state.deferred == nil {
                 // The guard answered (or nobody is left to answer): the router's answer goes nowhere.
                 promise?.succeed(())
                 return
             }
-            state.answerWritten(unwrapOutboundIn(data))
+            let part = unwrapOutboundIn(data)
+            state.answerWritten(part)
             context.write(data, promise: promise)
+            if case .end = part { state.answerDeferredIfDue() }
         }
 
         func errorCaught(context: ChannelHandlerContext, error: any Error) {

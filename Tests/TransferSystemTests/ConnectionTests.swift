@@ -140,6 +140,23 @@ struct ConnectionTests {
         }
     }
 
+    @Test("pipelined behind a slow answer: the request that never finishes arriving gets its 408 after that answer, not a closed connection")
+    func pipelinedBehindSlowAnswer() async throws {
+        // The claim's verification takes 2.5 s, past the 1 s --request-timeout of the request
+        // pipelined behind it (as a busy machine makes any answer slow).
+        try await withLiveServer({ $0.requestTimeout = .seconds(1) }, hasher: SlowVerifier(delay: .milliseconds(2500))) { server, _ in
+            let claim = try await Self.claimOfNewTransfer(port: server.port, email: "slow-first@example.com", password: "wrong-guess-1")
+            try await RawConnection.session(port: server.port) { connection in
+                try await connection.send(claim + "POST \(Self.login) HTTP/1.1\r\nHost: test\r\nContent-Length: 50\r\n\r\n{")
+                let first = try await connection.readAnswer(within: .seconds(15))
+                #expect(first.status == 401, "the slow claim's own answer comes first: \(first.raw)")
+                let read = try await connection.readUntilClosed(within: .seconds(15))
+                #expect(try RawAnswer(read.text).status == 408, "then the unfinished request's 408: \(read.text)")
+                #expect(read.closed)
+            }
+        }
+    }
+
     /// A phone signs in and sets up a transfer with `email` (a connection each: a kept-alive
     /// one would meet a short idle timeout); returns the raw claim of it with `password` from a new phone.
     static func claimOfNewTransfer(port: Int, email: String, password: String) async throws -> String {
