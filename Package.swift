@@ -3,6 +3,31 @@ import PackageDescription
 
 let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
 
+/// What the tests and their support target build on: every module, the stores' libraries, the
+/// SDK, and the clients the tests talk to the server with.
+let testDependencies: [Target.Dependency] = [
+    "TransferCore",
+    "TransferAttestation",
+    "TransferArgon2",
+    "TransferSQL",
+    "TransferSQLite",
+    "TransferHTTP",
+    "TransferPostgres",
+    "TransferStorage",
+    "TransferSettings",
+    .product(name: "HummingbirdTesting", package: "hummingbird"),
+    .product(name: "JWTKit", package: "jwt-kit"),
+    .product(name: "GRDB", package: "GRDB.swift"),
+    .product(name: "Crypto", package: "swift-crypto"),
+    .product(name: "_CryptoExtras", package: "swift-crypto"),
+    .product(name: "X509", package: "swift-certificates"),
+    .product(name: "SwiftASN1", package: "swift-asn1"),
+    .product(name: "AsyncHTTPClient", package: "async-http-client"),
+    .product(name: "NIOHTTP1", package: "swift-nio"),
+    .product(name: "TransferKit", package: "TransferKit"),
+    .product(name: "TransferKitTesting", package: "TransferKit"),
+]
+
 let package = Package(
     name: "device-transfer",
     platforms: [.macOS(.v15)],
@@ -164,28 +189,7 @@ let package = Package(
         // App Attest, Play Integrity and a webhook receiver, child processes, the stores under test.
         .target(
             name: "TransferTestSupport",
-            dependencies: [
-                "TransferCore",
-                "TransferAttestation",
-                "TransferArgon2",
-                "TransferSQL",
-                "TransferSQLite",
-                "TransferHTTP",
-                "TransferPostgres",
-                "TransferStorage",
-                "TransferSettings",
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "JWTKit", package: "jwt-kit"),
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
-                .product(name: "X509", package: "swift-certificates"),
-                .product(name: "SwiftASN1", package: "swift-asn1"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "TransferKit", package: "TransferKit"),
-                .product(name: "TransferKitTesting", package: "TransferKit"),
-            ],
+            dependencies: testDependencies,
             path: "Tests/TransferTestSupport",
             swiftSettings: strict
         ),
@@ -193,28 +197,7 @@ let package = Package(
         // every route through the in-process server. No child process, no second node.
         .testTarget(
             name: "TransferTests",
-            dependencies: ["TransferTestSupport",
-                "TransferCore",
-                "TransferAttestation",
-                "TransferArgon2",
-                "TransferSQL",
-                "TransferSQLite",
-                "TransferHTTP",
-                "TransferPostgres",
-                "TransferStorage",
-                "TransferSettings",
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "JWTKit", package: "jwt-kit"),
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
-                .product(name: "X509", package: "swift-certificates"),
-                .product(name: "SwiftASN1", package: "swift-asn1"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "TransferKit", package: "TransferKit"),
-                .product(name: "TransferKitTesting", package: "TransferKit"),
-            ],
+            dependencies: ["TransferTestSupport"] + testDependencies,
             swiftSettings: strict
         ),
         // The system tier: the binaries as processes (server, CLI, release builds), kill -9 and
@@ -222,28 +205,7 @@ let package = Package(
         // the real server, and the state machine's long random runs.
         .testTarget(
             name: "TransferSystemTests",
-            dependencies: ["TransferTestSupport",
-                "TransferCore",
-                "TransferAttestation",
-                "TransferArgon2",
-                "TransferSQL",
-                "TransferSQLite",
-                "TransferHTTP",
-                "TransferPostgres",
-                "TransferStorage",
-                "TransferSettings",
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "JWTKit", package: "jwt-kit"),
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
-                .product(name: "X509", package: "swift-certificates"),
-                .product(name: "SwiftASN1", package: "swift-asn1"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "TransferKit", package: "TransferKit"),
-                .product(name: "TransferKitTesting", package: "TransferKit"),
-            ],
+            dependencies: ["TransferTestSupport"] + testDependencies,
             swiftSettings: strict
         ),
     ]
