@@ -56,8 +56,6 @@ struct StoredBackup: Codable, Sendable, Equatable {
     var key: String
     var displayName: String?
     var createdAt: Date
-    /// The device that made it (for support and logs; never sent).
-    var madeBy: String?
 
     var backup: AccountBackup {
         AccountBackup(accountId: accountId, displayName: displayName, createdAt: createdAt, key: key)

@@ -53,12 +53,14 @@ extension TransferClient {
     }
 
     /// Turns backup keys on or off for this phone's accounts (e.g. a switch in the app's
-    /// settings): on makes the missing ones; off deletes the ones of this phone's accounts, on the
-    /// service (`DELETE /v1/me/backup-key`) and in the synchronized store. Also a
-    /// ``TransferClient`` initialiser's `backupKeys:`, applied at each launch.
+    /// settings): on makes the missing ones; off deletes the keys of this phone's accounts, on the
+    /// service (`DELETE /v1/me/backup-key`, sent for every account whatever the synchronized store
+    /// holds) and in the synchronized store. An item whose deletion on the service failed is kept,
+    /// and deleted again at the next launch. Also a ``TransferClient`` initialiser's `backupKeys:`,
+    /// applied at each launch. The switch is not stored: pass the app's saved value at every start.
     public func setBackupKeys(enabled: Bool) async {
         backupKeysEnabled = enabled
-        await keepBackupKeys()
+        await keepBackupKeys(deleteEverywhere: !enabled)
     }
 
     /// Whether TransferKit keeps backup keys (the app's switch).
@@ -66,8 +68,22 @@ extension TransferClient {
 
     /// Brings the synchronized store in line with this phone's accounts and the app's switch:
     /// on, each account without a backup key gets one; off, each of this phone's accounts' keys
-    /// is deleted. Failures (no network, a locked store) are left for the next launch.
-    func keepBackupKeys() async {
+    /// is deleted (`deleteEverywhere`: on the service for every account, item or not). Failures
+    /// (no network, a locked store) are left for the next launch.
+    ///
+    /// One run at a time: a run waits for the one before it, so that two callers (a launch and
+    /// the app's switch) never make two keys for one account.
+    func keepBackupKeys(deleteEverywhere: Bool = false) async {
+        let previous = backupKeysRun
+        let run = Task {
+            await previous?.value
+            await self.keepBackupKeysNow(deleteEverywhere: deleteEverywhere)
+        }
+        backupKeysRun = run
+        await run.value
+    }
+
+    private func keepBackupKeysNow(deleteEverywhere: Bool) async {
         guard let shelf = backupShelf, identity != nil, let found = try? shelf.all() else { return }
         let here = accountList.map(\.id)
         if backupKeysEnabled {
@@ -75,30 +91,40 @@ extension TransferClient {
                 try? await makeBackupKey(for: id)
             }
         } else {
-            for stored in found where here.contains(stored.accountId) {
-                await deleteBackupKey(of: stored.accountId)
+            for id in here where deleteEverywhere || found.contains(where: { $0.accountId == id }) {
+                try? await deleteBackupKey(of: id)
             }
         }
     }
 
     /// Makes the account's backup key on the service and keeps it in the synchronized store,
-    /// with the display name the app gave.
+    /// with the display name the app gave. When the item cannot be written the key just made is
+    /// deleted again: the service must not count a key as a way back that no phone holds.
     func makeBackupKey(for accountId: String) async throws {
         guard let shelf = backupShelf else { return }
         let response = try await request(
             .makeBackupKey, as: accountId, body: BackupKeyRequest(store: BackupShelf.wireStore))
         let body = try Wire.decode(BackupKeyBody.self, from: response)
         let name = (try? credentials.read(StoreKey.displayName(accountId))).flatMap { $0 }.map { String(decoding: $0, as: UTF8.self) }
-        try shelf.write(StoredBackup(
-            accountId: accountId.lowercased(), key: body.backupKey, displayName: name, createdAt: body.createdAt,
-            madeBy: identity?.deviceId))
+        do {
+            try shelf.write(StoredBackup(
+                accountId: accountId.lowercased(), key: body.backupKey, displayName: name, createdAt: body.createdAt))
+        } catch {
+            _ = try? await request(.deleteBackupKey, as: accountId, query: ["store": BackupShelf.wireStore])
+            throw error
+        }
     }
 
     /// Deletes the account's backup key on the service (while the account is on this phone) and
     /// in the synchronized store: the account leaves by the user's choice, or backups are off.
-    func deleteBackupKey(of accountId: String) async {
-        guard let shelf = backupShelf, (try? shelf.backup(of: accountId)) != nil else { return }
-        _ = try? await request(.deleteBackupKey, as: accountId, query: ["store": BackupShelf.wireStore])
+    ///
+    /// The `DELETE` (idempotent) is sent whatever the synchronized store holds: its item may be
+    /// gone (removed on another phone, a write that failed) while the service still counts the
+    /// key. When the `DELETE` fails (no network, `429`, …) it is thrown and the item kept: the
+    /// key still lives on the service, and the phone must still hold it.
+    func deleteBackupKey(of accountId: String) async throws {
+        guard let shelf = backupShelf else { return }
+        _ = try await request(.deleteBackupKey, as: accountId, query: ["store": BackupShelf.wireStore])
         try? shelf.remove(accountId)
     }
 

@@ -52,6 +52,11 @@ public actor TransferClient {
     let sharesSessions: Bool
     /// The account and time of the last `410 device_transferred`, for ``launch()``'s result.
     var lastMove: (accountId: String?, transferredAt: Date?)?
+    /// The last run of ``keepBackupKeys(deleteEverywhere:)``: the next one waits for it.
+    var backupKeysRun: Task<Void, Never>?
+    /// How many claims this process is sending now: a launch meanwhile does not repeat the one
+    /// recorded in flight (it is this process's own, still waiting for its answer).
+    var claimsInProgress = 0
     /// The APNs or FCM token the app registered last, and the device id it was uploaded for
     /// (nil: not yet, e.g. registered before any account, or its upload failed).
     var pushToken: PushTokenRequest?

@@ -261,6 +261,87 @@ struct BackupKeyTests {
         #expect(a.backups.isEmpty, "the deleted account's item is gone")
     }
 
+    /// A synchronized store whose writes fail while `failWrites` (reads and removals still work).
+    final class BrokenWrites: SynchronizedStore, @unchecked Sendable {
+        let base: MemorySynchronizedStore
+        private let lock = NSLock()
+        private var failing = false
+        init(_ base: MemorySynchronizedStore = MemorySynchronizedStore()) { self.base = base }
+        var failWrites: Bool {
+            get { lock.withLock { failing } }
+            set { lock.withLock { failing = newValue } }
+        }
+        func readAll() throws -> [String: Data] { try base.readAll() }
+        func write(_ data: Data, for key: String) throws {
+            if failWrites { throw StorageError(.locked, reason: "write failed") }
+            try base.write(data, for: key)
+        }
+        func remove(_ key: String) throws { try base.remove(key) }
+    }
+
+    @Test("a backup key whose item is gone is still deleted on the service before a removal: the removal is refused as the account's last way back")
+    func removalDeletesKeyWithoutItem() async throws {
+        let server = FakeServer()
+        let a = Phone(server, device: FakeKeychain.Device(appleAccount: FakeKeychain.AppleAccount()))
+        let client = a.app()
+        let first = try #require(signedIn(try await client.launch()))
+        _ = try await client.addAccount()
+        // The item went (removed on another phone of the Apple account); the service still has the key.
+        try a.synchronized.remove(BackupShelf.key(first))
+        #expect(try await client.profile(of: first).waysBack?.contains(.backupKey) == true)
+        await #expect { try await client.removeAccount(first) } throws: { TransferError.kind(of: $0) == .accountWouldBeLost }
+        #expect(server.count("DELETE /v1/me/backup-key") == 1, "the DELETE went whatever the store held")
+        #expect(try await client.accounts().map(\.id).contains(first), "no way back: the account stays")
+    }
+
+    @Test("a backup key the service will not delete (429, no network) keeps the account and its item: the removal throws", arguments: [false, true])
+    func removalWhenDeleteFails(network lost: Bool) async throws {
+        let server = FakeServer()
+        let a = Phone(server, device: FakeKeychain.Device(appleAccount: FakeKeychain.AppleAccount()))
+        let client = a.app()
+        let first = try #require(signedIn(try await client.launch()))
+        _ = try await client.addAccount()
+        let key = try #require(a.backups.first { $0.accountId == first }?.key)
+        if lost {
+            a.network.loseAnswers(to: "DELETE /v1/me/backup-key")
+            server.scriptError("DELETE /v1/me/backup-key", status: 503, "overloaded")
+        } else {
+            server.scriptError("DELETE /v1/me/backup-key", status: 429, "rate_limited")
+        }
+        await #expect { try await client.removeAccount(first, abandon: true) } throws: {
+            [.rateLimited, .network].contains(TransferError.kind(of: $0))
+        }
+        #expect(a.backups.first { $0.accountId == first }?.key == key, "the item stays: the key still lives on the service")
+        #expect(try await client.accounts().map(\.id).contains(first), "the account was not removed")
+        #expect(try await client.profile(of: first).waysBack?.contains(.backupKey) == true)
+    }
+
+    @Test("a backup key made on the service whose item cannot be written is deleted again")
+    func unwrittenKeyIsDeleted() async throws {
+        let server = FakeServer()
+        let store = BrokenWrites()
+        store.failWrites = true
+        let client = server.client(iCloudKeychain: store)
+        _ = try await client.launch()
+        #expect(server.count("PUT /v1/me/backup-key") == 1)
+        #expect(try await client.profile().waysBack?.contains(.backupKey) == false, "no phone holds it: the service keeps none")
+        store.failWrites = false
+        _ = try await client.launch()
+        #expect(try await client.profile().waysBack?.contains(.backupKey) == true, "the next launch makes one that is kept")
+        #expect(store.base.items.count == 1)
+    }
+
+    @Test("backup keys off deletes every account's key on the service, even one whose item is gone")
+    func offDeletesOnService() async throws {
+        let server = FakeServer()
+        let a = Phone(server, device: FakeKeychain.Device(appleAccount: FakeKeychain.AppleAccount()))
+        let client = a.app()
+        let account = try #require(signedIn(try await client.launch()))
+        try a.synchronized.remove(BackupShelf.key(account))
+        await client.setBackupKeys(enabled: false)
+        #expect(try await client.profile().waysBack?.contains(.backupKey) == false)
+    }
+
     // MARK: Claims in flight
 
     @Test("killed during a backup claim: the next start repeats it and lands in the account, with a fresh key", arguments: [false, true])
