@@ -153,8 +153,8 @@ extension TransferClient {
     /// the account is on the phone, so the launch that follows lands in the account. A claim that
     /// had not reached the service is made now (the user confirmed it).
     ///
-    /// A network failure is thrown and the claim kept for the next launch. A refusal forgets the
-    /// claim (a backup key's item is removed); when the phone holds no account of its own it is
+    /// A network failure, `408`, `429` or `5xx` is thrown and the claim kept for the next launch.
+    /// A refusal (`401`, `409`, …) forgets the claim (a backup key's item is removed); when the phone holds no account of its own it is
     /// thrown: ``startingPoint()`` then says what the phone holds, as before the claim.
     func resumeClaimInFlight() async throws {
         let pending: ClaimInFlight?
@@ -168,6 +168,8 @@ extension TransferClient {
         }
         guard let pending else { return }
         let response = try await send(.claimTransfer, body: pending.body)
+        // Not an answer to the claim (the service busy or limiting): it stays for the next launch.
+        if !response.isSuccess, Self.claimAnswerDeferred(response.status) { throw TransferError(response: response) }
         claimLanded()
         if let id = pending.backupAccountId, let key = pending.backupKey {
             // Used up if it won, dead if refused: either way not one to offer again.
@@ -182,6 +184,12 @@ extension TransferClient {
             state.list.flatMap { $0.deviceId == state.identity?.deviceId ? $0.accounts : nil }
         } ?? []
         if ownAccounts.isEmpty { throw TransferError(response: response) }
+    }
+
+    /// Whether a claim's answer with `status` says nothing about the claim (`408`, `429`, `5xx`):
+    /// the claim is kept and repeated later. Every other answer (a session, `401`, `409`, …) settles it.
+    static func claimAnswerDeferred(_ status: Int) -> Bool {
+        status == 408 || status == 429 || status >= 500
     }
 
     /// Whether a claim waits to be repeated (``startingPoint()`` then answers `returning`).

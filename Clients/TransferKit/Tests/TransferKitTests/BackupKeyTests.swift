@@ -392,6 +392,25 @@ struct BackupKeyTests {
         #expect(server.count("POST /v1/devices/login") == 1, "no account was created behind the user's back")
     }
 
+    @Test("a claim in flight answered 429 or 5xx is kept: the launch throws, and the next one repeats it and lands in the account",
+          arguments: [(429, "rate_limited"), (503, "overloaded"), (500, "internal")])
+    func busyClaimInFlightIsKept(status: Int, code: String) async throws {
+        let server = FakeServer()
+        let old = server.client()
+        let account = try #require(signedIn(try await old.launch()))
+        let offer = try await old.setUpTransferCode()
+        let keychain = MemoryCredentialStore()
+        server.loseAnswers(to: Self.claimRoute, count: TransferClient.claimAttempts)
+        await #expect { try await server.client(keychain: keychain).claimTransfer(code: offer.code) } throws: {
+            TransferError.kind(of: $0) == .network
+        }
+        server.scriptError(Self.claimRoute, status: status, code)
+        await #expect { try await server.client(keychain: keychain).launch() } throws: { _ in true }
+        #expect(await server.client(keychain: keychain).startingPoint() == .returning, "the claim is still in flight")
+        #expect(try await server.client(keychain: keychain).launch() == .signedIn(accountId: account, created: false))
+        #expect(server.count("POST /v1/devices/login") == 2, "no account was created behind the user's back: \(server.log)")
+    }
+
     // MARK: Erased accounts
 
     @Test("an account erased on the service: the launch throws account_deleted once, its key goes, and the next start is a fresh one")
