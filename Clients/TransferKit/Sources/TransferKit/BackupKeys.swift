@@ -171,6 +171,9 @@ public final class MemorySynchronizedStore: SynchronizedStore, @unchecked Sendab
 struct ClaimInFlight: Codable, Sendable, CustomStringConvertible, CustomReflectable {
     /// The claim's body as sent (its proof, this device's id and secret, the choice).
     var body: Data
+    /// What the user chose for the phone's other accounts (``ClaimChoice``'s raw value; nil in a
+    /// record made before it was kept: ``ClaimChoice/fail``), for the steps after the win.
+    var choice: String?
     /// For a claim with a backup key: the account and the key, so that a refused key is removed
     /// and the account gets a new one; and the name to show with it.
     var backupAccountId: String?
@@ -184,7 +187,7 @@ struct ClaimInFlight: Codable, Sendable, CustomStringConvertible, CustomReflecta
 
     var customMirror: Mirror {
         Mirror(self, children: [
-            "body": Redacted.text, "backupAccountId": backupAccountId as Any,
+            "body": Redacted.text, "choice": choice as Any, "backupAccountId": backupAccountId as Any,
             "backupKey": backupKey == nil ? "nil" : Redacted.text, "displayName": displayName as Any,
         ])
     }

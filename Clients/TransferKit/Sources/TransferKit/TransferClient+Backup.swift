@@ -137,9 +137,10 @@ extension TransferClient {
     // MARK: Claims in flight
 
     /// Keeps the claim about to be sent, so that a kill before its answer is repeated at the next launch.
-    func recordClaimInFlight(_ body: Data, backup: AccountBackup?) {
+    func recordClaimInFlight(_ body: Data, choice: ClaimChoice, backup: AccountBackup?) {
         let pending = ClaimInFlight(
-            body: body, backupAccountId: backup?.accountId, backupKey: backup?.key, displayName: backup?.displayName)
+            body: body, choice: choice.rawValue, backupAccountId: backup?.accountId, backupKey: backup?.key,
+            displayName: backup?.displayName)
         // A failed write only loses the repeat: the next launch still finds an account the claim won.
         try? credentials.write(Wire.encode(pending), for: StoreKey.claimInFlight)
     }
@@ -166,19 +167,32 @@ extension TransferClient {
         } catch {
             return  // the store cannot be read now: the launch reports it
         }
-        guard let pending else { return }
+        // This process's own claim, still waiting for its answer: it is not repeated beside it.
+        guard let pending, claimsInProgress == 0 else { return }
+        let before: [Account]
+        do {
+            try restoreIfNeeded()
+            before = accountList
+        } catch {
+            return  // the store cannot be read now: the launch reports it
+        }
+        claimsInProgress += 1
+        defer { claimsInProgress -= 1 }
         let response = try await send(.claimTransfer, body: pending.body)
         // Not an answer to the claim (the service busy or limiting): it stays for the next launch.
         if !response.isSuccess, Self.claimAnswerDeferred(response.status) { throw TransferError(response: response) }
         claimLanded()
-        if let id = pending.backupAccountId, let key = pending.backupKey {
-            // Used up if it won, dead if refused: either way not one to offer again.
-            if response.isSuccess || response.status == 401 { try? backupShelf?.remove(id, ifStill: key) }
-            if response.isSuccess, let name = pending.displayName {
-                try? credentials.write(Data(name.utf8), for: StoreKey.displayName(id))
-            }
+        let backup = pending.backupAccountId.flatMap { id in
+            pending.backupKey.map { AccountBackup(accountId: id, displayName: pending.displayName, createdAt: now(), key: $0) }
         }
-        guard !response.isSuccess else { return }
+        if response.isSuccess, let session = try? Wire.decode(SessionBody.self, from: response) {
+            // The same steps as a claim whose answer came at once, with the user's choice.
+            let choice = pending.choice.flatMap(ClaimChoice.init(rawValue:)) ?? .fail
+            _ = await claimWon(session, choice: choice, before: before, backup: backup)
+            return
+        }
+        // Refused: a backup key's item is dead, not one to offer again.
+        if let backup, response.status == 401 { try? backupShelf?.remove(backup.accountId, ifStill: backup.key) }
         let stored = try? readStores()
         let ownAccounts = stored.flatMap { state in
             state.list.flatMap { $0.deviceId == state.identity?.deviceId ? $0.accounts : nil }
@@ -193,7 +207,8 @@ extension TransferClient {
     }
 
     /// Whether a claim waits to be repeated (``startingPoint()`` then answers `returning`).
+    /// This process's own claim still running is not one: its answer is on the way.
     func hasClaimInFlight() -> Bool {
-        ((try? credentials.read(StoreKey.claimInFlight)) ?? nil) != nil
+        claimsInProgress == 0 && ((try? credentials.read(StoreKey.claimInFlight)) ?? nil) != nil
     }
 }

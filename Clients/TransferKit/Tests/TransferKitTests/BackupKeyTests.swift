@@ -411,6 +411,87 @@ struct BackupKeyTests {
         #expect(server.count("POST /v1/devices/login") == 2, "no account was created behind the user's back: \(server.log)")
     }
 
+    @Test("a repeated claim keeps the user's choice for the phone's own account and lands in the claimed one",
+          arguments: [ClaimChoice.add, .deleteExisting, .replace])
+    func resumedClaimKeepsChoice(choice: ClaimChoice) async throws {
+        let server = FakeServer()
+        let old = server.client()
+        let moving = try #require(signedIn(try await old.launch()))
+        _ = try await old.makeRecoveryCode()  // a way back for the moving account
+        let offer = try await old.setUpTransferCode()
+
+        let keychain = MemoryCredentialStore()
+        let appFiles = MemoryCredentialStore()
+        let own = try #require(signedIn(try await server.client(keychain: keychain, appFiles: appFiles).launch()))
+        if choice == .replace {  // the own account needs a way back to leave the phone
+            _ = try await server.client(keychain: keychain, appFiles: appFiles).makeRecoveryCode(of: own)
+        }
+        server.loseAnswers(to: Self.claimRoute, count: TransferClient.claimAttempts)
+        await #expect {
+            try await server.client(keychain: keychain, appFiles: appFiles).claimTransfer(code: offer.code, existingAccounts: choice)
+        } throws: { TransferError.kind(of: $0) == .network }
+
+        let relaunched = server.client(keychain: keychain, appFiles: appFiles)
+        #expect(try await relaunched.launch() == .signedIn(accountId: moving, created: false), "the launch lands in the claimed account")
+        let here = Set(try await relaunched.accounts().map(\.id))
+        switch choice {
+        case .add: #expect(here == [moving, own])
+        default: #expect(here == [moving], "the phone's own account left it: \(here)")
+        }
+        if choice == .deleteExisting {
+            #expect(server.count("DELETE /v1/me") == 1, "the own account was deleted, as the user chose")
+        }
+    }
+
+    @Test("a launch while this process's own claim still waits for its answer does not send the claim again")
+    func launchDuringRunningClaim() async throws {
+        let server = FakeServer()
+        let old = server.client()
+        let account = try #require(signedIn(try await old.launch()))
+        let offer = try await old.setUpTransferCode()
+        let gate = Gate()
+        let transport = Transport { request in
+            if request.url?.path.hasSuffix("/v1/transfers/claim") == true { await gate.pass() }
+            return try await server.transport.answer(request)
+        }
+        let client = TransferClient(
+            baseURL: FakeServer.baseURL, credentials: MemoryCredentialStore(), accountList: MemoryCredentialStore(),
+            transport: transport, clock: { server.clock.now })
+        let claim = Task { try await client.claimTransfer(code: offer.code) }
+        try await gate.waitForArrival()
+        #expect(await client.startingPoint() != .returning, "the claim under way is not one to repeat")
+        let resumed = Task { try await client.resumeClaimInFlight() }
+        try await Task.sleep(nanoseconds: 50_000_000)
+        gate.open()
+        try await resumed.value
+        #expect(try await claim.value.id == account)
+        #expect(server.count(Self.claimRoute) == 1, "the claim went once")
+    }
+
+    @Test("two callers keeping backup keys at once make one key per account")
+    func backupKeysOneAtATime() async throws {
+        let server = FakeServer()
+        let gate = Gate()
+        let transport = Transport { request in
+            if request.httpMethod == "PUT", request.url?.path.hasSuffix("/v1/me/backup-key") == true { await gate.pass() }
+            return try await server.transport.answer(request)
+        }
+        let store = MemorySynchronizedStore()
+        let client = TransferClient(
+            baseURL: FakeServer.baseURL, credentials: MemoryCredentialStore(), accountList: MemoryCredentialStore(),
+            transport: transport, clock: { server.clock.now }, synchronizedStore: store, backupKeys: false)
+        _ = try await client.launch()
+        let first = Task { await client.setBackupKeys(enabled: true) }
+        try await gate.waitForArrival()
+        let second = Task { await client.setBackupKeys(enabled: true) }
+        try await Task.sleep(nanoseconds: 50_000_000)
+        gate.open()
+        await first.value
+        await second.value
+        #expect(server.count("PUT /v1/me/backup-key") == 1, "one PUT for the account")
+        #expect(store.items.count == 1)
+    }
+
     // MARK: Erased accounts
 
     @Test("an account erased on the service: the launch throws account_deleted once, its key goes, and the next start is a fresh one")

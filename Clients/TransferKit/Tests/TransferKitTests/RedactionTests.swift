@@ -25,7 +25,7 @@ struct RedactionTests {
              "StoredSiblingSession"),
             (AccountBackup(accountId: "a", displayName: "Mia", createdAt: Date(), key: secret), "AccountBackup"),
             (StoredBackup(accountId: "a", key: secret, displayName: "Mia", createdAt: Date()), "StoredBackup"),
-            (ClaimInFlight(body: Data(#"{"backupKey":"\#(secret)"}"#.utf8), backupAccountId: "a", backupKey: secret, displayName: "Mia"),
+            (ClaimInFlight(body: Data(#"{"backupKey":"\#(secret)"}"#.utf8), choice: "add", backupAccountId: "a", backupKey: secret, displayName: "Mia"),
              "ClaimInFlight"),
         ]
         for (value, name) in values {
