@@ -341,6 +341,8 @@ public actor TransferClient {
                 let body = response.flatMap { try? Wire.decoder().decode(ErrorBody.self, from: $0.body) }
                 hub.emit(.accountMoved(accountId: account.id, transferredAt: body?.transferredAt, remainingAccounts: accountList))
             case .accountDeleted?:
+                // Its backup key was erased with it: its item is not one to offer.
+                try? backupShelf?.remove(account.id)
                 hub.emit(.accountDeleted(accountId: account.id))
             default:
                 hub.emit(.accountRemoved(accountId: account.id))

@@ -509,4 +509,32 @@ struct BackupKeyTests {
         guard case .signedIn(let fresh, true) = try await a.app().launch() else { Issue.record("a fresh account"); return }
         #expect(fresh != account)
     }
+
+    @Test("an account erased on the service loses its item wherever the phone hears account_deleted: a request for it, or the account list")
+    func erasedAccountHeardElsewhere() async throws {
+        let server = FakeServer()
+        let a = Phone(server, device: FakeKeychain.Device(appleAccount: FakeKeychain.AppleAccount()))
+        let client = a.app()
+        let first = try #require(signedIn(try await client.launch()))
+        let second = try await client.addAccount()
+        _ = try await client.addAccount()
+        #expect(a.backups.count == 3)
+
+        // A request for the second account logs in (its token gone) and hears account_deleted.
+        let other = a.app()
+        _ = try await other.launch()
+        try await other.signOut(of: second.id)
+        server.scriptError("POST /v1/devices/login", status: 410, "account_deleted")
+        await #expect { try await other.profile(of: second.id) } throws: { TransferError.kind(of: $0) == .accountDeleted }
+        #expect(!a.backups.map(\.accountId).contains(second.id), "the item of the account heard erased is gone")
+
+        // The first one is erased (not the current one); the list no longer names it, and the login naming it says account_deleted.
+        try await server.client(
+            keychain: KeychainItems(location: Self.location, calls: a.keychain), appFiles: MemoryCredentialStore(a.appFiles.items)
+        ).deleteAccount(first)
+        try a.synchronized.write(
+            try Wire.encode(StoredBackup(accountId: first, key: "stale", displayName: nil, createdAt: Date())), for: BackupShelf.key(first))
+        _ = try await client.accounts()
+        #expect(!a.backups.map(\.accountId).contains(first), "the departed account's item is gone: \(a.backups)")
+    }
 }
