@@ -94,7 +94,8 @@ public actor TransferClient {
     ///     user to their next phone (on iOS ``KeychainCredentialStore/synchronized(location:)``,
     ///     iCloud Keychain); nil keeps none.
     ///   - backupKeys: false turns backup keys off: the next launch deletes the ones this phone
-    ///     made (``setBackupKeys(enabled:)`` changes it later).
+    ///     made (``setBackupKeys(enabled:)`` changes it later). Not stored by TransferKit: pass
+    ///     the app's saved switch at every start.
     public init(
         baseURL: URL, credentials: any CredentialStore, accountList: (any CredentialStore)? = nil,
         sharesSessions: Bool = false, transport: Transport = .urlSession(.shared),

@@ -537,4 +537,18 @@ struct BackupKeyTests {
         _ = try await client.accounts()
         #expect(!a.backups.map(\.accountId).contains(first), "the departed account's item is gone: \(a.backups)")
     }
+
+    @Test("an item written by an earlier version (with the device id that made it) is still offered; new items name no device")
+    func olderItemsDecode() async throws {
+        let store = MemorySynchronizedStore()
+        let old = #"{"accountId":"00000000-0000-4000-8000-000000000001","key":"k","displayName":"Mia","createdAt":"2026-11-21T12:00:00Z","madeBy":"d"}"#
+        try store.write(Data(old.utf8), for: BackupShelf.key("00000000-0000-4000-8000-000000000001"))
+        #expect(try BackupShelfView.backups(in: store).map(\.displayName) == ["Mia"])
+
+        let server = FakeServer()
+        let fresh = MemorySynchronizedStore()
+        _ = try await server.client(iCloudKeychain: fresh).launch()
+        let item = try #require(fresh.items.values.first)
+        #expect(!String(decoding: item, as: UTF8.self).contains("madeBy"))
+    }
 }
