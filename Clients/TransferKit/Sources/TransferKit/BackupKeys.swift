@@ -21,7 +21,7 @@ public protocol SynchronizedStore: Sendable {
 /// ``displayName`` is what the app gave with ``TransferClient/setDisplayName(_:of:)`` on the phone
 /// that made the key; it is never fetched from the service, which lists no account by anything
 /// a new phone holds. The key itself is not public and prints as `<redacted>`.
-public struct AccountBackup: Sendable, Equatable, Identifiable, CustomStringConvertible {
+public struct AccountBackup: Sendable, Equatable, Identifiable, CustomStringConvertible, CustomReflectable {
     /// The account's id.
     public let accountId: String
     /// The name the app gave the account ("Continue as Mia?"); nil when it gave none.
@@ -48,19 +48,31 @@ public struct AccountBackup: Sendable, Equatable, Identifiable, CustomStringConv
     public var description: String {
         "AccountBackup(accountId: \(accountId), displayName: \(displayName.map { "\"\($0)\"" } ?? "nil"), key: \(Redacted.text))"
     }
+
+    public var customMirror: Mirror {
+        Mirror(self, children: [
+            "accountId": accountId, "displayName": displayName as Any, "createdAt": createdAt, "key": Redacted.text,
+        ])
+    }
 }
 
 /// What one synchronized item holds: one account's backup key and the name to show.
-struct StoredBackup: Codable, Sendable, Equatable {
+struct StoredBackup: Codable, Sendable, Equatable, CustomStringConvertible, CustomReflectable {
     var accountId: String
     var key: String
     var displayName: String?
     var createdAt: Date
-    /// The device that made it (for support and logs; never sent).
-    var madeBy: String?
 
     var backup: AccountBackup {
         AccountBackup(accountId: accountId, displayName: displayName, createdAt: createdAt, key: key)
+    }
+
+    var description: String { "StoredBackup(accountId: \(accountId), key: \(Redacted.text))" }
+
+    var customMirror: Mirror {
+        Mirror(self, children: [
+            "accountId": accountId, "key": Redacted.text, "displayName": displayName as Any, "createdAt": createdAt,
+        ])
     }
 }
 
@@ -156,14 +168,29 @@ public final class MemorySynchronizedStore: SynchronizedStore, @unchecked Sendab
 /// A claim sent (or about to be sent) whose answer has not arrived: kept in the this-device-only
 /// store before the request leaves, so that the next ``TransferClient/launch()`` repeats it (the
 /// service answers the device that won with the session, for as long as the account is on it).
-struct ClaimInFlight: Codable, Sendable {
+struct ClaimInFlight: Codable, Sendable, CustomStringConvertible, CustomReflectable {
     /// The claim's body as sent (its proof, this device's id and secret, the choice).
     var body: Data
+    /// What the user chose for the phone's other accounts (``ClaimChoice``'s raw value; nil in a
+    /// record made before it was kept: ``ClaimChoice/fail``), for the steps after the win.
+    var choice: String?
     /// For a claim with a backup key: the account and the key, so that a refused key is removed
     /// and the account gets a new one; and the name to show with it.
     var backupAccountId: String?
     var backupKey: String?
     var displayName: String?
+
+    /// The body holds the claim's proof and this device's secret; the key is a proof too.
+    var description: String {
+        "ClaimInFlight(body: \(Redacted.text), backupAccountId: \(backupAccountId ?? "nil"), backupKey: \(backupKey == nil ? "nil" : Redacted.text))"
+    }
+
+    var customMirror: Mirror {
+        Mirror(self, children: [
+            "body": Redacted.text, "choice": choice as Any, "backupAccountId": backupAccountId as Any,
+            "backupKey": backupKey == nil ? "nil" : Redacted.text, "displayName": displayName as Any,
+        ])
+    }
 }
 
 /// Reads backups as a new phone would, for ``TransferKitTesting``'s phones. Not API for apps.

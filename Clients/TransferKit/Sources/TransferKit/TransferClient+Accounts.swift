@@ -91,12 +91,16 @@ extension TransferClient {
     /// The user chose to take the account off the phone: its backup key is deleted first (on the
     /// service and in the synchronized store), so that no other phone of the user offers it. When
     /// the removal is then refused (``TransferError/Code/accountWouldBeLost``: the key was its
-    /// only way back), the account gets a new backup key, as it had.
+    /// only way back), the account gets a new backup key, as it had. When the key cannot be
+    /// deleted on the service (no network, ``TransferError/Code/rateLimited``, …) that error is
+    /// thrown and nothing changes: the account stays, and so does its item.
     public func removeAccount(_ accountId: String, abandon: Bool = false) async throws {
         let id = try resolve(accountId)
         let wasCurrent = current == id
         let hadBackup = (try? backupShelf?.backup(of: id)) != nil
-        await deleteBackupKey(of: id)
+        // A key the service keeps counts as a way back: it must be gone before the removal, or
+        // the removal must not happen (the item stays, the error is thrown).
+        try await deleteBackupKey(of: id)
         do {
             _ = try await request(
                 .removeAccount, as: id, path: ["accountId": id], query: abandon ? ["abandon": "true"] : [:])

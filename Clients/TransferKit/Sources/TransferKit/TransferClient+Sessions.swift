@@ -209,7 +209,11 @@ extension TransferClient {
             for id in Set(sessions.keys).union(accountList.map(\.id)) { forget(id) }
             hub.emit(.deviceRevoked)
         case .accountDeleted:
-            if let accountId { drop(accountId) }
+            // The service erased the account's backup keys with it: its item is not one to offer.
+            if let accountId {
+                drop(accountId)
+                try? backupShelf?.remove(accountId)
+            }
             hub.emit(.accountDeleted(accountId: accountId))
         case .accountNotOnDevice:
             if let accountId, accountList.contains(where: { $0.id == accountId }) {

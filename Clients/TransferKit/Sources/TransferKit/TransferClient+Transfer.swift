@@ -168,9 +168,11 @@ extension TransferClient {
     ) async throws -> Account {
         var identity = try identityForClaim()
         let before = accountList
+        claimsInProgress += 1
+        defer { claimsInProgress -= 1 }
         let attempts = repeatable ? Self.claimAttempts : 1
         var data = try Wire.encode(body(identity))
-        if repeatable && endpoint == .claimTransfer { recordClaimInFlight(data, backup: backup) }
+        if repeatable && endpoint == .claimTransfer { recordClaimInFlight(data, choice: choice, backup: backup) }
         var response = try await sendClaim(endpoint, body: data, identity: identity, before: before, attempts: attempts)
         if !response.isSuccess, TransferError(response: response).code == .deviceRetired {
             // A retired device holds no account: whatever the phone lists left it.
@@ -180,12 +182,23 @@ extension TransferClient {
             try startOver()
             identity = try identityForClaim()
             data = try Wire.encode(body(identity))
-            if repeatable && endpoint == .claimTransfer { recordClaimInFlight(data, backup: backup) }
+            if repeatable && endpoint == .claimTransfer { recordClaimInFlight(data, choice: choice, backup: backup) }
             response = try await sendClaim(endpoint, body: data, identity: identity, before: before, attempts: attempts)
         }
         // An answer arrived: nothing to repeat at the next launch, whatever it says.
         claimLanded()
         let session = try Wire.decode(SessionBody.self, from: try response.succeeded())
+        return await claimWon(session, choice: choice, before: before, backup: backup)
+    }
+
+    /// What follows a claim's win, whether its answer came at once (``claim(_:choice:repeatable:backup:body:)``)
+    /// or to the next launch's repeat (``resumeClaimInFlight()``): keeps the session (the claimed
+    /// account becomes current), drops the accounts that left the phone (`.replace`), uses up a
+    /// backup key's item (the account gets a new one, same name), deletes the phone's other
+    /// accounts for `.deleteExisting`, and keeps the backup keys.
+    ///
+    /// - Parameter before: the accounts the phone listed before the claim.
+    func claimWon(_ session: SessionBody, choice: ClaimChoice, before: [Account], backup: AccountBackup?) async -> Account {
         claimSettled()
         if let backup {
             // The key is used up: its item goes, and the account gets a new one below (same name).

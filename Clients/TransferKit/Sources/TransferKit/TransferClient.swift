@@ -52,6 +52,11 @@ public actor TransferClient {
     let sharesSessions: Bool
     /// The account and time of the last `410 device_transferred`, for ``launch()``'s result.
     var lastMove: (accountId: String?, transferredAt: Date?)?
+    /// The last run of ``keepBackupKeys(deleteEverywhere:)``: the next one waits for it.
+    var backupKeysRun: Task<Void, Never>?
+    /// How many claims this process is sending now: a launch meanwhile does not repeat the one
+    /// recorded in flight (it is this process's own, still waiting for its answer).
+    var claimsInProgress = 0
     /// The APNs or FCM token the app registered last, and the device id it was uploaded for
     /// (nil: not yet, e.g. registered before any account, or its upload failed).
     var pushToken: PushTokenRequest?
@@ -89,7 +94,8 @@ public actor TransferClient {
     ///     user to their next phone (on iOS ``KeychainCredentialStore/synchronized(location:)``,
     ///     iCloud Keychain); nil keeps none.
     ///   - backupKeys: false turns backup keys off: the next launch deletes the ones this phone
-    ///     made (``setBackupKeys(enabled:)`` changes it later).
+    ///     made (``setBackupKeys(enabled:)`` changes it later). Not stored by TransferKit: pass
+    ///     the app's saved switch at every start.
     public init(
         baseURL: URL, credentials: any CredentialStore, accountList: (any CredentialStore)? = nil,
         sharesSessions: Bool = false, transport: Transport = .urlSession(.shared),
@@ -336,6 +342,8 @@ public actor TransferClient {
                 let body = response.flatMap { try? Wire.decoder().decode(ErrorBody.self, from: $0.body) }
                 hub.emit(.accountMoved(accountId: account.id, transferredAt: body?.transferredAt, remainingAccounts: accountList))
             case .accountDeleted?:
+                // Its backup key was erased with it: its item is not one to offer.
+                try? backupShelf?.remove(account.id)
                 hub.emit(.accountDeleted(accountId: account.id))
             default:
                 hub.emit(.accountRemoved(accountId: account.id))

@@ -290,8 +290,10 @@ public final class SimulatedPhone: @unchecked Sendable {
 
     /// A new phone set up from this one's backup: the app files come along, the Keychain's
     /// this-device-only items do not, the Apple account's synchronized items do (the same
-    /// ``iCloudKeychain``). Without backup keys its ``launch()`` reports
-    /// ``LaunchResult/restoredOntoNewPhone(previousAccounts:)``.
+    /// ``iCloudKeychain``). Its ``launch()`` reports
+    /// ``LaunchResult/restoredOntoNewPhone(previousAccounts:)`` whether or not backup keys are
+    /// there: backups are offered by ``TransferClient/startingPoint()`` (`.backupsFound`), before
+    /// any launch.
     public func restoredFromBackup(as name: String) -> SimulatedPhone {
         SimulatedPhone(
             name, keychain: MemoryCredentialStore(), appFiles: MemoryCredentialStore(appFiles.items),

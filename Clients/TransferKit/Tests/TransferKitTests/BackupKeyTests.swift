@@ -261,6 +261,87 @@ struct BackupKeyTests {
         #expect(a.backups.isEmpty, "the deleted account's item is gone")
     }
 
+    /// A synchronized store whose writes fail while `failWrites` (reads and removals still work).
+    final class BrokenWrites: SynchronizedStore, @unchecked Sendable {
+        let base: MemorySynchronizedStore
+        private let lock = NSLock()
+        private var failing = false
+        init(_ base: MemorySynchronizedStore = MemorySynchronizedStore()) { self.base = base }
+        var failWrites: Bool {
+            get { lock.withLock { failing } }
+            set { lock.withLock { failing = newValue } }
+        }
+        func readAll() throws -> [String: Data] { try base.readAll() }
+        func write(_ data: Data, for key: String) throws {
+            if failWrites { throw StorageError(.locked, reason: "write failed") }
+            try base.write(data, for: key)
+        }
+        func remove(_ key: String) throws { try base.remove(key) }
+    }
+
+    @Test("a backup key whose item is gone is still deleted on the service before a removal: the removal is refused as the account's last way back")
+    func removalDeletesKeyWithoutItem() async throws {
+        let server = FakeServer()
+        let a = Phone(server, device: FakeKeychain.Device(appleAccount: FakeKeychain.AppleAccount()))
+        let client = a.app()
+        let first = try #require(signedIn(try await client.launch()))
+        _ = try await client.addAccount()
+        // The item went (removed on another phone of the Apple account); the service still has the key.
+        try a.synchronized.remove(BackupShelf.key(first))
+        #expect(try await client.profile(of: first).waysBack?.contains(.backupKey) == true)
+        await #expect { try await client.removeAccount(first) } throws: { TransferError.kind(of: $0) == .accountWouldBeLost }
+        #expect(server.count("DELETE /v1/me/backup-key") == 1, "the DELETE went whatever the store held")
+        #expect(try await client.accounts().map(\.id).contains(first), "no way back: the account stays")
+    }
+
+    @Test("a backup key the service will not delete (429, no network) keeps the account and its item: the removal throws", arguments: [false, true])
+    func removalWhenDeleteFails(network lost: Bool) async throws {
+        let server = FakeServer()
+        let a = Phone(server, device: FakeKeychain.Device(appleAccount: FakeKeychain.AppleAccount()))
+        let client = a.app()
+        let first = try #require(signedIn(try await client.launch()))
+        _ = try await client.addAccount()
+        let key = try #require(a.backups.first { $0.accountId == first }?.key)
+        if lost {
+            a.network.loseAnswers(to: "DELETE /v1/me/backup-key")
+            server.scriptError("DELETE /v1/me/backup-key", status: 503, "overloaded")
+        } else {
+            server.scriptError("DELETE /v1/me/backup-key", status: 429, "rate_limited")
+        }
+        await #expect { try await client.removeAccount(first, abandon: true) } throws: {
+            [.rateLimited, .network].contains(TransferError.kind(of: $0))
+        }
+        #expect(a.backups.first { $0.accountId == first }?.key == key, "the item stays: the key still lives on the service")
+        #expect(try await client.accounts().map(\.id).contains(first), "the account was not removed")
+        #expect(try await client.profile(of: first).waysBack?.contains(.backupKey) == true)
+    }
+
+    @Test("a backup key made on the service whose item cannot be written is deleted again")
+    func unwrittenKeyIsDeleted() async throws {
+        let server = FakeServer()
+        let store = BrokenWrites()
+        store.failWrites = true
+        let client = server.client(iCloudKeychain: store)
+        _ = try await client.launch()
+        #expect(server.count("PUT /v1/me/backup-key") == 1)
+        #expect(try await client.profile().waysBack?.contains(.backupKey) == false, "no phone holds it: the service keeps none")
+        store.failWrites = false
+        _ = try await client.launch()
+        #expect(try await client.profile().waysBack?.contains(.backupKey) == true, "the next launch makes one that is kept")
+        #expect(store.base.items.count == 1)
+    }
+
+    @Test("backup keys off deletes every account's key on the service, even one whose item is gone")
+    func offDeletesOnService() async throws {
+        let server = FakeServer()
+        let a = Phone(server, device: FakeKeychain.Device(appleAccount: FakeKeychain.AppleAccount()))
+        let client = a.app()
+        let account = try #require(signedIn(try await client.launch()))
+        try a.synchronized.remove(BackupShelf.key(account))
+        await client.setBackupKeys(enabled: false)
+        #expect(try await client.profile().waysBack?.contains(.backupKey) == false)
+    }
+
     // MARK: Claims in flight
 
     @Test("killed during a backup claim: the next start repeats it and lands in the account, with a fresh key", arguments: [false, true])
@@ -311,6 +392,106 @@ struct BackupKeyTests {
         #expect(server.count("POST /v1/devices/login") == 1, "no account was created behind the user's back")
     }
 
+    @Test("a claim in flight answered 429 or 5xx is kept: the launch throws, and the next one repeats it and lands in the account",
+          arguments: [(429, "rate_limited"), (503, "overloaded"), (500, "internal")])
+    func busyClaimInFlightIsKept(status: Int, code: String) async throws {
+        let server = FakeServer()
+        let old = server.client()
+        let account = try #require(signedIn(try await old.launch()))
+        let offer = try await old.setUpTransferCode()
+        let keychain = MemoryCredentialStore()
+        server.loseAnswers(to: Self.claimRoute, count: TransferClient.claimAttempts)
+        await #expect { try await server.client(keychain: keychain).claimTransfer(code: offer.code) } throws: {
+            TransferError.kind(of: $0) == .network
+        }
+        server.scriptError(Self.claimRoute, status: status, code)
+        await #expect { try await server.client(keychain: keychain).launch() } throws: { _ in true }
+        #expect(await server.client(keychain: keychain).startingPoint() == .returning, "the claim is still in flight")
+        #expect(try await server.client(keychain: keychain).launch() == .signedIn(accountId: account, created: false))
+        #expect(server.count("POST /v1/devices/login") == 2, "no account was created behind the user's back: \(server.log)")
+    }
+
+    @Test("a repeated claim keeps the user's choice for the phone's own account and lands in the claimed one",
+          arguments: [ClaimChoice.add, .deleteExisting, .replace])
+    func resumedClaimKeepsChoice(choice: ClaimChoice) async throws {
+        let server = FakeServer()
+        let old = server.client()
+        let moving = try #require(signedIn(try await old.launch()))
+        _ = try await old.makeRecoveryCode()  // a way back for the moving account
+        let offer = try await old.setUpTransferCode()
+
+        let keychain = MemoryCredentialStore()
+        let appFiles = MemoryCredentialStore()
+        let own = try #require(signedIn(try await server.client(keychain: keychain, appFiles: appFiles).launch()))
+        if choice == .replace {  // the own account needs a way back to leave the phone
+            _ = try await server.client(keychain: keychain, appFiles: appFiles).makeRecoveryCode(of: own)
+        }
+        server.loseAnswers(to: Self.claimRoute, count: TransferClient.claimAttempts)
+        await #expect {
+            try await server.client(keychain: keychain, appFiles: appFiles).claimTransfer(code: offer.code, existingAccounts: choice)
+        } throws: { TransferError.kind(of: $0) == .network }
+
+        let relaunched = server.client(keychain: keychain, appFiles: appFiles)
+        #expect(try await relaunched.launch() == .signedIn(accountId: moving, created: false), "the launch lands in the claimed account")
+        let here = Set(try await relaunched.accounts().map(\.id))
+        switch choice {
+        case .add: #expect(here == [moving, own])
+        default: #expect(here == [moving], "the phone's own account left it: \(here)")
+        }
+        if choice == .deleteExisting {
+            #expect(server.count("DELETE /v1/me") == 1, "the own account was deleted, as the user chose")
+        }
+    }
+
+    @Test("a launch while this process's own claim still waits for its answer does not send the claim again")
+    func launchDuringRunningClaim() async throws {
+        let server = FakeServer()
+        let old = server.client()
+        let account = try #require(signedIn(try await old.launch()))
+        let offer = try await old.setUpTransferCode()
+        let gate = Gate()
+        let transport = Transport { request in
+            if request.url?.path.hasSuffix("/v1/transfers/claim") == true { await gate.pass() }
+            return try await server.transport.answer(request)
+        }
+        let client = TransferClient(
+            baseURL: FakeServer.baseURL, credentials: MemoryCredentialStore(), accountList: MemoryCredentialStore(),
+            transport: transport, clock: { server.clock.now })
+        let claim = Task { try await client.claimTransfer(code: offer.code) }
+        try await gate.waitForArrival()
+        #expect(await client.startingPoint() != .returning, "the claim under way is not one to repeat")
+        let resumed = Task { try await client.resumeClaimInFlight() }
+        try await Task.sleep(nanoseconds: 50_000_000)
+        gate.open()
+        try await resumed.value
+        #expect(try await claim.value.id == account)
+        #expect(server.count(Self.claimRoute) == 1, "the claim went once")
+    }
+
+    @Test("two callers keeping backup keys at once make one key per account")
+    func backupKeysOneAtATime() async throws {
+        let server = FakeServer()
+        let gate = Gate()
+        let transport = Transport { request in
+            if request.httpMethod == "PUT", request.url?.path.hasSuffix("/v1/me/backup-key") == true { await gate.pass() }
+            return try await server.transport.answer(request)
+        }
+        let store = MemorySynchronizedStore()
+        let client = TransferClient(
+            baseURL: FakeServer.baseURL, credentials: MemoryCredentialStore(), accountList: MemoryCredentialStore(),
+            transport: transport, clock: { server.clock.now }, synchronizedStore: store, backupKeys: false)
+        _ = try await client.launch()
+        let first = Task { await client.setBackupKeys(enabled: true) }
+        try await gate.waitForArrival()
+        let second = Task { await client.setBackupKeys(enabled: true) }
+        try await Task.sleep(nanoseconds: 50_000_000)
+        gate.open()
+        await first.value
+        await second.value
+        #expect(server.count("PUT /v1/me/backup-key") == 1, "one PUT for the account")
+        #expect(store.items.count == 1)
+    }
+
     // MARK: Erased accounts
 
     @Test("an account erased on the service: the launch throws account_deleted once, its key goes, and the next start is a fresh one")
@@ -327,5 +508,47 @@ struct BackupKeyTests {
         #expect(await a.app().startingPoint() == .firstStart, "the app shows its welcome, as on a new phone")
         guard case .signedIn(let fresh, true) = try await a.app().launch() else { Issue.record("a fresh account"); return }
         #expect(fresh != account)
+    }
+
+    @Test("an account erased on the service loses its item wherever the phone hears account_deleted: a request for it, or the account list")
+    func erasedAccountHeardElsewhere() async throws {
+        let server = FakeServer()
+        let a = Phone(server, device: FakeKeychain.Device(appleAccount: FakeKeychain.AppleAccount()))
+        let client = a.app()
+        let first = try #require(signedIn(try await client.launch()))
+        let second = try await client.addAccount()
+        _ = try await client.addAccount()
+        #expect(a.backups.count == 3)
+
+        // A request for the second account logs in (its token gone) and hears account_deleted.
+        let other = a.app()
+        _ = try await other.launch()
+        try await other.signOut(of: second.id)
+        server.scriptError("POST /v1/devices/login", status: 410, "account_deleted")
+        await #expect { try await other.profile(of: second.id) } throws: { TransferError.kind(of: $0) == .accountDeleted }
+        #expect(!a.backups.map(\.accountId).contains(second.id), "the item of the account heard erased is gone")
+
+        // The first one is erased (not the current one); the list no longer names it, and the login naming it says account_deleted.
+        try await server.client(
+            keychain: KeychainItems(location: Self.location, calls: a.keychain), appFiles: MemoryCredentialStore(a.appFiles.items)
+        ).deleteAccount(first)
+        try a.synchronized.write(
+            try Wire.encode(StoredBackup(accountId: first, key: "stale", displayName: nil, createdAt: Date())), for: BackupShelf.key(first))
+        _ = try await client.accounts()
+        #expect(!a.backups.map(\.accountId).contains(first), "the departed account's item is gone: \(a.backups)")
+    }
+
+    @Test("an item written by an earlier version (with the device id that made it) is still offered; new items name no device")
+    func olderItemsDecode() async throws {
+        let store = MemorySynchronizedStore()
+        let old = #"{"accountId":"00000000-0000-4000-8000-000000000001","key":"k","displayName":"Mia","createdAt":"2026-11-21T12:00:00Z","madeBy":"d"}"#
+        try store.write(Data(old.utf8), for: BackupShelf.key("00000000-0000-4000-8000-000000000001"))
+        #expect(try BackupShelfView.backups(in: store).map(\.displayName) == ["Mia"])
+
+        let server = FakeServer()
+        let fresh = MemorySynchronizedStore()
+        _ = try await server.client(iCloudKeychain: fresh).launch()
+        let item = try #require(fresh.items.values.first)
+        #expect(!String(decoding: item, as: UTF8.self).contains("madeBy"))
     }
 }

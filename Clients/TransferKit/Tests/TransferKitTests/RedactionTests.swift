@@ -23,6 +23,10 @@ struct RedactionTests {
             (StoredSiblingSession(
                 accountId: "a", userName: "u", tokens: StoredSession(accessToken: secret, refreshToken: secret, refreshAt: Date())),
              "StoredSiblingSession"),
+            (AccountBackup(accountId: "a", displayName: "Mia", createdAt: Date(), key: secret), "AccountBackup"),
+            (StoredBackup(accountId: "a", key: secret, displayName: "Mia", createdAt: Date()), "StoredBackup"),
+            (ClaimInFlight(body: Data(#"{"backupKey":"\#(secret)"}"#.utf8), choice: "add", backupAccountId: "a", backupKey: secret, displayName: "Mia"),
+             "ClaimInFlight"),
         ]
         for (value, name) in values {
             for text in printed(value) {
