@@ -118,51 +118,28 @@ struct BackupShelf: Sendable {
 /// A synchronized store in memory: the items of one Apple account's iCloud Keychain, shared by
 /// every phone that is signed in to it (give the same instance to each). For tests and
 /// simulations. ``isAvailable`` set to false makes it act like a phone locked before its first unlock.
-public final class MemorySynchronizedStore: SynchronizedStore, @unchecked Sendable {
-    private let lock = NSLock()
-    private var storage: [String: Data]
-    private var available = true
+public final class MemorySynchronizedStore: SynchronizedStore, Sendable {
+    private let memory: MemoryItems
 
     /// A store holding `items`.
     public init(_ items: [String: Data] = [:]) {
-        storage = items
+        memory = MemoryItems(items)
     }
 
     /// False makes every call throw ``StorageError/Kind/locked``.
     public var isAvailable: Bool {
-        get { locked { available } }
-        set { locked { available = newValue } }
+        get { memory.isAvailable }
+        set { memory.isAvailable = newValue }
     }
 
     /// Everything stored, by key.
-    public var items: [String: Data] { locked { storage } }
+    public var items: [String: Data] { memory.all }
 
-    public func readAll() throws -> [String: Data] {
-        try locked {
-            guard available else { throw StorageError(.locked, reason: "locked") }
-            return storage
-        }
-    }
+    public func readAll() throws -> [String: Data] { try memory.withItems { $0 } }
 
-    public func write(_ data: Data, for key: String) throws {
-        try locked {
-            guard available else { throw StorageError(.locked, reason: "locked") }
-            storage[key] = data
-        }
-    }
+    public func write(_ data: Data, for key: String) throws { try memory.withItems { $0[key] = data } }
 
-    public func remove(_ key: String) throws {
-        try locked {
-            guard available else { throw StorageError(.locked, reason: "locked") }
-            storage[key] = nil
-        }
-    }
-
-    private func locked<T>(_ body: () throws -> T) rethrows -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body()
-    }
+    public func remove(_ key: String) throws { try memory.withItems { $0[key] = nil } }
 }
 
 /// A claim sent (or about to be sent) whose answer has not arrived: kept in the this-device-only

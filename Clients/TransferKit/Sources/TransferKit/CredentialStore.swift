@@ -122,54 +122,27 @@ public struct StorageError: Error, Sendable, Equatable, CustomStringConvertible 
 /// TransferKit 1's name of ``StorageError``.
 public typealias CredentialStoreUnavailable = StorageError
 
-/// A store in memory: for tests and simulations. ``isAvailable`` set to false makes it act like
-/// a Keychain before the first unlock.
-public final class MemoryCredentialStore: CredentialStore, @unchecked Sendable {
+/// Items in memory behind a lock, which a flag can make unavailable (a locked phone): what the
+/// in-memory stores share.
+final class MemoryItems: @unchecked Sendable {
     private let lock = NSLock()
     private var storage: [String: Data]
     private var available = true
 
-    /// A store holding `items` (e.g. another store's ``items``, to simulate a backup).
-    public init(_ items: [String: Data] = [:]) {
-        storage = items
-    }
+    init(_ items: [String: Data]) { storage = items }
 
-    /// False makes every call throw ``StorageError/Kind/locked`` (a locked phone).
-    public var isAvailable: Bool {
+    var isAvailable: Bool {
         get { locked { available } }
         set { locked { available = newValue } }
     }
 
-    /// Everything stored, by key.
-    public var items: [String: Data] { locked { storage } }
+    var all: [String: Data] { locked { storage } }
 
-    public func read(_ key: String) throws -> Data? {
+    /// `body` on the items, or ``StorageError/Kind/locked`` while unavailable.
+    func withItems<T>(_ body: (inout [String: Data]) throws -> T) throws -> T {
         try locked {
             guard available else { throw StorageError(.locked, reason: "locked") }
-            return storage[key]
-        }
-    }
-
-    public func write(_ data: Data, for key: String) throws {
-        try locked {
-            guard available else { throw StorageError(.locked, reason: "locked") }
-            storage[key] = data
-        }
-    }
-
-    public func remove(_ key: String) throws {
-        try locked {
-            guard available else { throw StorageError(.locked, reason: "locked") }
-            storage[key] = nil
-        }
-    }
-
-    public func add(_ data: Data, for key: String) throws -> Data? {
-        try locked {
-            guard available else { throw StorageError(.locked, reason: "locked") }
-            if let existing = storage[key] { return existing }
-            storage[key] = data
-            return nil
+            return try body(&storage)
         }
     }
 
@@ -177,6 +150,40 @@ public final class MemoryCredentialStore: CredentialStore, @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         return try body()
+    }
+}
+
+/// A store in memory: for tests and simulations. ``isAvailable`` set to false makes it act like
+/// a Keychain before the first unlock.
+public final class MemoryCredentialStore: CredentialStore, Sendable {
+    private let memory: MemoryItems
+
+    /// A store holding `items` (e.g. another store's ``items``, to simulate a backup).
+    public init(_ items: [String: Data] = [:]) {
+        memory = MemoryItems(items)
+    }
+
+    /// False makes every call throw ``StorageError/Kind/locked`` (a locked phone).
+    public var isAvailable: Bool {
+        get { memory.isAvailable }
+        set { memory.isAvailable = newValue }
+    }
+
+    /// Everything stored, by key.
+    public var items: [String: Data] { memory.all }
+
+    public func read(_ key: String) throws -> Data? { try memory.withItems { $0[key] } }
+
+    public func write(_ data: Data, for key: String) throws { try memory.withItems { $0[key] = data } }
+
+    public func remove(_ key: String) throws { try memory.withItems { $0[key] = nil } }
+
+    public func add(_ data: Data, for key: String) throws -> Data? {
+        try memory.withItems { items in
+            if let existing = items[key] { return existing }
+            items[key] = data
+            return nil
+        }
     }
 }
 
