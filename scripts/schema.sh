@@ -11,6 +11,5 @@ source scripts/throwaway-postgres.sh
 if [ -z "${TRANSFER_TEST_POSTGRES_URL:-}" ]; then
     start_throwaway_postgres
 fi
-swift build --build-tests
-TRANSFER_WRITE_SCHEMA=1 swift test --skip-build --filter 'SchemaParityTests/(sqliteFile|postgresFile)'
+TRANSFER_WRITE_SCHEMA=1 swift test --filter 'SchemaParityTests/(sqliteFile|postgresFile)'
 git status --short schema.sql schema.postgres.sql
