@@ -3,7 +3,7 @@ import Foundation
 import TransferCore
 
 /// `transfer delete-account`: erases an account as `DELETE /v1/me` does.
-struct DeleteAccount: AsyncParsableCommand {
+struct DeleteAccount: AccountCommand {
     static let configuration = CommandConfiguration(
         commandName: "delete-account",
         abstract: "Delete an account for good, as the app's DELETE /v1/me does.",
@@ -17,28 +17,23 @@ struct DeleteAccount: AsyncParsableCommand {
     @OptionGroup var change: ChangeOptions
     @Argument(help: .account) var account: String
 
-    func run() async throws {
-        try await common.withStore { store in
-            let match = try await store.resolve(account)
-            let service = try await store.service()
-            let deleted: Bool
-            do {
-                try await service.deleteAccount(accountID: match.accountID, by: change.initiator, reason: change.trimmedReason)
-                deleted = true
-            } catch TransferError.accountNotFound {
-                throw Failure.notFound("no account \(match.accountID).")
-            } catch TransferError.accountDeleted {
-                deleted = false
-            }
-            let state = deleted ? "deleted" : "already deleted"
-            if common.json {
-                struct Out: Encodable { var accountId: String; var state: String }
-                return try JSON.print(Out(accountId: match.accountID, state: state))
-            }
-            print(deleted
+    func run(_ store: any SupportStore, account match: AccountMatch) async throws {
+        let service = try await store.service()
+        let deleted: Bool
+        do {
+            try await service.deleteAccount(accountID: match.accountID, by: change.initiator, reason: change.trimmedReason)
+            deleted = true
+        } catch TransferError.accountNotFound {
+            throw Failure.notFound("no account \(match.accountID).")
+        } catch TransferError.accountDeleted {
+            deleted = false
+        }
+        struct Out: Encodable { var accountId: String; var state: String }
+        try common.output(
+            json: Out(accountId: match.accountID, state: deleted ? "deleted" : "already deleted"),
+            text: deleted
                 ? "Deleted account \(match.accountID): its devices, sessions, transfers and Apple link are gone; its phone hears 410 account_deleted."
                 : "Account \(match.accountID) was already deleted.")
-        }
     }
 }
 
@@ -48,44 +43,42 @@ struct Webhooks: AsyncParsableCommand {
         abstract: "List webhook deliveries that are pending or failed, and send failed ones again.",
         subcommands: [List.self, Retry.self], defaultSubcommand: List.self)
 
-    struct List: AsyncParsableCommand {
+    struct List: StoreCommand {
         static let configuration = CommandConfiguration(
             abstract: "Deliveries pending and failed, oldest first, with attempts and the last error (never their bodies).")
 
         @OptionGroup var common: CommonOptions
 
-        func run() async throws {
-            try await common.withStore { store in
-                let messages = try await store.outbox(limit: 1000)
-                let now = SystemWallClock().now()
-                if common.json {
-                    struct Message: Encodable {
-                        var id: String; var kind: String; var type: String; var accountId: String; var createdAt: String
-                        var state: String; var attempts: Int; var nextAttemptAt: String?; var lastError: String?
-                    }
-                    struct Out: Encodable { var deliveries: [Message] }
-                    return try JSON.print(Out(deliveries: messages.map {
-                        Message(
-                            id: $0.id, kind: $0.kind.rawValue, type: $0.type, accountId: $0.accountID, createdAt: $0.createdAt.rfc3339,
-                            state: $0.state.rawValue, attempts: $0.attempts, nextAttemptAt: $0.state == .pending ? $0.nextAttemptAt.rfc3339 : nil,
-                            lastError: $0.lastError)
-                    }))
+        func run(_ store: any SupportStore) async throws {
+            let messages = try await store.outbox(limit: 1000)
+            let now = SystemWallClock().now()
+            if common.json {
+                struct Message: Encodable {
+                    var id: String; var kind: String; var type: String; var accountId: String; var createdAt: String
+                    var state: String; var attempts: Int; var nextAttemptAt: String?; var lastError: String?
                 }
-                guard !messages.isEmpty else { return print("No deliveries pending or failed.") }
-                for m in messages {
-                    var rows = [
-                        ("type", m.kind == .webhook ? m.type : "\(m.type) (to Apple)"), ("account", m.accountID),
-                        ("created", Text.time(m.createdAt, now: now)), ("attempts", String(m.attempts)),
-                    ]
-                    if m.state == .pending { rows.append(("next attempt", Text.time(m.nextAttemptAt, now: now))) }
-                    if let error = m.lastError { rows.append(("last error", error)) }
-                    print(Text.section("\(m.id)  \(m.state.rawValue)", rows))
-                }
+                struct Out: Encodable { var deliveries: [Message] }
+                return try JSON.print(Out(deliveries: messages.map {
+                    Message(
+                        id: $0.id, kind: $0.kind.rawValue, type: $0.type, accountId: $0.accountID, createdAt: $0.createdAt.rfc3339,
+                        state: $0.state.rawValue, attempts: $0.attempts, nextAttemptAt: $0.state == .pending ? $0.nextAttemptAt.rfc3339 : nil,
+                        lastError: $0.lastError)
+                }))
+            }
+            guard !messages.isEmpty else { return print("No deliveries pending or failed.") }
+            for m in messages {
+                var rows = [
+                    ("type", m.kind == .webhook ? m.type : "\(m.type) (to Apple)"), ("account", m.accountID),
+                    ("created", Text.time(m.createdAt, now: now)), ("attempts", String(m.attempts)),
+                ]
+                if m.state == .pending { rows.append(("next attempt", Text.time(m.nextAttemptAt, now: now))) }
+                if let error = m.lastError { rows.append(("last error", error)) }
+                print(Text.section("\(m.id)  \(m.state.rawValue)", rows))
             }
         }
     }
 
-    struct Retry: AsyncParsableCommand {
+    struct Retry: StoreCommand {
         static let configuration = CommandConfiguration(
             abstract: "Send failed deliveries again (pending, due now, with three more days of retries).")
 
@@ -98,21 +91,17 @@ struct Webhooks: AsyncParsableCommand {
             guard all != (eventId != nil) else { throw ValidationError("Name one EVENT_ID, or pass --all.") }
         }
 
-        func run() async throws {
-            try await common.withStore { store in
-                let retried = try await store.execute(RetryOutboxCommand(
-                    id: eventId?.lowercased(), now: SystemWallClock().now(), by: change.initiator, reason: change.trimmedReason)
-                ).get()
-                if retried.isEmpty {
-                    if let eventId { throw Failure.notFound("no failed delivery \(eventId) (pending ones are being retried already).") }
-                    if !common.json { return print("No failed deliveries.") }
-                }
-                if common.json {
-                    struct Out: Encodable { var retried: [String] }
-                    return try JSON.print(Out(retried: retried.map(\.id)))
-                }
-                print("Sending \(retried.count) failed \(retried.count == 1 ? "delivery" : "deliveries") again: \(retried.map(\.id).joined(separator: ", ")).")
-            }
+        func run(_ store: any SupportStore) async throws {
+            let retried = try await store.execute(RetryOutboxCommand(
+                id: eventId?.lowercased(), now: SystemWallClock().now(), by: change.initiator, reason: change.trimmedReason)
+            ).get()
+            if retried.isEmpty, let eventId { throw Failure.notFound("no failed delivery \(eventId) (pending ones are being retried already).") }
+            struct Out: Encodable { var retried: [String] }
+            try common.output(
+                json: Out(retried: retried.map(\.id)),
+                text: retried.isEmpty
+                    ? "No failed deliveries."
+                    : "Sending \(retried.count) failed \(retried.count == 1 ? "delivery" : "deliveries") again: \(retried.map(\.id).joined(separator: ", ")).")
         }
     }
 }

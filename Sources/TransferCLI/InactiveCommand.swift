@@ -29,23 +29,22 @@ struct Inactive: AsyncParsableCommand {
             let now = SystemWallClock().now()
             let before = policy.inactiveBefore(now)
             let counts = try await store.inactiveCounts(before: before, at: now)
-            if common.json {
-                struct Out: Encodable {
-                    var inactiveAccountTTL: String
-                    var inactiveBefore: String
-                    var erasable: Int
-                    var protectedInactive: Int
-                    var protected: Int
-                }
-                return try JSON.print(Out(
-                    inactiveAccountTTL: ttl.flagText, inactiveBefore: before.rfc3339, erasable: counts.erasable,
-                    protectedInactive: counts.protectedInactive, protected: counts.protected))
+            struct Out: Encodable {
+                var inactiveAccountTTL: String
+                var inactiveBefore: String
+                var erasable: Int
+                var protectedInactive: Int
+                var protected: Int
             }
-            print(Text.section("Inactive accounts (no login on any device since \(before.rfc3339), --inactive-account-ttl \(ttl.flagText))", [
-                ("to be erased", "\(counts.erasable) (by the pruner's next rounds; nothing is erased now)"),
-                ("kept as protected", "\(counts.protectedInactive)"),
-                ("protected in all", "\(counts.protected)"),
-            ]))
+            try common.output(
+                json: Out(
+                    inactiveAccountTTL: ttl.flagText, inactiveBefore: before.rfc3339, erasable: counts.erasable,
+                    protectedInactive: counts.protectedInactive, protected: counts.protected),
+                text: Text.section("Inactive accounts (no login on any device since \(before.rfc3339), --inactive-account-ttl \(ttl.flagText))", [
+                    ("to be erased", "\(counts.erasable) (by the pruner's next rounds; nothing is erased now)"),
+                    ("kept as protected", "\(counts.protectedInactive)"),
+                    ("protected in all", "\(counts.protected)"),
+                ]))
         }
     }
 }

@@ -39,26 +39,26 @@ struct Keys: AsyncParsableCommand {
                     guard key.retiredAt != nil else { return "current" }
                     return key.isPublished(accessTTL: ttl, now: now) ? "retired" : "unpublished"
                 }
-                if common.json {
-                    struct Key: Encodable {
-                        var kid: String; var algorithm: String; var createdAt: String; var state: String
-                        var retiredAt: String?; var leavesJWKSAt: String?
-                        /// The id of the key-encryption key it is sealed under; null when it is stored unencrypted.
-                        var encryptedWith: String?
-                    }
-                    struct Out: Encodable { var keys: [Key] }
-                    return try JSON.print(Out(keys: keys.map {
+                struct Key: Encodable {
+                    var kid: String; var algorithm: String; var createdAt: String; var state: String
+                    var retiredAt: String?; var leavesJWKSAt: String?
+                    /// The id of the key-encryption key it is sealed under; null when it is stored unencrypted.
+                    var encryptedWith: String?
+                }
+                struct Out: Encodable { var keys: [Key] }
+                try common.output(
+                    json: Out(keys: keys.map {
                         Key(kid: $0.kid, algorithm: $0.algorithm, createdAt: $0.createdAt.rfc3339, state: state($0),
                             retiredAt: $0.retiredAt?.rfc3339, leavesJWKSAt: $0.leavesJWKS(accessTTL: ttl)?.rfc3339,
                             encryptedWith: $0.stored.kekID)
-                    }))
-                }
-                guard !keys.isEmpty else { return print("No signing keys yet: the server makes the first one when it starts.") }
-                print(Text.table(["KID", "CREATED", "STATE", "LEAVES THE JWKS", "ENCRYPTED WITH"], keys.map { key in
-                    [key.kid, Text.time(key.createdAt, now: now), state(key),
-                     key.leavesJWKS(accessTTL: ttl).map { Text.time($0, now: now) } ?? "-",
-                     key.stored.kekID.map { "key-encryption key \($0)" } ?? "nothing (stored unencrypted)"]
-                }))
+                    }),
+                    text: keys.isEmpty
+                        ? "No signing keys yet: the server makes the first one when it starts."
+                        : Text.table(["KID", "CREATED", "STATE", "LEAVES THE JWKS", "ENCRYPTED WITH"], keys.map { key in
+                            [key.kid, Text.time(key.createdAt, now: now), state(key),
+                             key.leavesJWKS(accessTTL: ttl).map { Text.time($0, now: now) } ?? "-",
+                             key.stored.kekID.map { "key-encryption key \($0)" } ?? "nothing (stored unencrypted)"]
+                        }))
             }
         }
     }
@@ -83,13 +83,12 @@ struct Keys: AsyncParsableCommand {
                 case .alreadyRotated(let now): (retired, current, rotated) = (before?.kid, now.kid, false)
                 case .refused(let problem): throw Failure.usage("no key was made: \(problem.advice).")
                 }
-                if common.json {
-                    struct Out: Encodable { var current: String; var retired: String?; var rotated: Bool }
-                    return try JSON.print(Out(current: current, retired: retired, rotated: rotated))
-                }
-                print(rotated
-                    ? "Key \(current) signs access tokens from now on (every node within seconds); \(retired ?? "no key") is retired and stays in the JWKS until the tokens it signed have expired."
-                    : "Another rotation made \(current) current a moment ago; nothing more changed.")
+                struct Out: Encodable { var current: String; var retired: String?; var rotated: Bool }
+                try common.output(
+                    json: Out(current: current, retired: retired, rotated: rotated),
+                    text: rotated
+                        ? "Key \(current) signs access tokens from now on (every node within seconds); \(retired ?? "no key") is retired and stays in the JWKS until the tokens it signed have expired."
+                        : "Another rotation made \(current) current a moment ago; nothing more changed.")
             }
         }
     }
@@ -125,13 +124,12 @@ struct Keys: AsyncParsableCommand {
                 case .refused(let problem):
                     throw Failure.usage("nothing was changed: \(problem.advice).")
                 case .reencrypted(let count, let total):
-                    if common.json {
-                        struct Out: Encodable { var keyEncryptionKey: String; var reencrypted: Int; var keys: Int }
-                        return try JSON.print(Out(keyEncryptionKey: new.id, reencrypted: count, keys: total))
-                    }
-                    print(count == 0
-                        ? "All \(total) signing keys were encrypted with key-encryption key \(new.id) already; nothing changed."
-                        : "Encrypted \(count) of \(total) signing keys with key-encryption key \(new.id). Restart every node with --key-encryption-key-file naming that file; the old file can then be destroyed.")
+                    struct Out: Encodable { var keyEncryptionKey: String; var reencrypted: Int; var keys: Int }
+                    try common.output(
+                        json: Out(keyEncryptionKey: new.id, reencrypted: count, keys: total),
+                        text: count == 0
+                            ? "All \(total) signing keys were encrypted with key-encryption key \(new.id) already; nothing changed."
+                            : "Encrypted \(count) of \(total) signing keys with key-encryption key \(new.id). Restart every node with --key-encryption-key-file naming that file; the old file can then be destroyed.")
                 }
             }
         }

@@ -47,6 +47,39 @@ struct CommonOptions: ParsableArguments {
     }
 }
 
+extension CommonOptions {
+    /// Prints `value` as JSON with `--json`, else `text`.
+    func output(json value: some Encodable, text: @autoclosure () -> String) throws {
+        if json { try JSON.print(value) } else { print(text()) }
+    }
+}
+
+/// A command that runs on the store the servers use: `run()` opens it (`CommonOptions.withStore`)
+/// and hands it to `run(_:)`. A command that reads its own flags first, so that a usage error
+/// never waits for the database, writes `run()` itself.
+protocol StoreCommand: AsyncParsableCommand, Sendable {
+    var common: CommonOptions { get }
+    func run(_ store: any SupportStore) async throws
+}
+
+extension StoreCommand {
+    func run() async throws {
+        try await common.withStore { store in try await run(store) }
+    }
+}
+
+/// A command on one ACCOUNT: it is resolved (`SupportStore.resolve`) before `run(_:account:)`.
+protocol AccountCommand: StoreCommand {
+    var account: String { get }
+    func run(_ store: any SupportStore, account match: AccountMatch) async throws
+}
+
+extension AccountCommand {
+    func run(_ store: any SupportStore) async throws {
+        try await run(store, account: try await store.resolve(account))
+    }
+}
+
 /// Options of commands that change something.
 struct ChangeOptions: ParsableArguments {
     @Option(help: "Why this is done (the ticket, what the user proved); kept in the audit trail.")

@@ -62,11 +62,6 @@ enum JSON {
 /// JSON shapes of the commands.
 /// A device the account is or was on: the account's state there, and the device's other accounts.
 struct DeviceJSON: Encodable {
-    struct Other: Encodable {
-        var accountId: String
-        var userName: String
-        var current: Bool
-    }
     var deviceId: String
     var state: String
     var current: Bool
@@ -75,7 +70,7 @@ struct DeviceJSON: Encodable {
     var endedAt: String?
     var endedReason: String?
     /// The other accounts the device holds now.
-    var otherAccounts: [Other]
+    var otherAccounts: [ListedAccount]
     /// Which accounts the device's push tokens reach (`all` or `current`), and this account's pushes there.
     var pushMode: String
     var pushEnabled: Bool
@@ -94,9 +89,7 @@ struct DeviceJSON: Encodable {
         endedReason = pair.endedReason
         pushMode = device.pushMode.rawValue
         pushEnabled = pair.pushEnabled
-        otherAccounts = device.summaries.filter { $0.accountID != account }.map {
-            Other(accountId: $0.accountID, userName: $0.userName, current: $0.current)
-        }
+        otherAccounts = device.summaries.filter { $0.accountID != account }
     }
 }
 

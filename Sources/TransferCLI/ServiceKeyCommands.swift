@@ -9,7 +9,7 @@ struct ServiceKey: AsyncParsableCommand {
         abstract: "Make, list and revoke the keys app backends call the service API with.",
         subcommands: [Create.self, List.self, Revoke.self])
 
-    struct Create: AsyncParsableCommand {
+    struct Create: StoreCommand {
         static let configuration = CommandConfiguration(
             abstract: "Make a service key for an app backend; it is printed once.",
             discussion: "Only its SHA-256 is kept: a lost key cannot be shown again; revoke it and make another.")
@@ -24,75 +24,65 @@ struct ServiceKey: AsyncParsableCommand {
             }
         }
 
-        func run() async throws {
-            try await common.withStore { store in
-                let service = try await store.service()
-                guard let made = try await service.createServiceKey(name: name, by: change.initiator, reason: change.trimmedReason) else {
-                    throw Failure.conflict("a service key named '\(name)' exists already (revoked keys keep their names); pick another name.")
-                }
-                if common.json {
-                    struct Out: Encodable { var name: String; var key: String; var createdAt: String }
-                    return try JSON.print(Out(name: made.record.name, key: made.key, createdAt: made.record.createdAt.rfc3339))
-                }
-                print(Text.section("Made service key '\(made.record.name)'", [
+        func run(_ store: any SupportStore) async throws {
+            let service = try await store.service()
+            guard let made = try await service.createServiceKey(name: name, by: change.initiator, reason: change.trimmedReason) else {
+                throw Failure.conflict("a service key named '\(name)' exists already (revoked keys keep their names); pick another name.")
+            }
+            struct Out: Encodable { var name: String; var key: String; var createdAt: String }
+            try common.output(
+                json: Out(name: made.record.name, key: made.key, createdAt: made.record.createdAt.rfc3339),
+                text: Text.section("Made service key '\(made.record.name)'", [
                     ("key", made.key + "   (shown once)"),
                     ("use", "Authorization: Bearer <key> on /v1/service/…"),
                 ]))
-            }
         }
     }
 
-    struct List: AsyncParsableCommand {
+    struct List: StoreCommand {
         static let configuration = CommandConfiguration(abstract: "List the service keys: names, created, last used, revoked; never the keys.")
 
         @OptionGroup var common: CommonOptions
 
-        func run() async throws {
-            try await common.withStore { store in
-                let keys = try await store.serviceKeys()
-                if common.json {
-                    struct Key: Encodable {
-                        var name: String; var createdAt: String; var createdBy: String; var lastUsedAt: String?
-                        var revokedAt: String?; var revokedBy: String?
-                    }
-                    struct Out: Encodable { var keys: [Key] }
-                    return try JSON.print(Out(keys: keys.map {
-                        Key(name: $0.name, createdAt: $0.createdAt.rfc3339, createdBy: $0.createdBy, lastUsedAt: $0.lastUsedAt?.rfc3339,
-                            revokedAt: $0.revokedAt?.rfc3339, revokedBy: $0.revokedBy)
-                    }))
-                }
-                guard !keys.isEmpty else { return print("No service keys; make one with `transfer service-key create NAME --reason …`.") }
-                let now = SystemWallClock().now()
-                print(Text.table(["NAME", "CREATED", "BY", "LAST USED", "REVOKED"], keys.map { key in
-                    [key.name, Text.time(key.createdAt, now: now), key.createdBy, key.lastUsedAt.map { Text.relative($0, now: now) } ?? "never",
-                     key.revokedAt.map { "\(Text.relative($0, now: now)) by \(key.revokedBy ?? "unknown")" } ?? "no"]
-                }))
+        func run(_ store: any SupportStore) async throws {
+            let keys = try await store.serviceKeys()
+            let now = SystemWallClock().now()
+            struct Key: Encodable {
+                var name: String; var createdAt: String; var createdBy: String; var lastUsedAt: String?
+                var revokedAt: String?; var revokedBy: String?
             }
+            struct Out: Encodable { var keys: [Key] }
+            try common.output(
+                json: Out(keys: keys.map {
+                    Key(name: $0.name, createdAt: $0.createdAt.rfc3339, createdBy: $0.createdBy, lastUsedAt: $0.lastUsedAt?.rfc3339,
+                        revokedAt: $0.revokedAt?.rfc3339, revokedBy: $0.revokedBy)
+                }),
+                text: keys.isEmpty
+                    ? "No service keys; make one with `transfer service-key create NAME --reason …`."
+                    : Text.table(["NAME", "CREATED", "BY", "LAST USED", "REVOKED"], keys.map { key in
+                        [key.name, Text.time(key.createdAt, now: now), key.createdBy, key.lastUsedAt.map { Text.relative($0, now: now) } ?? "never",
+                         key.revokedAt.map { "\(Text.relative($0, now: now)) by \(key.revokedBy ?? "unknown")" } ?? "no"]
+                    }))
         }
     }
 
-    struct Revoke: AsyncParsableCommand {
+    struct Revoke: StoreCommand {
         static let configuration = CommandConfiguration(abstract: "Revoke a service key: it stops working at once, on every node.")
 
         @OptionGroup var common: CommonOptions
         @OptionGroup var change: ChangeOptions
         @Argument(help: "The key's name (see `transfer service-key list`).") var name: String
 
-        func run() async throws {
-            try await common.withStore { store in
-                let service = try await store.service()
-                guard let before = try await service.revokeServiceKey(name: name, by: change.initiator, reason: change.trimmedReason) else {
-                    throw Failure.notFound("no service key is named '\(name)' (see `transfer service-key list`).")
-                }
-                let already = before.revokedAt != nil
-                if common.json {
-                    struct Out: Encodable { var name: String; var revoked: Bool; var alreadyRevokedAt: String? }
-                    return try JSON.print(Out(name: name, revoked: true, alreadyRevokedAt: before.revokedAt?.rfc3339))
-                }
-                print(already
-                    ? "Service key '\(name)' was already revoked (\(before.revokedAt!.rfc3339)); nothing changed."
-                    : "Revoked service key '\(name)': requests with it now answer 401 invalid_service_key.")
+        func run(_ store: any SupportStore) async throws {
+            let service = try await store.service()
+            guard let before = try await service.revokeServiceKey(name: name, by: change.initiator, reason: change.trimmedReason) else {
+                throw Failure.notFound("no service key is named '\(name)' (see `transfer service-key list`).")
             }
+            struct Out: Encodable { var name: String; var revoked: Bool; var alreadyRevokedAt: String? }
+            try common.output(
+                json: Out(name: name, revoked: true, alreadyRevokedAt: before.revokedAt?.rfc3339),
+                text: before.revokedAt.map { "Service key '\(name)' was already revoked (\($0.rfc3339)); nothing changed." }
+                    ?? "Revoked service key '\(name)': requests with it now answer 401 invalid_service_key.")
         }
     }
 }

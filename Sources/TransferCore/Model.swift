@@ -113,7 +113,8 @@ public struct PairRecord: Sendable, Equatable {
     }
 }
 
-/// One of a device's accounts as the session body lists it (`accounts[]`).
+/// One of a device's accounts as the session body lists it (`accounts[]`); encoded with the
+/// body's keys, it is that JSON object, and `transfer account --json`'s `otherAccounts[]`.
 public struct ListedAccount: Sendable, Equatable, Codable {
     public var accountID: String
     public var userName: String
@@ -122,6 +123,11 @@ public struct ListedAccount: Sendable, Equatable, Codable {
         self.accountID = accountID
         self.userName = userName
         self.current = current
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case accountID = "accountId"
+        case userName, current
     }
 }
 

@@ -54,7 +54,7 @@ extension API {
                 accountId: grant.account.accountID, userName: grant.account.userName, deviceId: grant.deviceID,
                 created: grant.created, migrationFlag: grant.account.migrationFlag, accessToken: access.token,
                 tokenType: "Bearer", expiresIn: Int(access.expiresAt - now.seconds),
-                refreshToken: grant.refreshToken, accounts: grant.accounts.map(AccountJSON.init)),
+                refreshToken: grant.refreshToken, accounts: grant.accounts),
             status: status)
     }
 }
@@ -69,16 +69,5 @@ struct SessionBody: Encodable {
     var tokenType: String
     var expiresIn: Int
     var refreshToken: String
-    var accounts: [AccountJSON]
-}
-
-struct AccountJSON: Encodable {
-    var accountId: String
-    var userName: String
-    var current: Bool
-    init(_ a: ListedAccount) {
-        accountId = a.accountID
-        userName = a.userName
-        current = a.current
-    }
+    var accounts: [ListedAccount]
 }
