@@ -172,7 +172,7 @@ enum Traces {
 
 /// The request's span: Hummingbird's `TracingMiddleware`, which continues the caller's W3C
 /// `traceparent` and records the method, path, route, status, body sizes and user agent, and
-/// no header. It would record the query string as sent, and a client may put anything there:
+/// no other header. It would record the query string as sent, and a client may put anything there:
 /// it is shown the request without its query (the handlers still get the whole request).
 struct RequestTracingMiddleware<Context: AppRequestContext>: RouterMiddleware {
     let tracing = TracingMiddleware<Context>()

@@ -160,6 +160,12 @@ struct TracingProcessTests {
             #expect(exported.range(of: Data(signature.utf8)) == nil, "an access token's signature was exported")
         }
         #expect(String(decoding: exported, as: UTF8.self).contains("transfer-under-test"), "OTEL_SERVICE_NAME names the service")
+
+        // SIGTERM stops the exporter after the server, cleanly.
+        node.process.terminate()
+        node.process.waitUntilExit()
+        #expect(node.process.terminationStatus == 0)
+        #expect(try node.log().contains("database closed"))
     }
 
     @Test("with no OTEL variables, OTEL_TRACES_EXPORTER=none or OTEL_SDK_DISABLED=true, nothing is sent")
