@@ -55,6 +55,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-asn1.git", exact: "1.7.4"),
         .package(url: "https://github.com/vapor/postgres-nio.git", exact: "1.33.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", exact: "1.37.0"),
+        // Traces (OTLP/HTTP only: the gRPC exporter and its dependencies are not built).
+        .package(url: "https://github.com/swift-otel/swift-otel.git", exact: "1.6.0", traits: ["OTLPHTTP"]),
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", exact: "1.7.3"),
         // The client SDK, a package of its own (no server dependency); the scenario tests drive it.
         .package(path: "Clients/TransferKit"),
     ],
@@ -164,6 +167,8 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "OTel", package: "swift-otel"),
             ],
             resources: [.embedInCode("Resources/openapi.yaml")],
             swiftSettings: strict

@@ -70,6 +70,8 @@ public struct ServerConfiguration: Sendable {
     public var deviceProof = ServerFlags.deviceProof.defaultValue
     /// How often a node looks for a rotation (not a flag: a few seconds, so every node signs with a new key soon).
     public var signingKeyPollInterval = Duration.seconds(5)
+    /// Traces over OTLP, from the standard `OTEL_*` variables (not flags); nil (the default): off.
+    public var tracing: TracingConfiguration?
 
     public init() {}
 
@@ -146,6 +148,7 @@ public struct ServerConfiguration: Sendable {
         case (let url?, let secret?): config.webhook = WebhookConfiguration(url: url, signature: WebhookSignature(secret))
         default: throw Invalid(description: "--webhook-url and --webhook-secret go together")
         }
+        config.tracing = try TracingConfiguration.load(environment: values.environment)
         return config
     }
 }

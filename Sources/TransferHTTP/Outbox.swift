@@ -6,6 +6,7 @@ import Metrics
 import NIOCore
 import NIOHTTP1
 import ServiceLifecycle
+import Tracing
 import TransferCore
 import TransferSettings
 import TransferStorage
@@ -52,9 +53,26 @@ protocol OutboxSender: Sendable {
 struct WebhookSender: OutboxSender {
     let configuration: WebhookConfiguration
     let client: HTTPClient
+    /// With traces on, each delivery is a trace of its own (`send`).
+    var traced = false
     static let timeout = TimeAmount.seconds(10)
 
     func send(_ message: OutboxMessage, now: Timestamp) async -> DeliveryOutcome {
+        guard traced else { return await post(message, now: now) }
+        // It runs after the request's commit, on whichever node leases it, so it starts a trace
+        // of its own, which the receiver may continue (`traceparent`). The event's type, its
+        // webhook-id and the attempt; never the payload, the signature or the URL.
+        return await withSpan("webhook delivery", context: .topLevel, ofKind: .client) { span in
+            span.attributes["webhook.type"] = message.type
+            span.attributes["webhook.id"] = message.id
+            span.attributes["webhook.attempt"] = message.attempts + 1
+            let outcome = await post(message, now: now, span: span)
+            if case .failed = outcome { span.setStatus(SpanStatus(code: .error)) }
+            return outcome
+        }
+    }
+
+    private func post(_ message: OutboxMessage, now: Timestamp, span: (any Span)? = nil) async -> DeliveryOutcome {
         var request = HTTPClientRequest(url: configuration.url)
         request.method = .POST
         request.headers.add(name: "content-type", value: "application/json")
@@ -64,16 +82,22 @@ struct WebhookSender: OutboxSender {
         request.headers.add(
             name: "webhook-signature", value: configuration.signature.sign(id: message.id, timestamp: now.seconds, body: message.body))
         request.body = .bytes(ByteBuffer(string: message.body))
-        return await OutboxDelivery.post(request, client: client, timeout: Self.timeout)
+        if let span { InstrumentationSystem.instrument.inject(span.context, into: &request.headers, using: HeaderInjector()) }
+        return await OutboxDelivery.post(request, client: client, timeout: Self.timeout, span: span)
+    }
+
+    private struct HeaderInjector: Injector {
+        func inject(_ value: String, forKey key: String, into headers: inout HTTPHeaders) { headers.replaceOrAdd(name: key, value: value) }
     }
 }
 
 enum OutboxDelivery {
     /// A 2xx is delivered; anything else says what went wrong in a few words (never the
     /// receiver's body, which may hold anything).
-    static func post(_ request: HTTPClientRequest, client: HTTPClient, timeout: TimeAmount) async -> DeliveryOutcome {
+    static func post(_ request: HTTPClientRequest, client: HTTPClient, timeout: TimeAmount, span: (any Span)? = nil) async -> DeliveryOutcome {
         do {
             let response = try await client.execute(request, timeout: timeout)
+            span?.attributes["http.response.status_code"] = Int(response.status.code)
             // Read (and drop) the body, so the connection can serve the next request.
             _ = try? await response.body.collect(upTo: 64 * 1024)
             guard (200..<300).contains(response.status.code) else { return .failed("HTTP \(response.status.code)") }

@@ -33,6 +33,8 @@ public enum TransferApp {
     ) async throws -> (some ApplicationProtocol, Parts) {
         _ = CommonPasswords.count  // load the list now, not on the first set-up
         var services: [any Service] = []
+        // First, so that it stops last: the spans of the last requests are exported before it ends.
+        if let tracing = configuration.tracing { services.append(try Traces.bootstrap(tracing, logger: logger)) }
         var prepare: @Sendable () async throws -> Void = {}
         // The pool retries connections on its own; its per-attempt messages stay out of the log.
         var poolLogger = logger
@@ -63,12 +65,19 @@ public enum TransferApp {
         let argon2 = Argon2Hasher(
             parameters: configuration.argon2, workers: configuration.hashWorkers, queueDepth: configuration.hashQueue,
             onTiming: { hashRecorder.record($0) })
+        // With traces on, the service's store, hasher and attestation verifier make child spans of
+        // the request's; off, they are not wrapped at all.
+        let traced = configuration.tracing != nil
+        let hasher = passwordHasher ?? argon2
+        var attestation = configuration.attestation.policy
+        if traced, let verifier = attestation.verifier { attestation.verifier = TracedAttestationVerifier(base: verifier) }
         let service = try await TransferService(
-            store: store, hasher: passwordHasher ?? argon2, clock: clock,
+            store: traced ? TracedStore(store, database: configuration.database) : store,
+            hasher: traced ? TracedHasher(base: hasher) : hasher, clock: clock,
             policy: ServicePolicy(
                 transferTTL: configuration.transferTTL, refreshTokenTTL: configuration.refreshTokenTTL,
                 maxAccountsPerDevice: configuration.maxAccountsPerDevice, handoff: configuration.handoff,
-                limits: configuration.limits, attestation: configuration.attestation.policy,
+                limits: configuration.limits, attestation: attestation,
                 deviceProof: configuration.deviceProof, activityResolution: configuration.activityResolution),
             observer: metrics)
         if !configuration.deviceProof {
@@ -113,6 +122,7 @@ public enum TransferApp {
             service: service, tokenBox: tokenBox, configuration: configuration, metrics: metrics, hasher: argon2,
             apple: apple,
             openAPI: openAPI)
+        if traced { router.add(middleware: RequestTracingMiddleware()) }
         router.add(middleware: RequestLogMiddleware(metrics: metrics))
         router.add(middleware: ErrorMiddleware(allowedMethods: API<TransferRequestContext>.allowedMethods))
         api.register(on: router)
@@ -160,7 +170,7 @@ public enum TransferApp {
                 metrics: OutboxMetrics(kind: kind, factory: metrics.factory), ready: { tokenBox.isLoaded }, logger: logger)
         }
         if let webhook = configuration.webhook, let client = outgoing {
-            app.addServices(outboxWorker(.webhook, WebhookSender(configuration: webhook, client: client)))
+            app.addServices(outboxWorker(.webhook, WebhookSender(configuration: webhook, client: client, traced: traced)))
         }
         if let tokens = apple?.tokens {
             app.addServices(outboxWorker(.appleRevoke, AppleRevokeSender(tokens: tokens)))
@@ -174,6 +184,9 @@ public enum TransferApp {
         var http = HTTPClient.Configuration()
         http.redirectConfiguration = .disallow
         http.timeout = .init(connect: .seconds(5), read: .seconds(10))
+        // Its own spans would record the whole URL, query included (a webhook URL may carry a
+        // token); a webhook delivery makes its own span instead (`WebhookSender`).
+        http.tracing.tracer = nil
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: http)
     }
 

@@ -18,6 +18,8 @@ final class FakeWebhookReceiver: Sendable {
         let timestamp: String
         let signature: String
         let body: String
+        /// The W3C `traceparent` the delivery carried (with traces on), if any.
+        var traceparent: String? = nil
         var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any] ?? [:] }
         var type: String { json["type"] as? String ?? "" }
         var data: [String: Any] { json["data"] as? [String: Any] ?? [:] }
@@ -51,7 +53,8 @@ final class FakeWebhookReceiver: Sendable {
             let h = request.headers
             let delivery = Delivery(
                 id: h[HTTPField.Name("webhook-id")!] ?? "", timestamp: h[HTTPField.Name("webhook-timestamp")!] ?? "",
-                signature: h[HTTPField.Name("webhook-signature")!] ?? "", body: String(buffer: body))
+                signature: h[HTTPField.Name("webhook-signature")!] ?? "", body: String(buffer: body),
+                traceparent: h[HTTPField.Name("traceparent")!])
             let overlapping = receiver.inFlight.withLock { inFlight -> Bool in
                 inFlight[delivery.id, default: 0] += 1
                 return inFlight[delivery.id]! > 1
