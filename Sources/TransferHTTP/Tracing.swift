@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Logging
 import OTel
@@ -104,10 +105,26 @@ public struct TracingConfiguration: Sendable, CustomStringConvertible, CustomDeb
                 headers.append((name, value.removingPercentEncoding ?? value))
             }
         }
-        let passed = environment.filter {
+        // swift-otel stops the process (fatalError) on a propagator it lacks: refused here instead.
+        // `baggage` (in the specification's default, `tracecontext,baggage`) is dropped: the
+        // server reads no baggage, and nothing it would carry is the server's to pass on.
+        var propagators: String?
+        if let text = given("OTEL_PROPAGATORS") {
+            let names = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { $0 != "baggage" }
+            if let unknown = names.first(where: { !["tracecontext", "none"].contains($0) }) {
+                throw Invalid(description: "OTEL_PROPAGATORS: '\(unknown)' is not supported; tracecontext (W3C traceparent) or none")
+            }
+            propagators = names.isEmpty ? "none" : names.joined(separator: ",")
+        }
+        // The endpoints are given to swift-otel in code (`endpoint`), never as variables: with
+        // OTEL_LOG_LEVEL at info or below it logs each variable it reads with its value, and an
+        // endpoint may carry credentials. The headers likewise (`headers`).
+        var passed = environment.filter {
             $0.key.hasPrefix("OTEL_") && $0.key != "OTEL_SDK_DISABLED" && !$0.key.hasSuffix("_HEADERS")
+                && !$0.key.hasSuffix("_ENDPOINT") && $0.key != "OTEL_PROPAGATORS"
                 && !$0.key.hasPrefix("OTEL_METRIC") && !$0.key.hasPrefix("OTEL_LOGS") && !$0.key.hasPrefix("OTEL_BLRP")
         }
+        if let propagators { passed["OTEL_PROPAGATORS"] = propagators }
         return TracingConfiguration(endpoint: endpoint, transport: transport, environment: passed, headers: headers)
     }
 
@@ -139,6 +156,8 @@ enum Traces {
         otel.metrics.enabled = false
         otel.traces.exporter = .otlp
         otel.traces.otlpExporter.headers = configuration.headers
+        // Set in code, so used as it is (`load` resolved it as the specification says).
+        otel.traces.otlpExporter.endpoint = configuration.endpoint
         otel.diagnosticLogger = .custom(logger)
         // Its info lines repeat each variable read; its warnings and errors (an export that failed) are kept.
         otel.diagnosticLogLevel = .warning
@@ -177,9 +196,21 @@ enum Traces {
 struct RequestTracingMiddleware<Context: AppRequestContext>: RouterMiddleware {
     let tracing = TracingMiddleware<Context>()
 
+    /// The only headers the tracing middleware sees. Besides recording some, it hands them all
+    /// to the tracer to find `traceparent`, and swift-otel logs every header it was handed when
+    /// that fails (a malformed `traceparent`): `Authorization` and `X-Device-Secret` among them.
+    static var shown: [HTTPField.Name] {
+        [HTTPField.Name("traceparent")!, HTTPField.Name("tracestate")!, .userAgent, .contentLength]
+    }
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var head = request.head
         head.path = request.uri.path
+        var fields = HTTPFields()
+        for name in Self.shown {
+            for value in request.headers[values: name] { fields.append(HTTPField(name: name, value: value)) }
+        }
+        head.headerFields = fields
         return try await tracing.handle(Request(head: head, body: request.body), context: context) { _, context in
             try await next(request, context)
         }

@@ -71,6 +71,10 @@ struct TracingProcessTests {
         #expect(refreshed.status == 200, "\(refreshed)")
         let tokenB2 = try #require(refreshed.json["accessToken"] as? String)
         let refreshB2 = try #require(refreshed.json["refreshToken"] as? String)
+        // A malformed traceparent: the tracer, failing to read it, logs every header it was
+        // handed. It is handed none that carries a credential (checked in the log below).
+        let malformed = try call(node, "GET", "/v1/me", nil, token: tokenB2, headers: ["traceparent: 00-not-a-trace-id"])
+        #expect(malformed.status == 200, "\(malformed)")
 
         // account.created, transfer.set_up, account.ways_back_changed (the recovery code and the claim), transfer.claimed.
         try await receiver.wait(for: 5)
@@ -160,6 +164,11 @@ struct TracingProcessTests {
             #expect(exported.range(of: Data(signature.utf8)) == nil, "an access token's signature was exported")
         }
         #expect(String(decoding: exported, as: UTF8.self).contains("transfer-under-test"), "OTEL_SERVICE_NAME names the service")
+        // Nor in the server's log (the query aside: the request log names a request's path).
+        let log = try node.log()
+        for (what, secret) in secrets where what != "the query" {
+            #expect(!log.contains(secret), "\(what) reached the server's log")
+        }
 
         // SIGTERM stops the exporter after the server, cleanly.
         node.process.terminate()

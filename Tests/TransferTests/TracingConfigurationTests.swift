@@ -1,5 +1,5 @@
 import Testing
-import TransferHTTP
+@testable import TransferHTTP
 import TransferSettings
 
 /// Traces are configured by the standard `OTEL_*` variables, checked at start like the flags.
@@ -59,5 +59,24 @@ struct TracingConfigurationTests {
         let header = refused(["OTEL_EXPORTER_OTLP_HEADERS": "authorization Bearer-hunter2"])
         #expect(header.contains("OTEL_EXPORTER_OTLP_HEADERS") && !header.contains("hunter2"), "\(header)")
         #expect((try? Self.load(on.merging(["OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer%20hunter2,x-team=a"]) { $1 })) != nil)
+    }
+
+    @Test("OTEL_PROPAGATORS: tracecontext or none; baggage is dropped, any other is refused at start instead of stopping the process later")
+    func propagators() throws {
+        let endpoint = ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"]
+        let common = try #require(try Self.load(endpoint.merging(["OTEL_PROPAGATORS": "tracecontext,baggage"]) { $1 }))
+        #expect(common.environment["OTEL_PROPAGATORS"] == "tracecontext")
+        let refused = Self.refusal(endpoint.merging(["OTEL_PROPAGATORS": "tracecontext,b3"]) { $1 })
+        #expect(refused.contains("OTEL_PROPAGATORS: 'b3' is not supported"), "\(refused)")
+    }
+
+    @Test("the endpoint and the headers reach swift-otel in code, never as variables it would log with their values")
+    func credentialsNotPassedAsVariables() throws {
+        let loaded = try #require(try Self.load([
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "https://user:pass@collector:4318", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://user:pass@collector/in",
+            "OTEL_EXPORTER_OTLP_HEADERS": "api-key=k3y",
+        ]))
+        #expect(loaded.endpoint == "https://user:pass@collector/in")
+        #expect(loaded.environment.keys.filter { $0.hasSuffix("_ENDPOINT") || $0.hasSuffix("_HEADERS") }.isEmpty, "\(loaded.environment.keys)")
     }
 }
