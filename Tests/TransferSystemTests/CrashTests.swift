@@ -26,6 +26,9 @@ final class Ledger: Sendable {
 struct CrashTests {
     static let password = "plum-harbor-71-sail"
 
+    /// Whether the node the current burst talks to is still running (false once it is killed).
+    @TaskLocal static var nodeAlive: (@Sendable () -> Bool)?
+
     /// The status and JSON body of one call; nil when the server died under it (the outcome is
     /// unknown). A complete answer whose body is not a JSON object is recorded as an issue at the caller.
     static func post(
@@ -48,6 +51,10 @@ struct CrashTests {
         } catch {
             return nil  // the server died under this request: the outcome is unknown
         }
+        // Once the server is killed its port is free, and another suite's server (a fake
+        // collector or receiver, running in parallel) may take it: what answers there then is
+        // not the server under test.
+        if let alive = nodeAlive, !alive() { return nil }
         guard let object = (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView))) as? [String: Any] else {
             Issue.record("\(method) \(path) answered \(status) with a body that is not a JSON object: \(String(buffer: body))", sourceLocation: sourceLocation)
             return nil
@@ -148,13 +155,16 @@ struct CrashTests {
                         // Bursts until the server is gone, so the kill lands mid-request.
                         var burst = 0
                         while !dead.load(ordering: .relaxed) {
-                            await Self.workload(http, node.base, ledger, round: round * 1000 + burst)
+                            await Self.$nodeAlive.withValue({ !dead.load(ordering: .relaxed) }) {
+                                await Self.workload(http, node.base, ledger, round: round * 1000 + burst)
+                            }
                             burst += 1
                         }
                     }
                     try await Task.sleep(for: .milliseconds(Int.random(in: 300...900)))
-                    node.process.signal(SIGKILL)
+                    // Dead first: an answer from here on may come from whoever takes the port next.
                     dead.store(true, ordering: .relaxed)
+                    node.process.signal(SIGKILL)
                     defer { node.stop() }
                     node.process.waitUntilExit()
                     kills += 1
