@@ -141,6 +141,14 @@ public struct TracingConfiguration: Sendable, CustomStringConvertible, CustomDeb
 
 /// The spans the server makes besides the request's own (Hummingbird's `TracingMiddleware`).
 enum Traces {
+    /// The only headers the request's tracing middleware sees. Besides recording some, it hands
+    /// them all to the tracer to find `traceparent`, and swift-otel logs every header it was
+    /// handed when that fails (a malformed `traceparent`): `Authorization` and `X-Device-Secret`
+    /// among them. Here, not in the (generic) middleware, so it is made once, not per request.
+    static let requestHeaders: [HTTPField.Name] = [
+        HTTPField.Name("traceparent")!, HTTPField.Name("tracestate")!, .userAgent, .contentLength,
+    ]
+
     private static let bootstrapped = Mutex(false)
 
     /// Bootstraps swift-otel for traces only (the server keeps its own log and Prometheus
@@ -196,18 +204,11 @@ enum Traces {
 struct RequestTracingMiddleware<Context: AppRequestContext>: RouterMiddleware {
     let tracing = TracingMiddleware<Context>()
 
-    /// The only headers the tracing middleware sees. Besides recording some, it hands them all
-    /// to the tracer to find `traceparent`, and swift-otel logs every header it was handed when
-    /// that fails (a malformed `traceparent`): `Authorization` and `X-Device-Secret` among them.
-    static var shown: [HTTPField.Name] {
-        [HTTPField.Name("traceparent")!, HTTPField.Name("tracestate")!, .userAgent, .contentLength]
-    }
-
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var head = request.head
         head.path = request.uri.path
         var fields = HTTPFields()
-        for name in Self.shown {
+        for name in Traces.requestHeaders {
             for value in request.headers[values: name] { fields.append(HTTPField(name: name, value: value)) }
         }
         head.headerFields = fields
