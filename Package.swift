@@ -111,6 +111,8 @@ let package = Package(
             dependencies: [
                 "TransferCore", "TransferSQL",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // The system SQLite GRDB links, for `DirectReads`' connections of their own.
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ],
             resources: [.embedInCode("Resources/migrations")],
             swiftSettings: strict

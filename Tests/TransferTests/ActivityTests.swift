@@ -179,8 +179,15 @@ struct ActivityTests {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for _ in 0..<8 {
                     group.addTask {
-                        for _ in 0..<60 {
+                        // Until each task has launched a few times after the revocation was answered
+                        // (however fast launches are), with a bound should the revocation never come.
+                        var launchesAfter = 0
+                        // A launch read on the calling thread need not suspend: yield, as a request
+                        // waiting for its network does, so that the revocation gets its turn.
+                        for _ in 0..<100_000 where launchesAfter < 5 {
+                            await Task.yield()
                             let askedAfter = race.revoked.load(ordering: .acquiring)
+                            if askedAfter { launchesAfter += 1 }
                             let result = try await calls.login(phone, at: t0 + .seconds(2))
                             if askedAfter {
                                 #expect(result == .failure(.deviceRevoked), "a launch asked after the revocation was answered got \(result)")
