@@ -11,10 +11,7 @@ public final class SQLiteStore: SQLStore {
     let pool: DatabasePool
     /// Every write goes through here: concurrent requests share a transaction (see `GroupCommit`).
     let commits: GroupCommit
-    /// Logins and lookups read on the calling thread (see `DirectReads`)...
-    let direct: DirectReads
-    /// ...or, when its connections are all in use or SQLite did not answer there, here:
-    /// concurrent ones share a snapshot (see `GroupRead`).
+    /// Logins and lookups go through here: concurrent ones share a snapshot (see `GroupRead`).
     let reads: GroupRead
     private let checkpointer: Checkpointer
 
@@ -49,14 +46,12 @@ public final class SQLiteStore: SQLStore {
         pool = try DatabasePool(path: path, configuration: config)
         commits = GroupCommit(writer: pool)
         reads = GroupRead(pool: pool)
-        direct = DirectReads(path: path)
         try Self.migrator().migrate(pool)
         checkpointer = try Checkpointer(
             path: path, interval: .milliseconds(25), commits: commits, writer: pool, restartFrames: 4000)
     }
 
     public func close() throws {
-        direct.close()
         try checkpointer.stop()
         try pool.close()
     }
@@ -96,14 +91,14 @@ public final class SQLiteStore: SQLStore {
     }
 
     /// Auto-login. Most launches fall within the activity resolution and write nothing, so the
-    /// login is first decided on a read-only connection (a WAL snapshot that holds every commit
+    /// login is first decided on a reader connection (a WAL snapshot that holds every commit
     /// made before it began, so a claim, revocation, removal or deletion answered a moment ago
     /// is seen): a plan with no effects is the answer, and such a login never queues behind
     /// the writer. A plan with effects is decided again in the write transaction, on what is
     /// read there, as every operation is.
     public func login(_ command: LoginCommand) async throws -> Result<SessionGrant, TransferError> {
-        let plan = try await lookup(FactsPlan(command.reads, at: command.now, lock: false, dialect: .sqlite)) { facts in
-            try command.plan(facts)
+        let plan = try await reads.read { db in
+            try command.plan(try db.read(FactsPlan(command.reads, at: command.now, lock: false, dialect: .sqlite)))
         }
         if plan.effects.isEmpty { return plan.result }
         return try await execute(command)
@@ -144,16 +139,7 @@ public final class SQLiteStore: SQLStore {
     }
 
     public func lookup<Plan: ReadPlan>(_ plan: Plan) async throws -> Plan.Output {
-        try await lookup(plan) { $0 }
-    }
-
-    /// `plan` read on the calling thread (`DirectReads`), or through `GroupRead` when that
-    /// cannot answer; then `decide` on its output.
-    func lookup<Plan: ReadPlan, T: Sendable>(
-        _ plan: Plan, _ decide: @escaping @Sendable (Plan.Output) throws -> T
-    ) async throws -> T {
-        if let value = try direct.read({ reader in try decide(try reader.read(plan)) }) { return value }
-        return try await reads.read { db in try decide(try db.read(plan)) }
+        try await reads.read { db in try db.read(plan) }
     }
 
     public var dialect: SQLDialect { .sqlite }
