@@ -1,5 +1,8 @@
 import Crypto
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// SHA-256 of a high-entropy secret (device secret, refresh token). Device secrets carry
 /// at least 192 random bits, so a fast hash is enough; only the hash is ever stored.
@@ -22,15 +25,25 @@ public struct SecretHash: Hashable, Sendable {
 }
 
 public enum RandomToken {
-    /// `byteCount` random bytes from BoringSSL's CSPRNG (seeded by the kernel), base64url
-    /// without padding. One call fills the whole buffer: no syscall per byte.
+    /// `byteCount` random bytes from the kernel's CSPRNG, base64url without padding.
     public static func make(byteCount: Int = 32) -> String {
         Base64URL.encode(randomBytes(byteCount))
     }
 
+    /// `count` bytes from the kernel's CSPRNG in one call: glibc's `arc4random_buf` (2.36 and
+    /// later: Debian 12) is one `getrandom` syscall. swift-crypto's `SymmetricKey(size:)`, used
+    /// before, asks `SystemRandomNumberGenerator` for 8 bytes at a time on Linux: eight
+    /// syscalls for a login's 64 bytes.
     public static func randomBytes(_ count: Int) -> [UInt8] {
         guard count > 0 else { return [] }
+        #if canImport(Glibc)
+        return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            arc4random_buf(buffer.baseAddress!, count)
+            initialized = count
+        }
+        #else
         return SymmetricKey(size: SymmetricKeySize(bitCount: count * 8)).withUnsafeBytes { Array($0) }
+        #endif
     }
 }
 

@@ -97,4 +97,15 @@ struct IdentifierTests {
         #expect(RandomToken.make().count == 43)  // 32 bytes
         #expect(RandomToken.make() != RandomToken.make())
     }
+
+    @Test("random bytes: as many as asked, filled to the last byte, never the same twice")
+    func randomBytes() {
+        for count in [1, 16, 64, 300] {
+            let draws = (0..<64).map { _ in RandomToken.randomBytes(count) }
+            #expect(draws.allSatisfy { $0.count == count })
+            // Each position is nonzero in some draw: nothing is left unfilled (a zero byte is 1 in 256).
+            #expect((0..<count).allSatisfy { i in draws.contains { $0[i] != 0 } }, "bytes left unfilled in \(count)")
+            if count >= 16 { #expect(Set(draws).count == draws.count, "a draw of \(count) bytes repeated") }
+        }
+    }
 }
