@@ -219,7 +219,7 @@ struct Issue: AsyncParsableCommand {
     @OptionGroup var change: ChangeOptions
     @Option(help: "The email the user will type on the new phone (not with --code).") var email: String?
     @Flag(help: "Issue a transfer code instead of an email and temporary password.") var code = false
-    @Option(name: .customLong(ServerFlags.transferTTL.name), help: .server(ServerFlags.transferTTL, "decides when the transfer expires"))
+    @Option(server: ServerFlags.transferTTL, "decides when the transfer expires")
     var transferTTL: String?
     @Argument(help: .account) var account: String
 
