@@ -170,11 +170,11 @@ struct Cancel: AccountCommand {
     func run(_ store: any SupportStore, account match: AccountMatch) async throws {
         let now = SystemWallClock().now()
         guard let pending = try await store.report(accountID: match.accountID, at: now, recentEvents: 0)?.transfer else {
-            throw Failure.notFound("account \(match.accountID) has no pending transfer.")
+            throw Failure.noPendingTransfer(match.accountID)
         }
         let service = try await store.service()
         guard try await service.cancelTransfer(accountID: match.accountID, by: change.initiator, reason: change.trimmedReason) else {
-            throw Failure.notFound("account \(match.accountID) has no pending transfer.")
+            throw Failure.noPendingTransfer(match.accountID)
         }
         struct Out: Encodable { var accountId: String; var cancelled: TransferJSON }
         try common.output(
@@ -196,7 +196,7 @@ struct Unlock: AccountCommand {
         let now = SystemWallClock().now()
         let service = try await store.service()
         guard let before = try await service.unlockTransfer(accountID: match.accountID, by: change.initiator, reason: change.trimmedReason) else {
-            throw Failure.notFound("account \(match.accountID) has no pending transfer.")
+            throw Failure.noPendingTransfer(match.accountID)
         }
         let wasLockedUntil = before.isLocked(at: now) ? before.lockedUntil : nil
         struct Out: Encodable {
@@ -219,7 +219,7 @@ struct Issue: AsyncParsableCommand {
     @OptionGroup var change: ChangeOptions
     @Option(help: "The email the user will type on the new phone (not with --code).") var email: String?
     @Flag(help: "Issue a transfer code instead of an email and temporary password.") var code = false
-    @Option(name: .customLong(ServerFlags.transferTTL.name), help: .server(ServerFlags.transferTTL, "decides when the transfer expires"))
+    @Option(server: ServerFlags.transferTTL, "decides when the transfer expires")
     var transferTTL: String?
     @Argument(help: .account) var account: String
 

@@ -14,9 +14,7 @@ struct Inactive: AsyncParsableCommand {
             """)
 
     @OptionGroup var common: CommonOptions
-    @Option(
-        name: .customLong(ServerFlags.inactiveAccountTTL.name),
-        help: .server(ServerFlags.inactiveAccountTTL, "decides which accounts are inactive"))
+    @Option(server: ServerFlags.inactiveAccountTTL, "decides which accounts are inactive")
     var inactiveAccountTTL: String?
 
     func run() async throws {

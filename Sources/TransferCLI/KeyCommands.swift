@@ -12,9 +12,7 @@ struct Keys: AsyncParsableCommand {
 
     /// `--key-encryption-key-file`, as the servers take it: the key the signing keys are sealed under now.
     struct KEKOptions: ParsableArguments {
-        @Option(
-            name: .customLong(ServerFlags.keyEncryptionKeyFile.name),
-            help: .server(ServerFlags.keyEncryptionKeyFile, "opens the signing keys as they are encrypted now"))
+        @Option(server: ServerFlags.keyEncryptionKeyFile, "opens the signing keys as they are encrypted now")
         var keyEncryptionKeyFile: String?
 
         func read() throws -> KeyEncryptionKey? { try ServerFlags.keyEncryptionKeyFile.read(flag: keyEncryptionKeyFile) }
@@ -25,9 +23,7 @@ struct Keys: AsyncParsableCommand {
             abstract: "The signing keys: kid, created, current or retired, and when a retired one leaves the JWKS.")
 
         @OptionGroup var common: CommonOptions
-        @Option(
-            name: .customLong(ServerFlags.accessTokenTTL.name),
-            help: .server(ServerFlags.accessTokenTTL, "decides when a retired key leaves the JWKS"))
+        @Option(server: ServerFlags.accessTokenTTL, "decides when a retired key leaves the JWKS")
         var accessTokenTTL: String?
 
         func run() async throws {

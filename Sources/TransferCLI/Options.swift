@@ -8,10 +8,10 @@ import TransferStorage
 
 /// Options every command takes.
 struct CommonOptions: ParsableArguments {
-    @Option(name: .customLong(ServerFlags.database.name), help: .server(ServerFlags.database))
+    @Option(server: ServerFlags.database)
     var database: String?
 
-    @Option(name: .customLong(ServerFlags.databasePooling.name), help: .server(ServerFlags.databasePooling))
+    @Option(server: ServerFlags.databasePooling)
     var databasePooling: String?
 
     @Flag(help: "Print machine-readable JSON instead of text.")
@@ -165,11 +165,12 @@ extension Setting {
     }
 }
 
-extension ArgumentHelp {
-    /// The help of a server flag the CLI takes too, from the server's declaration: its variable
-    /// and default included; `here` says what it decides in this command.
-    static func server(_ setting: some SettingDescription, _ here: String? = nil) -> ArgumentHelp {
+extension Option where Value == String? {
+    /// A server flag the CLI takes too, under the server's name, with the server's help: its
+    /// variable and default included; `here` says what it decides in this command. Read it with
+    /// the setting's `read(flag:)`, which falls back to the variable as the servers do.
+    init(server setting: some SettingDescription, _ here: String? = nil) {
         let why = here.map { " As the servers have it: it \($0)." } ?? ""
-        return ArgumentHelp(setting.fullHelp + why, valueName: setting.valueName)
+        self.init(name: .customLong(setting.name), help: ArgumentHelp(setting.fullHelp + why, valueName: setting.valueName))
     }
 }

@@ -85,4 +85,7 @@ struct Failure: Error {
     static func usage(_ message: String) -> Failure { Failure(code: 2, message: message) }
     static func conflict(_ message: String) -> Failure { Failure(code: 3, message: message) }
     static func unreachable(_ message: String) -> Failure { Failure(code: 4, message: message) }
+
+    /// `cancel` and `unlock` found nothing to act on (none pending, or it ended meanwhile).
+    static func noPendingTransfer(_ accountID: String) -> Failure { notFound("account \(accountID) has no pending transfer.") }
 }
