@@ -136,10 +136,15 @@ struct SQLiteRow: SQLRow {
         return values[index]
     }
 
+    // The conversions GRDB made: text from a blob of UTF-8, an integer from a real that is a
+    // whole number, a boolean from any number; anything else is a mismatch.
     private static func text(_ value: Value, _ column: String) throws -> String? {
         switch value {
         case .null: return nil
         case .text(let text): return text
+        case .blob(let bytes):
+            guard let text = String(validating: bytes, as: UTF8.self) else { throw Mismatch(column: column, expected: "text") }
+            return text
         default: throw Mismatch(column: column, expected: "text")
         }
     }
@@ -148,6 +153,9 @@ struct SQLiteRow: SQLRow {
         switch value {
         case .null: return nil
         case .integer(let number): return number
+        case .real(let number):
+            guard let whole = Int64(exactly: number) else { throw Mismatch(column: column, expected: "an integer") }
+            return whole
         default: throw Mismatch(column: column, expected: "an integer")
         }
     }
@@ -172,7 +180,13 @@ struct SQLiteRow: SQLRow {
     func integerOrNil(_ column: String) throws -> Int64? { try Self.integer(value(column), column) }
     func blob(_ column: String) throws -> [UInt8] { try Self.some(try Self.blob(value(column), column), column, "a blob") }
     func blobOrNil(_ column: String) throws -> [UInt8]? { try Self.blob(value(column), column) }
-    func bool(_ column: String) throws -> Bool { try integer(column) != 0 }
+    func bool(_ column: String) throws -> Bool {
+        switch try value(column) {
+        case .integer(let number): return number != 0
+        case .real(let number): return number != 0
+        default: throw Mismatch(column: column, expected: "a boolean")
+        }
+    }
     func text(at index: Int) throws -> String { try Self.some(try Self.text(value(at: index), "#\(index)"), "#\(index)", "text") }
     func textOrNil(at index: Int) throws -> String? { try Self.text(value(at: index), "#\(index)") }
     func integer(at index: Int) throws -> Int64 {

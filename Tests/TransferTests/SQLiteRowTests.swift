@@ -1,0 +1,72 @@
+import Foundation
+import GRDB
+import Testing
+import TransferSQL
+@testable import TransferSQLite
+@testable import TransferTestSupport
+
+/// The SQLite store reads rows through SQLite's C API (`Database.all`); they must decode as
+/// GRDB's rows did, and fail with the column's name where they cannot.
+@Suite("SQLite rows")
+struct SQLiteRowTests {
+    @Test("values decode by exact or case-insensitive name and by position, with GRDB's conversions; a mismatch names its column")
+    func decoding() async throws {
+        let file = TempDatabase()
+        defer { file.remove() }
+        let store = try SQLiteStore(path: file.path)
+        defer { try? store.close() }
+        let bytes: [UInt8] = [0, 1, 255]
+        let rows = try await store.pool.read { db in
+            try db.all("""
+                SELECT \(Int64(42)) AS n, 7.0 AS whole, 7.5 AS half, \("héllo") AS t, \(bytes) AS b, NULL AS absent,
+                       'Mixed' AS CamelCase, CAST('utf8' AS BLOB) AS textBlob, \([UInt8]()) AS empty
+                """)
+        }
+        #expect(rows.count == 1)
+        let row = try #require(rows.first)
+        #expect(try row.integer("n") == 42)
+        #expect(try row.integer(at: 0) == 42)
+        #expect(try row.integer("whole") == 7, "a whole real reads as an integer, as GRDB's did")
+        #expect(try row.bool("n") && row.bool("half"))
+        #expect(try row.text("t") == "héllo")
+        #expect(try row.text(at: 3) == "héllo")
+        #expect(try row.blob("b") == bytes)
+        #expect(try row.blob("empty") == [])
+        #expect(try row.textOrNil("absent") == nil && row.integerOrNil("absent") == nil && row.blobOrNil("absent") == nil)
+        #expect(try row.text("camelcase") == "Mixed", "SQLite's names are case-insensitive")
+        #expect(try row.text("textBlob") == "utf8")
+
+        #expect(throws: SQLiteRow.Mismatch.self, "NULL in a non-optional column") { try row.text("absent") }
+        #expect(throws: SQLiteRow.Mismatch.self, "a real that is not whole") { try row.integer("half") }
+        #expect(throws: SQLiteRow.Mismatch.self, "text is not an integer") { try row.integer("t") }
+        #expect(throws: SQLiteRow.Mismatch.self, "no such column") { try row.text("missing") }
+        do {
+            _ = try row.text("absent")
+        } catch {
+            #expect("\(error)".contains("absent"), "the error names the column: \(error)")
+        }
+    }
+
+    @Test("a failing statement throws GRDB's DatabaseError with SQLite's code, and the cached statement works again after it")
+    func failure() async throws {
+        let file = TempDatabase()
+        defer { file.remove() }
+        let store = try SQLiteStore(path: file.path)
+        defer { try? store.close() }
+        try await store.pool.write { db in
+            try db.execute(sql: "CREATE TABLE probe (v INTEGER PRIMARY KEY)")
+            try db.execute(sql: "INSERT INTO probe (v) VALUES (1)")
+        }
+        try await store.pool.write { db in
+            let insert: SQLText = "INSERT INTO probe (v) VALUES (\(Int64(1))) RETURNING v"
+            #expect(throws: DatabaseError.self) { try db.all(insert) }
+            do {
+                _ = try db.all(insert)
+            } catch let error as DatabaseError {
+                #expect(error.resultCode == .SQLITE_CONSTRAINT)
+            }
+            let again: SQLText = "INSERT INTO probe (v) VALUES (\(Int64(2))) RETURNING v"
+            #expect(try db.all(again).first?.integer("v") == 2)
+        }
+    }
+}
