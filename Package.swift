@@ -111,7 +111,7 @@ let package = Package(
             dependencies: [
                 "TransferCore", "TransferSQL",
                 .product(name: "GRDB", package: "GRDB.swift"),
-                // The system SQLite GRDB links, for `DirectReads`' connections of their own.
+                // The system SQLite GRDB links: rows are stepped through its C API (`SQLiteStore+SQL.swift`).
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ],
             resources: [.embedInCode("Resources/migrations")],

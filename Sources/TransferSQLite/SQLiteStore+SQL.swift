@@ -25,45 +25,40 @@ extension Database {
         return (try cachedStatement(sql: text), StatementArguments(binds.map(\.argument)))
     }
 
-    /// The rows of a statement, stepped through SQLite's C API on GRDB's cached statement:
-    /// GRDB's copied rows found a column by lowercasing every column name on each lookup, and
-    /// decoded each value through generic metadata (together about 5 % of a login's CPU).
+    /// The rows of a statement. A read-only one is bound through GRDB (which resets it and
+    /// knows what is bound) and stepped through SQLite's C API: GRDB's copied rows found a
+    /// column by lowercasing every column name on each lookup, and decoded each value through
+    /// generic metadata (together about 5 % of a login's CPU). A statement that writes (an
+    /// effect's `INSERT … RETURNING`) runs through GRDB, which tracks the transaction and its
+    /// failures around it.
     func all(_ sql: SQLText) throws -> [SQLiteRow] {
         let (text, binds) = sql.render(.sqlite)
         let statement = try cachedStatement(sql: text)
+        let arguments = StatementArguments(binds.map(\.argument))
+        guard statement.isReadonly else {
+            return try Row.fetchAll(statement, arguments: arguments).map(SQLiteRow.init)
+        }
+        try statement.setArguments(arguments)
         let handle = statement.sqliteStatement
-        defer {
-            sqlite3_reset(handle)
-            sqlite3_clear_bindings(handle)
-        }
-        for (offset, value) in binds.enumerated() {
-            let index = Int32(offset + 1)
-            let code: Int32
-            switch value {
-            case .null: code = sqlite3_bind_null(handle, index)
-            case .integer(let number): code = sqlite3_bind_int64(handle, index, number)
-            case .text(let string): code = sqlite3_bind_text(handle, index, string, -1, SQLiteRow.transient)
-            case .blob(let bytes):
-                code = bytes.isEmpty
-                    ? sqlite3_bind_zeroblob(handle, index, 0)
-                    : bytes.withUnsafeBytes { sqlite3_bind_blob(handle, index, $0.baseAddress, Int32($0.count), SQLiteRow.transient) }
-            }
-            guard code == SQLITE_OK else { throw failure(code, statement) }
-        }
+        defer { sqlite3_reset(handle) }
         let columns = statement.columnNames
         var rows: [SQLiteRow] = []
         while true {
             let code = sqlite3_step(handle)
             if code == SQLITE_DONE { return rows }
             guard code == SQLITE_ROW else { throw failure(code, statement) }
-            rows.append(SQLiteRow(columns: columns, values: (0..<Int32(columns.count)).map { SQLiteRow.value(handle, $0) }))
+            var values: [SQLiteRow.Value] = []
+            values.reserveCapacity(columns.count)
+            for index in 0..<Int32(columns.count) { values.append(try SQLiteRow.value(handle, index)) }
+            rows.append(SQLiteRow(columns: columns, values: values))
         }
     }
 
-    /// As GRDB reports a failed statement.
+    /// As GRDB reports a failed statement (its SQL, never its arguments).
     private func failure(_ code: Int32, _ statement: Statement) -> DatabaseError {
-        DatabaseError(
-            resultCode: ResultCode(rawValue: sqlite3_extended_errcode(sqliteConnection)),
+        let reported = sqlite3_extended_errcode(sqliteConnection)
+        return DatabaseError(
+            resultCode: ResultCode(rawValue: reported == SQLITE_OK ? code : reported),
             message: sqliteConnection.map { String(cString: sqlite3_errmsg($0)) }, sql: statement.sql)
     }
 
@@ -103,22 +98,43 @@ struct SQLiteRow: SQLRow {
     let columns: [String]
     let values: [Value]
 
+    init(columns: [String], values: [Value]) {
+        self.columns = columns
+        self.values = values
+    }
+
     /// SQLite copies what is bound (`SQLITE_TRANSIENT`).
     static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
-    /// The current row's value in column `index`.
-    static func value(_ handle: OpaquePointer, _ index: Int32) -> Value {
+    /// The current row's value in column `index`. SQLite answers no pointer for a text or a
+    /// non-empty blob only when it is out of memory: that fails, it is not an empty value.
+    static func value(_ handle: OpaquePointer, _ index: Int32) throws -> Value {
         switch sqlite3_column_type(handle, index) {
         case SQLITE_INTEGER: return .integer(sqlite3_column_int64(handle, index))
         case SQLITE_TEXT:
-            guard let text = sqlite3_column_text(handle, index) else { return .text("") }
+            guard let text = sqlite3_column_text(handle, index) else { throw DatabaseError(resultCode: .SQLITE_NOMEM) }
             return .text(String(decoding: UnsafeBufferPointer(start: text, count: Int(sqlite3_column_bytes(handle, index))), as: UTF8.self))
         case SQLITE_BLOB:
             let count = Int(sqlite3_column_bytes(handle, index))
-            guard count > 0, let bytes = sqlite3_column_blob(handle, index) else { return .blob([]) }
+            guard count > 0 else { return .blob([]) }
+            guard let bytes = sqlite3_column_blob(handle, index) else { throw DatabaseError(resultCode: .SQLITE_NOMEM) }
             return .blob([UInt8](UnsafeRawBufferPointer(start: bytes, count: count)))
         case SQLITE_FLOAT: return .real(sqlite3_column_double(handle, index))
         default: return .null
+        }
+    }
+
+    /// A row GRDB read (a statement that writes and returns rows).
+    init(_ row: Row) {
+        columns = Array(row.columnNames)
+        values = row.databaseValues.map { value in
+            switch value.storage {
+            case .null: .null
+            case .int64(let number): .integer(number)
+            case .double(let number): .real(number)
+            case .string(let text): .text(text)
+            case .blob(let data): .blob([UInt8](data))
+            }
         }
     }
 
@@ -136,8 +152,9 @@ struct SQLiteRow: SQLRow {
         return values[index]
     }
 
-    // The conversions GRDB made: text from a blob of UTF-8, an integer from a real that is a
-    // whole number, a boolean from any number; anything else is a mismatch.
+    // The conversions GRDB made: text from a blob of UTF-8, an integer from a real (truncated),
+    // a boolean from any number; anything else is a mismatch. Unlike GRDB's, a column the
+    // statement does not have is a mismatch even for `…OrNil`, as it is on PostgreSQL.
     private static func text(_ value: Value, _ column: String) throws -> String? {
         switch value {
         case .null: return nil
@@ -154,7 +171,8 @@ struct SQLiteRow: SQLRow {
         case .null: return nil
         case .integer(let number): return number
         case .real(let number):
-            guard let whole = Int64(exactly: number) else { throw Mismatch(column: column, expected: "an integer") }
+            // Truncated toward zero, as GRDB read a real as an integer.
+            guard let whole = Int64(exactly: number.rounded(.towardZero)) else { throw Mismatch(column: column, expected: "an integer") }
             return whole
         default: throw Mismatch(column: column, expected: "an integer")
         }

@@ -179,12 +179,12 @@ struct ActivityTests {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for _ in 0..<8 {
                     group.addTask {
-                        // Until each task has launched a few times after the revocation was answered
-                        // (however fast launches are), with a bound should the revocation never come.
+                        // Until each task has launched a few times after the revocation was answered,
+                        // however fast launches are, yielding between them as requests waiting for
+                        // their network do, so that the revocation's task gets its turn; for 20 s at most.
                         var launchesAfter = 0
-                        // A launch read on the calling thread need not suspend: yield, as a request
-                        // waiting for its network does, so that the revocation gets its turn.
-                        for _ in 0..<100_000 where launchesAfter < 5 {
+                        let deadline = ContinuousClock.now + .seconds(20)
+                        while launchesAfter < 5 && ContinuousClock.now < deadline {
                             await Task.yield()
                             let askedAfter = race.revoked.load(ordering: .acquiring)
                             if askedAfter { launchesAfter += 1 }
