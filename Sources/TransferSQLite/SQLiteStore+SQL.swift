@@ -32,9 +32,7 @@ extension Database {
     /// effect's `INSERT … RETURNING`) runs through GRDB, which tracks the transaction and its
     /// failures around it.
     func all(_ sql: SQLText) throws -> [SQLiteRow] {
-        let (text, binds) = sql.render(.sqlite)
-        let statement = try cachedStatement(sql: text)
-        let arguments = StatementArguments(binds.map(\.argument))
+        let (statement, arguments) = try statement(sql)
         guard statement.isReadonly else {
             return try Row.fetchAll(statement, arguments: arguments).map(SQLiteRow.init)
         }

@@ -150,18 +150,27 @@ struct JSONOut {
     mutating func string(_ value: String) {
         bytes.append(UInt8(ascii: "\""))
         for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-            case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-            case 0x08: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "b")])
-            case 0x0C: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
-            case 0x0A: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-            case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-            case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-            case 0..<0x20:
-                bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
-                bytes.append(contentsOf: [Self.hex[Int(byte >> 4)], Self.hex[Int(byte & 0xF)]])
-            default: bytes.append(byte)
+            let escaped: UInt8? =
+                switch byte {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"): byte
+                case 0x08: UInt8(ascii: "b")
+                case 0x0C: UInt8(ascii: "f")
+                case 0x0A: UInt8(ascii: "n")
+                case 0x0D: UInt8(ascii: "r")
+                case 0x09: UInt8(ascii: "t")
+                case 0..<0x20: UInt8(ascii: "u")
+                default: nil
+                }
+            guard let escaped else {
+                bytes.append(byte)
+                continue
+            }
+            bytes.append(UInt8(ascii: "\\"))
+            bytes.append(escaped)
+            if escaped == UInt8(ascii: "u") {
+                raw("00")
+                bytes.append(Self.hex[Int(byte >> 4)])
+                bytes.append(Self.hex[Int(byte & 0xF)])
             }
         }
         bytes.append(UInt8(ascii: "\""))
