@@ -19,6 +19,17 @@ struct TempDatabase {
     }
 }
 
+extension SQLiteStore {
+    /// `body` on a fresh, migrated SQLite store in a temporary file, closed and removed after.
+    static func withTemporary<T>(_ body: (SQLiteStore) async throws -> T) async throws -> T {
+        let file = TempDatabase()
+        defer { file.remove() }
+        let store = try SQLiteStore(path: file.path)
+        defer { try? store.close() }
+        return try await body(store)
+    }
+}
+
 /// The throwaway PostgreSQL cluster `.ci/run` (or `./test`) starts. Under CI a missing URL
 /// fails the PostgreSQL cases instead of skipping them.
 enum TestPostgres {

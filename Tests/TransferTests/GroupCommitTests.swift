@@ -13,61 +13,57 @@ struct GroupCommitTests {
 
     @Test("a request that fails inside a shared transaction is rolled back alone; the others commit")
     func failureIsIsolated() async throws {
-        let file = TempDatabase()
-        defer { file.remove() }
-        let store = try SQLiteStore(path: file.path)
-        try await store.pool.write { db in try db.execute(sql: "CREATE TABLE probe (v INTEGER PRIMARY KEY)") }
+        try await SQLiteStore.withTemporary { store in
+            try await store.pool.write { db in try db.execute(sql: "CREATE TABLE probe (v INTEGER PRIMARY KEY)") }
 
-        // Hold the writer so that the requests below queue up and run as one batch.
-        let holder = Task { try await store.pool.writeWithoutTransaction { _ in Thread.sleep(forTimeInterval: 0.3) } }
-        try await Task.sleep(for: .milliseconds(50))
-        let outcomes = await withTaskGroup(of: (Int, Result<Int, Refused>).self) { group in
-            for i in 0..<100 {
-                group.addTask {
-                    do {
-                        let value = try await store.commits.write { db in
-                            try db.execute(sql: "INSERT INTO probe (v) VALUES (?)", arguments: [i])
-                            // Every tenth request fails after writing: its row must not survive.
-                            if i % 10 == 0 { throw Refused(value: i) }
-                            return i
+            // Hold the writer so that the requests below queue up and run as one batch.
+            let holder = Task { try await store.pool.writeWithoutTransaction { _ in Thread.sleep(forTimeInterval: 0.3) } }
+            try await Task.sleep(for: .milliseconds(50))
+            let outcomes = await withTaskGroup(of: (Int, Result<Int, Refused>).self) { group in
+                for i in 0..<100 {
+                    group.addTask {
+                        do {
+                            let value = try await store.commits.write { db in
+                                try db.execute(sql: "INSERT INTO probe (v) VALUES (?)", arguments: [i])
+                                // Every tenth request fails after writing: its row must not survive.
+                                if i % 10 == 0 { throw Refused(value: i) }
+                                return i
+                            }
+                            return (i, .success(value))
+                        } catch {
+                            return (i, .failure((error as? Refused) ?? Refused(value: -1)))
                         }
-                        return (i, .success(value))
-                    } catch {
-                        return (i, .failure((error as? Refused) ?? Refused(value: -1)))
                     }
                 }
+                return await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
             }
-            return await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
-        }
-        try await holder.value
+            try await holder.value
 
-        #expect(store.commits.largestBatch.withLock { $0 } > 1)
-        for (i, outcome) in outcomes {
-            #expect(outcome == (i % 10 == 0 ? .failure(Refused(value: i)) : .success(i)))
+            #expect(store.commits.largestBatch.withLock { $0 } > 1)
+            for (i, outcome) in outcomes {
+                #expect(outcome == (i % 10 == 0 ? .failure(Refused(value: i)) : .success(i)))
+            }
+            let stored = try await store.pool.read { db in try Int.fetchAll(db, sql: "SELECT v FROM probe ORDER BY v") }
+            #expect(stored == (0..<100).filter { $0 % 10 != 0 })
         }
-        let stored = try await store.pool.read { db in try Int.fetchAll(db, sql: "SELECT v FROM probe ORDER BY v") }
-        #expect(stored == (0..<100).filter { $0 % 10 != 0 })
-        try store.close()
     }
 
     @Test("answers come after the commit: a reader sees each acknowledged write")
     func acknowledgedMeansCommitted() async throws {
-        let file = TempDatabase()
-        defer { file.remove() }
-        let store = try SQLiteStore(path: file.path)
-        try await store.pool.write { db in try db.execute(sql: "CREATE TABLE probe (v INTEGER PRIMARY KEY)") }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for i in 0..<50 {
-                group.addTask {
-                    try await store.commits.write { db in try db.execute(sql: "INSERT INTO probe (v) VALUES (?)", arguments: [i]) }
-                    // A separate connection: only committed rows are visible to it.
-                    let seen = try await store.pool.read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM probe WHERE v = ?)", arguments: [i]) }
-                    #expect(seen == true)
+        try await SQLiteStore.withTemporary { store in
+            try await store.pool.write { db in try db.execute(sql: "CREATE TABLE probe (v INTEGER PRIMARY KEY)") }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for i in 0..<50 {
+                    group.addTask {
+                        try await store.commits.write { db in try db.execute(sql: "INSERT INTO probe (v) VALUES (?)", arguments: [i]) }
+                        // A separate connection: only committed rows are visible to it.
+                        let seen = try await store.pool.read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM probe WHERE v = ?)", arguments: [i]) }
+                        #expect(seen == true)
+                    }
                 }
+                try await group.waitForAll()
             }
-            try await group.waitForAll()
         }
-        try store.close()
     }
 }
 

@@ -269,41 +269,39 @@ struct StoreConformanceTests {
 struct SchemaConstraintTests {
     @Test("two active devices for one account, a current account not on the device, a retired device bound again: refused by the database")
     func constraints() async throws {
-        let db = TempDatabase()
-        defer { db.remove() }
-        let store = try SQLiteStore(path: db.path)
-        try await store.pool.write { db in
-            try db.execute(sql: "INSERT INTO accounts (id, user_name, created_at) VALUES ('a1', 'u1', 0), ('a2', 'u2', 0), ('a3', 'u3', 0), ('a4', 'u4', 0)")
-            try db.execute(sql: "INSERT INTO devices (id, secret_hash, created_at) VALUES ('d1', x'00', 0), ('d2', x'00', 0), ('d3', x'00', 0)")
-            try db.execute(sql: "INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES ('d1', 'a1', 'active', 0)")
-            // One device may hold several accounts.
-            try db.execute(sql: "INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES ('d1', 'a2', 'active', 0)")
-        }
-        func refused(_ sql: String, _ why: Comment) async {
-            await #expect(throws: DatabaseError.self, why) { try await store.pool.write { db in try db.execute(sql: sql) } }
-        }
-        await refused("INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES ('d2', 'a1', 'active', 0)",
-                      "an account is active on at most one device")
-        await refused("UPDATE devices SET current_account_id = 'a3' WHERE id = 'd1'", "the current account is one of the device's accounts")
-        await refused("UPDATE devices SET retired_at = 1 WHERE id = 'd1'", "a device that holds accounts is not retired")
-        try await store.pool.write { db in
-            try db.execute(sql: "INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES ('d3', 'a3', 'active', 0)")
-            try db.execute(sql: "UPDATE device_accounts SET state = 'removed', ended_at = 1 WHERE device_id = 'd3'")
-            try db.execute(sql: "UPDATE devices SET retired_at = 1 WHERE id = 'd3'")
-        }
-        await refused("UPDATE device_accounts SET state = 'active', ended_at = NULL WHERE device_id = 'd3'", "a retired device is never bound again")
-        await refused("INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES ('d3', 'a4', 'active', 0)", "… nor given another account")
-        await refused("UPDATE devices SET retired_at = NULL WHERE id = 'd3'", "a retired device stays retired")
-        let pending = "INSERT INTO transfers (id, account_id, email, email_key, password_hash, state, created_at, expires_at) VALUES (?, ?, 'e', 'e', '$argon2id$x', 'pending', 0, 1)"
-        try await store.pool.write { db in try db.execute(sql: pending, arguments: ["t1", "a1"]) }
-        await #expect(throws: DatabaseError.self) {
-            try await store.pool.write { db in try db.execute(sql: pending, arguments: ["t2", "a3"]) }
-        }
-        await #expect(throws: DatabaseError.self) {
+        try await SQLiteStore.withTemporary { store in
             try await store.pool.write { db in
-                try db.execute(sql: "INSERT INTO transfers (id, account_id, email, email_key, password_hash, state, created_at, expires_at) VALUES ('t3', 'a2', 'f', 'f', 'plain', 'pending', 0, 1)")
+                try db.execute(sql: "INSERT INTO accounts (id, user_name, created_at) VALUES ('a1', 'u1', 0), ('a2', 'u2', 0), ('a3', 'u3', 0), ('a4', 'u4', 0)")
+                try db.execute(sql: "INSERT INTO devices (id, secret_hash, created_at) VALUES ('d1', x'00', 0), ('d2', x'00', 0), ('d3', x'00', 0)")
+                try db.execute(sql: "INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES ('d1', 'a1', 'active', 0)")
+                // One device may hold several accounts.
+                try db.execute(sql: "INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES ('d1', 'a2', 'active', 0)")
+            }
+            func refused(_ sql: String, _ why: Comment) async {
+                await #expect(throws: DatabaseError.self, why) { try await store.pool.write { db in try db.execute(sql: sql) } }
+            }
+            await refused("INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES ('d2', 'a1', 'active', 0)",
+                          "an account is active on at most one device")
+            await refused("UPDATE devices SET current_account_id = 'a3' WHERE id = 'd1'", "the current account is one of the device's accounts")
+            await refused("UPDATE devices SET retired_at = 1 WHERE id = 'd1'", "a device that holds accounts is not retired")
+            try await store.pool.write { db in
+                try db.execute(sql: "INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES ('d3', 'a3', 'active', 0)")
+                try db.execute(sql: "UPDATE device_accounts SET state = 'removed', ended_at = 1 WHERE device_id = 'd3'")
+                try db.execute(sql: "UPDATE devices SET retired_at = 1 WHERE id = 'd3'")
+            }
+            await refused("UPDATE device_accounts SET state = 'active', ended_at = NULL WHERE device_id = 'd3'", "a retired device is never bound again")
+            await refused("INSERT INTO device_accounts (device_id, account_id, state, added_at) VALUES ('d3', 'a4', 'active', 0)", "… nor given another account")
+            await refused("UPDATE devices SET retired_at = NULL WHERE id = 'd3'", "a retired device stays retired")
+            let pending = "INSERT INTO transfers (id, account_id, email, email_key, password_hash, state, created_at, expires_at) VALUES (?, ?, 'e', 'e', '$argon2id$x', 'pending', 0, 1)"
+            try await store.pool.write { db in try db.execute(sql: pending, arguments: ["t1", "a1"]) }
+            await #expect(throws: DatabaseError.self) {
+                try await store.pool.write { db in try db.execute(sql: pending, arguments: ["t2", "a3"]) }
+            }
+            await #expect(throws: DatabaseError.self) {
+                try await store.pool.write { db in
+                    try db.execute(sql: "INSERT INTO transfers (id, account_id, email, email_key, password_hash, state, created_at, expires_at) VALUES ('t3', 'a2', 'f', 'f', 'plain', 'pending', 0, 1)")
+                }
             }
         }
-        try store.close()
     }
 }
