@@ -16,7 +16,7 @@ extension API {
     func me(_ request: Request, _ context: Context) async throws -> Response {
         let caller = try context.caller
         let profile = try await service.profile(caller)
-        return try Self.json(MeBody(profile, current: caller.deviceID), status: .ok)
+        return Self.raw(MeBody(profile, current: caller.deviceID).json(), type: "application/json; charset=utf-8")
     }
 
     /// `DELETE /v1/me`: the account is erased (App Store guideline 5.1.1(v)).
@@ -52,7 +52,9 @@ extension API {
     }
 }
 
-/// `/v1/me`; `transferId` and `transfer` are written as `null` when absent.
+/// `/v1/me`; `transferId` and `transfer` are written as `null` when absent. Apps read it at
+/// launch, so it is written by hand (`json()`) as the session answer is; `Encodable` stays as
+/// the reference a test holds it to, byte for byte.
 struct MeBody: Encodable {
     /// `email` only for a password transfer: a code is never shown again.
     struct Transfer: Encodable { var method: String; var email: String?; var createdAt: String; var expiresAt: String }
@@ -87,6 +89,86 @@ struct MeBody: Encodable {
             Device(deviceId: $0.deviceID, boundAt: $0.boundAt.rfc3339, lastLoginAt: $0.lastLoginAt?.rfc3339, current: $0.deviceID == current)
         }
         apple = profile.apple.map { AppleLinkBody($0, withLinkedAt: true) }
+    }
+}
+
+extension MeBody {
+    /// What `API.json` writes for this body (keys sorted, slashes not escaped; a plain optional
+    /// left out when absent, a `@Nullable` one written as `null`), written directly.
+    func json() -> [UInt8] {
+        var out = JSONOut()
+        out.raw("{")
+        out.key("accountId", first: true)
+        out.string(accountId)
+        out.key("apple")
+        if let apple {
+            out.raw("{")
+            out.key("email", first: true)
+            out.nullable(apple.email) { $0.string($1) }
+            out.key("isPrivateEmail")
+            out.nullable(apple.isPrivateEmail) { $0.bool($1) }
+            if let linkedAt = apple.linkedAt {
+                out.key("linkedAt")
+                out.string(linkedAt)
+            }
+            out.raw("}")
+        } else {
+            out.raw("null")
+        }
+        out.key("backupKeys")
+        out.array(backupKeys) { out, key in
+            out.key("createdAt", first: true)
+            out.string(key.createdAt)
+            out.key("store")
+            out.string(key.store)
+        }
+        out.key("createdAt")
+        out.string(createdAt)
+        out.key("devices")
+        out.array(devices) { out, device in
+            out.key("boundAt", first: true)
+            out.string(device.boundAt)
+            out.key("current")
+            out.bool(device.current)
+            out.key("deviceId")
+            out.string(device.deviceId)
+            if let lastLoginAt = device.lastLoginAt {
+                out.key("lastLoginAt")
+                out.string(lastLoginAt)
+            }
+        }
+        out.key("migrationFlag")
+        out.bool(migrationFlag)
+        out.key("transfer")
+        if let transfer {
+            out.raw("{")
+            out.key("createdAt", first: true)
+            out.string(transfer.createdAt)
+            if let email = transfer.email {
+                out.key("email")
+                out.string(email)
+            }
+            out.key("expiresAt")
+            out.string(transfer.expiresAt)
+            out.key("method")
+            out.string(transfer.method)
+            out.raw("}")
+        } else {
+            out.raw("null")
+        }
+        out.key("transferId")
+        out.nullable(transferId) { $0.string($1) }
+        out.key("userName")
+        out.string(userName)
+        out.key("waysBack")
+        out.raw("[")
+        for (index, way) in waysBack.enumerated() {
+            if index > 0 { out.raw(",") }
+            out.string(way.rawValue)
+        }
+        out.raw("]")
+        out.raw("}")
+        return out.bytes
     }
 }
 

@@ -86,19 +86,14 @@ extension SessionBody {
         out.key("accountId")
         out.string(accountId)
         out.key("accounts")
-        out.raw("[")
-        for (index, account) in accounts.enumerated() {
-            if index > 0 { out.raw(",") }
-            out.raw("{")
+        out.array(accounts) { out, account in
             out.key("accountId", first: true)
             out.string(account.accountID)
             out.key("current")
             out.bool(account.current)
             out.key("userName")
             out.string(account.userName)
-            out.raw("}")
         }
-        out.raw("]")
         out.key("created")
         out.bool(created)
         out.key("deviceId")
@@ -137,6 +132,23 @@ struct JSONOut {
         raw(name)
         bytes.append(UInt8(ascii: "\""))
         bytes.append(UInt8(ascii: ":"))
+    }
+
+    /// `null`, or the value as `write` writes it.
+    mutating func nullable<Value>(_ value: Value?, _ write: (inout JSONOut, Value) -> Void) {
+        if let value { write(&self, value) } else { raw("null") }
+    }
+
+    /// `[{…},{…}]`: an object for each element, its members written by `members`.
+    mutating func array<Element>(_ elements: [Element], _ members: (inout JSONOut, Element) -> Void) {
+        raw("[")
+        for (index, element) in elements.enumerated() {
+            if index > 0 { raw(",") }
+            raw("{")
+            members(&self, element)
+            raw("}")
+        }
+        raw("]")
     }
 
     mutating func bool(_ value: Bool) {
