@@ -25,6 +25,33 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
         var t = time_t(seconds)
         var parts = tm()
         gmtime_r(&t, &parts)
+        let year = Int(parts.tm_year) + 1900
+        if (0...9999).contains(year) {
+            // Written digit by digit: `String(format:)` was 6 % of a `GET /v1/me`.
+            var text = [UInt8]()
+            text.reserveCapacity(20)
+            func digits(_ value: Int, _ width: Int) {
+                var divisor = 1
+                for _ in 1..<width { divisor *= 10 }
+                while divisor > 0 {
+                    text.append(UInt8(48 + value / divisor % 10))
+                    divisor /= 10
+                }
+            }
+            digits(year, 4)
+            text.append(UInt8(ascii: "-"))
+            digits(Int(parts.tm_mon) + 1, 2)
+            text.append(UInt8(ascii: "-"))
+            digits(Int(parts.tm_mday), 2)
+            text.append(UInt8(ascii: "T"))
+            digits(Int(parts.tm_hour), 2)
+            text.append(UInt8(ascii: ":"))
+            digits(Int(parts.tm_min), 2)
+            text.append(UInt8(ascii: ":"))
+            digits(Int(parts.tm_sec), 2)
+            text.append(UInt8(ascii: "Z"))
+            return String(decoding: text, as: UTF8.self)
+        }
         return String(
             format: "%04d-%02d-%02dT%02d:%02d:%02dZ",
             Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1, Int(parts.tm_mday),

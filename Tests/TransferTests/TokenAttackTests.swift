@@ -37,6 +37,23 @@ struct TokenAttackTests {
         func verify(using algorithm: some JWTAlgorithm) async throws { try exp.verifyNotExpired() }
     }
 
+    @Test("the access token is read after the Bearer scheme in any case, with extra spaces around it; other schemes are refused")
+    func bearerForms() async throws {
+        let harness = Harness()
+        defer { harness.database.remove() }
+        try await harness.run { api, _ in
+            let token = try await api.login(Device()).accessToken
+            for header in ["Bearer \(token)", "bearer \(token)", "BEARER   \(token)", "Bearer \t \(token)"] {
+                let reply = try await api.call(.get, "/v1/me", headers: [.authorization: header])
+                #expect(reply.status == .ok, "\(header.prefix(10))…: \(reply.text)")
+            }
+            for header in ["Basic \(token)", "Bearer", "Bearer ", "Bearer x\(token)", "Bearer\(token)"] {
+                let reply = try await api.call(.get, "/v1/me", headers: [.authorization: header])
+                #expect(reply.status == .unauthorized, "\(header.prefix(10))…: \(reply.status) \(reply.text)")
+            }
+        }
+    }
+
     @Test("an access token verifies with jwt-kit against the published JWKS and carries the contract's claims")
     func verifiesAgainstJWKS() async throws {
         let harness = Harness()

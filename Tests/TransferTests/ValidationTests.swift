@@ -261,4 +261,27 @@ struct RFC3339Tests {
             #expect(Timestamp(rfc3339: bad) == nil, "\(bad)")
         }
     }
+
+    @Test("times are written as RFC 3339 in UTC with whole seconds, as String(format:) wrote them, before 1970 and after 9999 included")
+    func write() {
+        func reference(_ at: Timestamp) -> String {
+            var t = time_t(at.seconds)
+            var parts = tm()
+            gmtime_r(&t, &parts)
+            return String(
+                format: "%04d-%02d-%02dT%02d:%02d:%02dZ", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1, Int(parts.tm_mday),
+                Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec))
+        }
+        var seconds: [Int64] = [0, 59, 86_399, 951_782_400, 1_795_341_599, 253_402_300_799, 253_402_300_800, -1, -62_167_219_200, -62_167_219_201]
+        var x: UInt64 = 0x9E37_79B9_7F4A_7C15
+        for _ in 0..<2000 {
+            x = x &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            seconds.append(Int64(x >> 30) % 253_402_300_800)
+        }
+        for second in seconds {
+            let at = Timestamp(milliseconds: second * 1000 + 999)
+            #expect(at.rfc3339 == reference(at), "\(second) s")
+        }
+        #expect(Timestamp(milliseconds: 1_795_341_600_999).rfc3339 == "2026-11-22T10:00:00Z")
+    }
 }

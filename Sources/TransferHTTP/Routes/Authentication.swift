@@ -85,7 +85,13 @@ struct Authenticator<Context: AppRequestContext>: RouterMiddleware {
         guard let header = request.headers[.authorization], header.utf8.count < 4096, header.hasPrefix(ignoringASCIICase: "bearer ") else {
             return nil
         }
-        return header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
+        let credential = header.dropFirst("bearer ".count)
+        // A token starts and ends with a printable ASCII character, which no trimming removes:
+        // Foundation's trimming (through NSString) was a tenth of an authenticated read's CPU.
+        if let first = credential.utf8.first, let last = credential.utf8.last, (0x21...0x7E).contains(first), (0x21...0x7E).contains(last) {
+            return String(credential)
+        }
+        return credential.trimmingCharacters(in: .whitespaces)
     }
 }
 
