@@ -46,28 +46,38 @@ final class GroupRead: Sendable {
         }
     }
 
-    /// One batch on one reader; then another, on a new snapshot, while reads are waiting.
+    /// Batches on one reader, each on a new snapshot, while reads are waiting. The drainer
+    /// keeps its reader for the next batch instead of asking the pool again: each `asyncRead`
+    /// is a dispatch and a transaction of its own.
     private func drain() {
         pool.asyncRead { opened in
-            let batch = self.queue.withLock { queue in
-                defer { queue.jobs.removeAll(keepingCapacity: true) }
-                return queue.jobs
-            }
-            // `asyncRead` may have read the schema version already, which fixes the snapshot:
-            // begin again, so that the snapshot starts after the last read of the batch was asked.
-            let db = opened.flatMap { db in
-                Result {
-                    try db.commit()
-                    try db.beginTransaction(.deferred)
-                    return db
+            while true {
+                let batch = self.queue.withLock { queue in
+                    if queue.jobs.isEmpty { queue.drainers -= 1 }
+                    defer { queue.jobs.removeAll(keepingCapacity: true) }
+                    return queue.jobs
+                }
+                if batch.isEmpty { return }
+                // A snapshot that starts after the last read of the batch was asked (`asyncRead`
+                // may have read the schema version already, which fixed one before).
+                let db = opened.flatMap { db in
+                    Result {
+                        try db.commit()
+                        try db.beginTransaction(.deferred)
+                        return db
+                    }
+                }
+                for job in batch { job.run(db) }
+                if case .failure = db {
+                    // This reader failed: the next batch, if any, asks the pool for another.
+                    let more = self.queue.withLock { queue in
+                        if queue.jobs.isEmpty { queue.drainers -= 1 }
+                        return !queue.jobs.isEmpty
+                    }
+                    if more { self.drain() }
+                    return
                 }
             }
-            for job in batch { job.run(db) }
-            let more = self.queue.withLock { queue in
-                if queue.jobs.isEmpty { queue.drainers -= 1 }
-                return !queue.jobs.isEmpty
-            }
-            if more { self.drain() }
         }
     }
 }
