@@ -161,6 +161,12 @@ struct JSONOut {
 
     mutating func string(_ value: String) {
         bytes.append(UInt8(ascii: "\""))
+        // Most strings (tokens, ids, times) need no escape: copied whole.
+        if value.utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
+            bytes.append(contentsOf: value.utf8)
+            bytes.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in value.utf8 {
             let escaped: UInt8? =
                 switch byte {
