@@ -40,11 +40,13 @@ public struct SessionKey: Sendable, Equatable {
     /// secret: HMAC shortens a key longer than 64 bytes to its SHA-256, and a device secret of
     /// up to 128 characters would then be keyed by exactly the hash the database stores.
     private static func pad(_ secret: String, sessionID: String) -> [UInt8] {
-        Array(HMAC<SHA256>.authenticationCode(for: Array("\(sessionID)\u{0}\(secret)".utf8), using: wrapLabel))
+        var mac = wrapLabel
+        mac.update(data: Array("\(sessionID)\u{0}\(secret)".utf8))
+        return Array(mac.finalize())
     }
 
-    /// The pad's fixed key, made once (not for every login).
-    private static let wrapLabel = SymmetricKey(data: Array("transfer session key wrap".utf8))
+    /// The pad's HMAC with its fixed key already taken in, made once (not for every login).
+    private static let wrapLabel = HMAC<SHA256>(key: SymmetricKey(data: Array("transfer session key wrap".utf8)))
 }
 
 /// A pair's app session as stored: never the token, never the bare key.

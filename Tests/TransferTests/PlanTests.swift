@@ -434,6 +434,16 @@ struct SessionKeyTests {
         }
         #expect(SessionKey.unwrap(wrapped, by: secret, sessionID: "s1") == key)
     }
+
+    @Test("a stored session's wrapped key and refresh token are what they were when it was stored (known answers, from Python's hmac)")
+    func storedFormatIsStable() {
+        let key = SessionKey(bytes: Array(0..<32))
+        let wrapped = key.wrapped(by: "device-secret", sessionID: "s1")
+        #expect(wrapped.map { String(format: "%02x", $0) }.joined() == "44d51aabdcba99658e579105ba67a7510d40742c7a93430eaee905577c07b31e",
+                "the pad changed: every stored session would stop unwrapping")
+        #expect(key.refreshToken(sessionID: "s1", generation: 3) == "uJTsYJAZYS_PvdNfgKxMeRap0w_eRTQUFJT_BF8tOkk",
+                "the refresh token's derivation changed: every open session's token would change")
+    }
 }
 
 /// The same effects, in any order (each as often).
