@@ -25,6 +25,7 @@ struct SessionBodyTests {
         let awkward = String((0..<0x80).map { Character(Unicode.Scalar(UInt8($0))) }) + "é 日本 👩‍💻 \u{2028}"
         let cases: [SessionBody] = [
             Self.body(userName: "plain", accounts: []),
+            Self.body(userName: "\"starts and ends with escapes\n", accounts: []),
             Self.body(userName: awkward, accounts: [ListedAccount(accountID: "a", userName: awkward, current: true)]),
             Self.body(userName: "a/b\\c\"d", accounts: [
                 ListedAccount(accountID: "first", userName: "x", current: false),

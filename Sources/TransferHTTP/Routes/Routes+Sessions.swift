@@ -160,36 +160,37 @@ struct JSONOut {
     }
 
     mutating func string(_ value: String) {
+        var value = value
         bytes.append(UInt8(ascii: "\""))
-        // Most strings (tokens, ids, times) need no escape: copied whole.
-        if value.utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
-            bytes.append(contentsOf: value.utf8)
-            bytes.append(UInt8(ascii: "\""))
-            return
-        }
-        for byte in value.utf8 {
-            let escaped: UInt8? =
-                switch byte {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"): byte
-                case 0x08: UInt8(ascii: "b")
-                case 0x0C: UInt8(ascii: "f")
-                case 0x0A: UInt8(ascii: "n")
-                case 0x0D: UInt8(ascii: "r")
-                case 0x09: UInt8(ascii: "t")
-                case 0..<0x20: UInt8(ascii: "u")
-                default: nil
+        // Over the string's contiguous bytes: the runs between escapes (most strings, tokens,
+        // ids and times, are one run) are copied whole.
+        value.withUTF8 { utf8 in
+            var run = 0
+            for index in utf8.indices {
+                let byte = utf8[index]
+                let escaped: UInt8? =
+                    switch byte {
+                    case UInt8(ascii: "\""), UInt8(ascii: "\\"): byte
+                    case 0x08: UInt8(ascii: "b")
+                    case 0x0C: UInt8(ascii: "f")
+                    case 0x0A: UInt8(ascii: "n")
+                    case 0x0D: UInt8(ascii: "r")
+                    case 0x09: UInt8(ascii: "t")
+                    case 0..<0x20: UInt8(ascii: "u")
+                    default: nil
+                    }
+                guard let escaped else { continue }
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[run..<index]))
+                run = index + 1
+                bytes.append(UInt8(ascii: "\\"))
+                bytes.append(escaped)
+                if escaped == UInt8(ascii: "u") {
+                    raw("00")
+                    bytes.append(Self.hex[Int(byte >> 4)])
+                    bytes.append(Self.hex[Int(byte & 0xF)])
                 }
-            guard let escaped else {
-                bytes.append(byte)
-                continue
             }
-            bytes.append(UInt8(ascii: "\\"))
-            bytes.append(escaped)
-            if escaped == UInt8(ascii: "u") {
-                raw("00")
-                bytes.append(Self.hex[Int(byte >> 4)])
-                bytes.append(Self.hex[Int(byte & 0xF)])
-            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[run...]))
         }
         bytes.append(UInt8(ascii: "\""))
     }
