@@ -9,6 +9,16 @@ import TransferSQL
 /// GRDB's rows did, and fail with the column's name where they cannot.
 @Suite("SQLite rows")
 struct SQLiteRowTests {
+    @Test("readers map the file into memory (launches read index pages without a copy each), the writer does not")
+    func readersMapTheFile() async throws {
+        try await SQLiteStore.withTemporary { store in
+            let reader = try await store.pool.read { db in try Int.fetchOne(db, sql: "PRAGMA mmap_size") }
+            let writer = try await store.pool.write { db in try Int.fetchOne(db, sql: "PRAGMA mmap_size") }
+            #expect(reader == SQLiteStore.readerMapBytes, "a reader's mmap_size; 0 means this SQLite was built without memory maps")
+            #expect(writer == 0, "the writer's mmap_size")
+        }
+    }
+
     @Test("values decode by exact or case-insensitive name and by position, with GRDB's conversions; a mismatch names its column")
     func decoding() async throws {
         try await SQLiteStore.withTemporary { store in
