@@ -260,7 +260,9 @@ struct TracedStore: TransferStore {
     }
     func read(_ facts: [FactKey], at: Timestamp) async throws -> Facts { try await base.read(facts, at: at) }
     func device(_ id: String, at: Timestamp) async throws -> DeviceRecord? { try await base.device(id, at: at) }
-    func profile(accountID: String, at: Timestamp) async throws -> AccountProfile? { try await base.profile(accountID: accountID, at: at) }
+    func profile(accountID: String, whileOpen session: OpenSession?, at: Timestamp) async throws -> AccountProfile? {
+        try await base.profile(accountID: accountID, whileOpen: session, at: at)
+    }
     func pendingTransfer(emailKey: String) async throws -> TransferRecord? { try await base.pendingTransfer(emailKey: emailKey) }
     func claimedTransfer(emailKey: String, by device: String) async throws -> TransferRecord? {
         try await base.claimedTransfer(emailKey: emailKey, by: device)

@@ -49,6 +49,41 @@ public struct FirstRow<Value: Sendable>: ReadPlan {
     public func finish() -> Value? { all.values.first }
 }
 
+/// A check's statement, then `plan`'s statements only when the check found a row, on the
+/// same snapshot: nil when it found none. An authenticated read checks its session and reads
+/// its answer in one go.
+public struct OnlyIf<Plan: ReadPlan>: ReadPlan {
+    private enum Stage: Sendable { case check, checking, passed, refused }
+    let check: SQLText
+    var plan: Plan
+    private var stage = Stage.check
+
+    public init(_ check: SQLText, then plan: Plan) {
+        self.check = check
+        self.plan = plan
+    }
+
+    public mutating func next() -> SQLText? {
+        switch stage {
+        case .check:
+            stage = .checking
+            return check
+        case .passed: return plan.next()
+        case .checking, .refused: return nil
+        }
+    }
+
+    public mutating func take<Row: SQLRow>(_ rows: [Row]) throws {
+        if stage == .checking {
+            stage = rows.isEmpty ? .refused : .passed
+        } else {
+            try plan.take(rows)
+        }
+    }
+
+    public func finish() throws -> Plan.Output? { stage == .passed ? try plan.finish() : nil }
+}
+
 /// Devices by id, each with every account it holds or held: two statements a device.
 struct DeviceReads: Sendable {
     enum Step: Sendable {

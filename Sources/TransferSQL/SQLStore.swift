@@ -34,11 +34,19 @@ extension SQLStore {
         try await read([.device(id)], at: now).device(id)
     }
 
-    public func profile(accountID id: String, at now: Timestamp) async throws -> AccountProfile? {
-        let facts = try await read(
+    public func profile(accountID id: String, whileOpen session: OpenSession?, at now: Timestamp) async throws -> AccountProfile? {
+        let facts = FactsPlan(
             [.account(.id(id)), .pendingTransfers(PendingTransferQuery(emailKey: nil, accountID: id)), .boundDevices(account: id),
-             .appleLink(.id(id)), .recoveryCode(.id(id)), .backupKeys(.id(id))], at: now)
-        guard let account = try facts.account(id) else { return nil }
+             .appleLink(.id(id)), .recoveryCode(.id(id)), .backupKeys(.id(id))], at: now, lock: false, dialect: dialect)
+        let read: Facts?
+        if let session {
+            read = try await lookup(
+                OnlyIf(Queries.openSession(sessionID: session.sessionID, accountID: id, deviceID: session.deviceID, clientID: session.clientID),
+                       then: facts))
+        } else {
+            read = try await lookup(facts)
+        }
+        guard let facts = read, let account = try facts.account(id) else { return nil }
         let open = try facts.pendingTransfers(PendingTransferQuery(emailKey: nil, accountID: id)).first { $0.accountID == id && $0.isOpen(at: now) }
         return AccountProfile(
             accountID: id, userName: account.summary.userName, createdAt: account.createdAt, movedToDeviceID: account.movedToDeviceID,

@@ -120,6 +120,32 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test("the profile read for a session answers only while that session is open, as isSessionValid decides, on the same snapshot", arguments: StoreKind.available)
+    func profileWhileOpen(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let calls = StoreCalls(store: store)
+            let d = newDevice()
+            let first = try #require(try await calls.login(d, at: t0).grant)
+            let account = first.account.accountID
+            func profile(_ session: OpenSession) async throws -> AccountProfile? {
+                try await store.profile(accountID: account, whileOpen: session, at: t0 + .seconds(3))
+            }
+            let open = OpenSession(sessionID: first.sessionID, deviceID: d.value, clientID: nil)
+            #expect(try await profile(open)?.accountID == account, "the open session's profile")
+            #expect(try await profile(OpenSession(sessionID: "other", deviceID: d.value, clientID: nil)) == nil, "another session id")
+            #expect(try await profile(OpenSession(sessionID: first.sessionID, deviceID: newDevice().value, clientID: nil)) == nil, "another device")
+            #expect(try await profile(OpenSession(sessionID: first.sessionID, deviceID: d.value, clientID: "com.example.sibling")) == nil,
+                    "a sibling app's session that does not exist")
+            // A rotated-token reuse ends the session: the profile goes with it.
+            let second = try #require(try await calls.refresh(first.refreshToken, at: t0 + .seconds(1)).grant)
+            #expect(try await profile(open)?.accountID == account, "a refresh keeps the session")
+            _ = try await calls.refresh(first.refreshToken, at: t0 + .seconds(2))
+            #expect(try await calls.refresh(second.refreshToken, at: t0 + .seconds(2)) == .failure(.invalidRefreshToken))
+            #expect(try await profile(open) == nil, "the ended session reads no profile")
+            #expect(try await store.profile(accountID: account, whileOpen: nil, at: t0 + .seconds(3))?.accountID == account, "without a session: the profile")
+        }
+    }
+
     @Test("one pending transfer per email; an account replaces its own", arguments: StoreKind.available)
     func pendingPerEmail(kind: StoreKind) async throws {
         try await kind.withStore { store in
@@ -196,7 +222,7 @@ struct StoreConformanceTests {
             }
             #expect(results.filter { if case .success(.claimed) = $0 { true } else { false } }.count == 1)
             #expect(results.filter { $0 == .failure(.invalidTransferCredentials) }.count == 15)
-            let profile = try #require(try await store.profile(accountID: a, at: t0))
+            let profile = try #require(try await store.profile(accountID: a, whileOpen: nil, at: t0))
             #expect(profile.activeDevices.count == 1)
             #expect(profile.activeDevices.first?.deviceID != oldDevice.value)
             #expect(try await login(store, oldDevice, at: t0) == .failure(.deviceTransferred(at: t0)))

@@ -21,7 +21,9 @@ public protocol TransferStore: Sendable {
     func read(_ facts: [FactKey], at: Timestamp) async throws -> Facts
     /// A device with every account it holds or held, read without locking.
     func device(_ id: String, at: Timestamp) async throws -> DeviceRecord?
-    func profile(accountID: String, at: Timestamp) async throws -> AccountProfile?
+    /// What `/v1/me` shows; with `session`, only while that session is open (`isSessionValid`'s
+    /// rule), checked on the snapshot the profile is read on: one read for the whole request.
+    func profile(accountID: String, whileOpen session: OpenSession?, at: Timestamp) async throws -> AccountProfile?
     /// The pending transfer for an email key, if any (it may be expired or locked: the caller decides).
     func pendingTransfer(emailKey: String) async throws -> TransferRecord?
     /// The latest transfer of this email key that `device` claimed.
@@ -145,3 +147,16 @@ public struct RefreshTokenLookup: Sendable, Equatable {
     }
 }
 
+
+/// A session named by a verified access token, before it is known to be open.
+public struct OpenSession: Sendable, Equatable {
+    public var sessionID: String
+    public var deviceID: String
+    /// A sibling app's session: its client id.
+    public var clientID: String?
+    public init(sessionID: String, deviceID: String, clientID: String?) {
+        self.sessionID = sessionID
+        self.deviceID = deviceID
+        self.clientID = clientID
+    }
+}

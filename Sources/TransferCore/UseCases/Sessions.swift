@@ -40,12 +40,15 @@ extension TransferService {
         else { throw TransferError.deviceProofRequired }
     }
 
-    /// `GET /v1/me`.
-    public func profile(_ caller: Caller) async throws -> AccountProfile {
-        guard let profile = try await store.profile(accountID: caller.accountID, at: clock.now()) else {
+    /// `GET /v1/me`: the session of a verified access token is checked, as `authenticate`
+    /// checks it, on the snapshot the profile is read on (one read for the request).
+    public func profile(accountID: String, deviceID: String, sessionID: String, clientID: String? = nil) async throws -> (Caller, AccountProfile) {
+        if let clientID, policy.handoff?.clients.contains(clientID) != true { throw TransferError.invalidToken }
+        let session = OpenSession(sessionID: sessionID, deviceID: deviceID, clientID: clientID)
+        guard let profile = try await store.profile(accountID: accountID, whileOpen: session, at: clock.now()) else {
             throw TransferError.invalidToken
         }
-        return profile
+        return (Caller(accountID: accountID, deviceID: deviceID, sessionID: sessionID, clientID: clientID), profile)
     }
 }
 

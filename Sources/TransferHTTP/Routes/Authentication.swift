@@ -13,8 +13,12 @@ enum Access: Sendable {
     /// The host app on a device, with its access token and the device's secret in
     /// `X-Device-Secret`: the routes that change the account's ways back or delete it.
     case deviceWithProof
-    /// The host app or a sibling app, with its access token (`GET /v1/me`, logout).
+    /// The host app or a sibling app, with its access token (logout).
     case deviceOrSibling
+    /// As `deviceOrSibling`, but the handler's read checks the session, on the snapshot it reads
+    /// its answer on (`GET /v1/me`: one read for the request). The handler gets the token's
+    /// session from `context.unchecked`; `context.caller` refuses it.
+    case deviceOrSiblingInOneRead
     /// An app backend: `Authorization: Bearer <service key>`.
     case serviceKey
 }
@@ -25,6 +29,18 @@ public enum Identity: Sendable {
     case session(Caller)
     /// An app backend's service key.
     case service(ServiceCaller)
+    /// A verified access token whose session the handler's read still checks
+    /// (`Access.deviceOrSiblingInOneRead`).
+    case unchecked(UncheckedSession)
+}
+
+/// What a verified access token names, before its session is known to be open: not a
+/// `Caller`, so that no service call that trusts a caller can be handed it.
+public struct UncheckedSession: Sendable {
+    public var accountID: String
+    public var deviceID: String
+    public var sessionID: String
+    public var clientID: String?
 }
 
 extension AppRequestContext {
@@ -33,6 +49,15 @@ extension AppRequestContext {
     var caller: Caller {
         get throws {
             guard case .session(let caller) = identity else { throw TransferError.invalidToken }
+            return caller
+        }
+    }
+
+    /// The verified access token of a `.deviceOrSiblingInOneRead` route, its session not checked
+    /// yet: only for a service call that checks it in its own read.
+    var unchecked: UncheckedSession {
+        get throws {
+            guard case .unchecked(let caller) = identity else { throw TransferError.invalidToken }
             return caller
         }
     }
@@ -52,6 +77,7 @@ struct Authenticator<Context: AppRequestContext>: RouterMiddleware {
         switch access {
         case .anyone: break
         case .device, .deviceOrSibling: context.identity = .session(try await session(request, context))
+        case .deviceOrSiblingInOneRead: context.identity = .unchecked(try await verifiedToken(request))
         case .deviceWithProof:
             let caller = try await session(request, context)
             try await service.proveDevice(caller, secret: request.headers[.xDeviceSecret])
@@ -64,14 +90,20 @@ struct Authenticator<Context: AppRequestContext>: RouterMiddleware {
     /// The session behind the Bearer access token. The request log learns its account also
     /// when a sibling app's token is then refused.
     func session(_ request: Request, _ context: Context) async throws -> Caller {
-        guard let token = Self.bearer(request),
-            let claims = await (try tokenBox.tokens).verify(token, now: service.clock.now())
-        else { throw TransferError.invalidToken }
+        let claims = try await verifiedToken(request)
         let caller = try await service.authenticate(
-            accountID: claims.sub.value, deviceID: claims.did, sessionID: claims.sid, clientID: claims.azp)
+            accountID: claims.accountID, deviceID: claims.deviceID, sessionID: claims.sessionID, clientID: claims.clientID)
         context.log.accountID = caller.accountID
         if caller.clientID != nil && access != .deviceOrSibling { throw TransferError.insufficientScope }
         return caller
+    }
+
+    /// What the Bearer access token says, its signature and lifetime verified; its session not checked.
+    func verifiedToken(_ request: Request) async throws -> UncheckedSession {
+        guard let token = Self.bearer(request),
+            let claims = await (try tokenBox.tokens).verify(token, now: service.clock.now())
+        else { throw TransferError.invalidToken }
+        return UncheckedSession(accountID: claims.sub.value, deviceID: claims.did, sessionID: claims.sid, clientID: claims.azp)
     }
 
     /// The app backend behind `Authorization: Bearer <service key>`.

@@ -5,7 +5,7 @@ import TransferCore
 extension API {
     static var deviceRoutes: [Route] {
         [
-            Route(.get, "/v1/me", .deviceOrSibling) { $0.me },
+            Route(.get, "/v1/me", .deviceOrSiblingInOneRead) { $0.me },
             Route(.delete, "/v1/me", .deviceWithProof) { $0.deleteAccount },
             Route(.get, "/v1/devices/accounts", .device) { $0.deviceAccounts },
             Route(.put, "/v1/devices/current-account", .device) { $0.setCurrentAccount },
@@ -14,8 +14,10 @@ extension API {
     }
 
     func me(_ request: Request, _ context: Context) async throws -> Response {
-        let caller = try context.caller
-        let profile = try await service.profile(caller)
+        let token = try context.unchecked
+        let (caller, profile) = try await service.profile(
+            accountID: token.accountID, deviceID: token.deviceID, sessionID: token.sessionID, clientID: token.clientID)
+        context.log.accountID = caller.accountID
         return Self.raw(MeBody(profile, current: caller.deviceID).json(), type: "application/json; charset=utf-8")
     }
 
