@@ -49,8 +49,8 @@ public struct FirstRow<Value: Sendable>: ReadPlan {
     public func finish() -> Value? { all.values.first }
 }
 
-/// A check's statement, then `plan`'s statements only when the check found a row, on the
-/// same snapshot: nil when it found none. An authenticated read checks its session and reads
+/// A check's statement, then `plan`'s statements only when the check found a row, in the
+/// same read: nil when it found none. An authenticated read checks its session and reads
 /// its answer in one go.
 public struct OnlyIf<Plan: ReadPlan>: ReadPlan {
     private enum Stage: Sendable { case check, checking, passed, refused }

@@ -59,10 +59,13 @@ final class GroupRead: Sendable {
                 }
                 if batch.isEmpty { return }
                 // A snapshot that starts after the last read of the batch was asked (`asyncRead`
-                // may have read the schema version already, which fixed one before).
+                // may have read the schema version already, which fixed one before). A failure
+                // SQLite answers with a rollback of its own (out of memory, an I/O error) leaves
+                // no transaction to commit. GRDB looks at the schema once per `asyncRead`, not per
+                // batch: ours changes only at start, by the migrations, before any read.
                 let db = opened.flatMap { db in
                     Result {
-                        try db.commit()
+                        if db.isInsideTransaction { try db.commit() }
                         try db.beginTransaction(.deferred)
                         return db
                     }

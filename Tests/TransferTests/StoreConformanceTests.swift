@@ -120,7 +120,7 @@ struct StoreConformanceTests {
         }
     }
 
-    @Test("the profile read for a session answers only while that session is open, as isSessionValid decides, on the same snapshot", arguments: StoreKind.available)
+    @Test("the profile read for a session answers only while that session is open, as isSessionValid decides, in the same read", arguments: StoreKind.available)
     func profileWhileOpen(kind: StoreKind) async throws {
         try await kind.withStore { store in
             let calls = StoreCalls(store: store)

@@ -43,7 +43,7 @@ struct TokenAttackTests {
         defer { harness.database.remove() }
         try await harness.run { api, _ in
             let token = try await api.login(Device()).accessToken
-            for header in ["Bearer \(token)", "bearer \(token)", "BEARER   \(token)", "Bearer \t \(token)"] {
+            for header in ["Bearer \(token)", "bearer \(token)", "BEARER   \(token)", "Bearer \t \(token)", "Bearer \(token) ", "Bearer \(token)\t"] {
                 let reply = try await api.call(.get, "/v1/me", headers: [.authorization: header])
                 #expect(reply.status == .ok, "\(header.prefix(10))…: \(reply.text)")
             }

@@ -22,7 +22,8 @@ public protocol TransferStore: Sendable {
     /// A device with every account it holds or held, read without locking.
     func device(_ id: String, at: Timestamp) async throws -> DeviceRecord?
     /// What `/v1/me` shows; with `session`, only while that session is open (`isSessionValid`'s
-    /// rule), checked on the snapshot the profile is read on: one read for the whole request.
+    /// rule), checked in the read of the profile, first: one read for the whole request (on
+    /// SQLite one snapshot; on PostgreSQL one connection, statement after statement).
     func profile(accountID: String, whileOpen session: OpenSession?, at: Timestamp) async throws -> AccountProfile?
     /// The pending transfer for an email key, if any (it may be expired or locked: the caller decides).
     func pendingTransfer(emailKey: String) async throws -> TransferRecord?

@@ -41,7 +41,7 @@ extension TransferService {
     }
 
     /// `GET /v1/me`: the session of a verified access token is checked, as `authenticate`
-    /// checks it, on the snapshot the profile is read on (one read for the request).
+    /// checks it, in the read of the profile, before it (one read for the request).
     public func profile(accountID: String, deviceID: String, sessionID: String, clientID: String? = nil) async throws -> (Caller, AccountProfile) {
         if let clientID, policy.handoff?.clients.contains(clientID) != true { throw TransferError.invalidToken }
         let session = OpenSession(sessionID: sessionID, deviceID: deviceID, clientID: clientID)

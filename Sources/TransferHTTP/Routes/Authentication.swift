@@ -15,8 +15,8 @@ enum Access: Sendable {
     case deviceWithProof
     /// The host app or a sibling app, with its access token (logout).
     case deviceOrSibling
-    /// As `deviceOrSibling`, but the handler's read checks the session, on the snapshot it reads
-    /// its answer on (`GET /v1/me`: one read for the request). The handler gets the token's
+    /// As `deviceOrSibling`, but the handler's read checks the session, before it reads its
+    /// answer (`GET /v1/me`: one read for the request). The handler gets the token's
     /// session from `context.unchecked`; `context.caller` refuses it.
     case deviceOrSiblingInOneRead
     /// An app backend: `Authorization: Bearer <service key>`.
@@ -94,7 +94,11 @@ struct Authenticator<Context: AppRequestContext>: RouterMiddleware {
         let caller = try await service.authenticate(
             accountID: claims.accountID, deviceID: claims.deviceID, sessionID: claims.sessionID, clientID: claims.clientID)
         context.log.accountID = caller.accountID
-        if caller.clientID != nil && access != .deviceOrSibling { throw TransferError.insufficientScope }
+        switch access {
+        case .deviceOrSibling, .deviceOrSiblingInOneRead: break
+        case .anyone, .device, .deviceWithProof, .serviceKey:
+            if caller.clientID != nil { throw TransferError.insufficientScope }
+        }
         return caller
     }
 
