@@ -3,16 +3,17 @@ import Testing
 import TransferCore
 @testable import TransferHTTP
 
+/// What `API.json` writes for a body: the reference the hand-written answers are held to.
+func encodedByJSONEncoder(_ body: some Encodable) throws -> [UInt8] {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    return Array(try encoder.encode(body))
+}
+
 /// The session answer is written by hand on the hot path; it must stay byte for byte what
 /// `API.json`'s encoder writes, for every field and every string a user can put in it.
 @Suite("The session answer")
 struct SessionBodyTests {
-    static func encoded(_ body: SessionBody) throws -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return Array(try encoder.encode(body))
-    }
-
     static func body(userName: String, accounts: [ListedAccount]) -> SessionBody {
         SessionBody(
             accountId: "01J0ACCOUNT", userName: userName, deviceId: "3F2504E0-4F89-41D3-9A0C-0305E82C3301", created: true,
@@ -33,7 +34,7 @@ struct SessionBodyTests {
             ]),
         ]
         for body in cases {
-            let expected = try Self.encoded(body)
+            let expected = try encodedByJSONEncoder(body)
             let written = body.json()
             #expect(written == expected, "hand-written \(String(decoding: written, as: UTF8.self)) differs from JSONEncoder's \(String(decoding: expected, as: UTF8.self))")
         }
@@ -44,12 +45,6 @@ struct SessionBodyTests {
 /// absent is absent in one case and present in another, as JSONEncoder writes each.
 @Suite("The /v1/me answer")
 struct MeBodyTests {
-    static func encoded(_ body: MeBody) throws -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return Array(try encoder.encode(body))
-    }
-
     @Test("written by hand, it is byte for byte what JSONEncoder writes: with and without a transfer, an email, an Apple link, devices, backup keys, ways back")
     func sameBytes() throws {
         let t0 = Timestamp(milliseconds: 1_795_000_000_123)
@@ -75,7 +70,7 @@ struct MeBodyTests {
         codeTransfer.apple = AppleLink(accountID: "01J0ACCOUNT", sub: "sub", email: nil, isPrivateEmail: nil, linkedAt: t0)
         for (profile, current) in [(bare, "DEVICE-A"), (everything, "DEVICE-B"), (codeTransfer, "DEVICE-A")] {
             let body = MeBody(profile, current: current)
-            let expected = try Self.encoded(body)
+            let expected = try encodedByJSONEncoder(body)
             let written = body.json()
             #expect(written == expected, "hand-written \(String(decoding: written, as: UTF8.self)) differs from JSONEncoder's \(String(decoding: expected, as: UTF8.self))")
         }

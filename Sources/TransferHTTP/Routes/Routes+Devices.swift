@@ -100,8 +100,7 @@ extension MeBody {
     func json() -> [UInt8] {
         var out = JSONOut()
         out.raw("{")
-        out.key("accountId", first: true)
-        out.string(accountId)
+        out.member("accountId", accountId, first: true)
         out.key("apple")
         if let apple {
             out.raw("{")
@@ -110,8 +109,7 @@ extension MeBody {
             out.key("isPrivateEmail")
             out.nullable(apple.isPrivateEmail) { $0.bool($1) }
             if let linkedAt = apple.linkedAt {
-                out.key("linkedAt")
-                out.string(linkedAt)
+                out.member("linkedAt", linkedAt)
             }
             out.raw("}")
         } else {
@@ -119,49 +117,36 @@ extension MeBody {
         }
         out.key("backupKeys")
         out.array(backupKeys) { out, key in
-            out.key("createdAt", first: true)
-            out.string(key.createdAt)
-            out.key("store")
-            out.string(key.store)
+            out.member("createdAt", key.createdAt, first: true)
+            out.member("store", key.store)
         }
-        out.key("createdAt")
-        out.string(createdAt)
+        out.member("createdAt", createdAt)
         out.key("devices")
         out.array(devices) { out, device in
-            out.key("boundAt", first: true)
-            out.string(device.boundAt)
-            out.key("current")
-            out.bool(device.current)
-            out.key("deviceId")
-            out.string(device.deviceId)
+            out.member("boundAt", device.boundAt, first: true)
+            out.member("current", device.current)
+            out.member("deviceId", device.deviceId)
             if let lastLoginAt = device.lastLoginAt {
-                out.key("lastLoginAt")
-                out.string(lastLoginAt)
+                out.member("lastLoginAt", lastLoginAt)
             }
         }
-        out.key("migrationFlag")
-        out.bool(migrationFlag)
+        out.member("migrationFlag", migrationFlag)
         out.key("transfer")
         if let transfer {
             out.raw("{")
-            out.key("createdAt", first: true)
-            out.string(transfer.createdAt)
+            out.member("createdAt", transfer.createdAt, first: true)
             if let email = transfer.email {
-                out.key("email")
-                out.string(email)
+                out.member("email", email)
             }
-            out.key("expiresAt")
-            out.string(transfer.expiresAt)
-            out.key("method")
-            out.string(transfer.method)
+            out.member("expiresAt", transfer.expiresAt)
+            out.member("method", transfer.method)
             out.raw("}")
         } else {
             out.raw("null")
         }
         out.key("transferId")
         out.nullable(transferId) { $0.string($1) }
-        out.key("userName")
-        out.string(userName)
+        out.member("userName", userName)
         out.key("waysBack")
         out.raw("[")
         for (index, way) in waysBack.enumerated() {

@@ -81,33 +81,21 @@ extension SessionBody {
     func json() -> [UInt8] {
         var out = JSONOut()
         out.raw("{")
-        out.key("accessToken", first: true)
-        out.string(accessToken)
-        out.key("accountId")
-        out.string(accountId)
+        out.member("accessToken", accessToken, first: true)
+        out.member("accountId", accountId)
         out.key("accounts")
         out.array(accounts) { out, account in
-            out.key("accountId", first: true)
-            out.string(account.accountID)
-            out.key("current")
-            out.bool(account.current)
-            out.key("userName")
-            out.string(account.userName)
+            out.member("accountId", account.accountID, first: true)
+            out.member("current", account.current)
+            out.member("userName", account.userName)
         }
-        out.key("created")
-        out.bool(created)
-        out.key("deviceId")
-        out.string(deviceId)
-        out.key("expiresIn")
-        out.integer(expiresIn)
-        out.key("migrationFlag")
-        out.bool(migrationFlag)
-        out.key("refreshToken")
-        out.string(refreshToken)
-        out.key("tokenType")
-        out.string(tokenType)
-        out.key("userName")
-        out.string(userName)
+        out.member("created", created)
+        out.member("deviceId", deviceId)
+        out.member("expiresIn", expiresIn)
+        out.member("migrationFlag", migrationFlag)
+        out.member("refreshToken", refreshToken)
+        out.member("tokenType", tokenType)
+        out.member("userName", userName)
         out.raw("}")
         return out.bytes
     }
@@ -132,6 +120,22 @@ struct JSONOut {
         raw(name)
         bytes.append(UInt8(ascii: "\""))
         bytes.append(UInt8(ascii: ":"))
+    }
+
+    /// `"name":value`, after a comma unless it is the object's first member.
+    mutating func member(_ name: StaticString, _ value: String, first: Bool = false) {
+        key(name, first: first)
+        string(value)
+    }
+
+    mutating func member(_ name: StaticString, _ value: Bool, first: Bool = false) {
+        key(name, first: first)
+        bool(value)
+    }
+
+    mutating func member(_ name: StaticString, _ value: Int, first: Bool = false) {
+        key(name, first: first)
+        integer(value)
     }
 
     /// `null`, or the value as `write` writes it.
