@@ -20,8 +20,7 @@ extension TransferService {
     /// Checks that a verified access token's session is still its pair's open session (or, with
     /// `clientID`, that sibling app's open session on the pair).
     public func authenticate(accountID: String, deviceID: String, sessionID: String, clientID: String? = nil) async throws -> Caller {
-        // A sibling app taken off `--handoff-clients` is shut out at once.
-        if let clientID, policy.handoff?.clients.contains(clientID) != true { throw TransferError.invalidToken }
+        try refuseRemovedSibling(clientID)
         guard try await store.isSessionValid(sessionID: sessionID, accountID: accountID, deviceID: deviceID, clientID: clientID) else {
             throw TransferError.invalidToken
         }
@@ -40,10 +39,15 @@ extension TransferService {
         else { throw TransferError.deviceProofRequired }
     }
 
+    /// A sibling app taken off `--handoff-clients` is shut out at once, whatever its session.
+    private func refuseRemovedSibling(_ clientID: String?) throws {
+        if let clientID, policy.handoff?.clients.contains(clientID) != true { throw TransferError.invalidToken }
+    }
+
     /// `GET /v1/me`: the session of a verified access token is checked, as `authenticate`
     /// checks it, in the read of the profile, before it (one read for the request).
     public func profile(accountID: String, deviceID: String, sessionID: String, clientID: String? = nil) async throws -> (Caller, AccountProfile) {
-        if let clientID, policy.handoff?.clients.contains(clientID) != true { throw TransferError.invalidToken }
+        try refuseRemovedSibling(clientID)
         let session = OpenSession(sessionID: sessionID, deviceID: deviceID, clientID: clientID)
         guard let profile = try await store.profile(accountID: accountID, whileOpen: session, at: clock.now()) else {
             throw TransferError.invalidToken

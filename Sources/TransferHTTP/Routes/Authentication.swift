@@ -57,8 +57,8 @@ extension AppRequestContext {
     /// yet: only for a service call that checks it in its own read.
     var unchecked: UncheckedSession {
         get throws {
-            guard case .unchecked(let caller) = identity else { throw TransferError.invalidToken }
-            return caller
+            guard case .unchecked(let session) = identity else { throw TransferError.invalidToken }
+            return session
         }
     }
 }

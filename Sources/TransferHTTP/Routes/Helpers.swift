@@ -30,11 +30,15 @@ extension API {
     static func json(_ value: some Encodable, status: HTTPResponse.Status) throws -> Response {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let data = try encoder.encode(value)
-        return Response(
+        return json(bytes: try encoder.encode(value), status: status)
+    }
+
+    /// An answer already written as JSON (the hand-written session and `/v1/me` answers).
+    static func json(bytes: some Sequence<UInt8>, status: HTTPResponse.Status) -> Response {
+        Response(
             status: status,
             headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
-            body: .init(byteBuffer: ByteBuffer(bytes: data)))
+            body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
     static func raw(_ bytes: [UInt8], type: String, cache: String = "no-store") -> Response {

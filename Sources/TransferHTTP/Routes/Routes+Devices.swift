@@ -18,7 +18,7 @@ extension API {
         let (caller, profile) = try await service.profile(
             accountID: token.accountID, deviceID: token.deviceID, sessionID: token.sessionID, clientID: token.clientID)
         context.log.accountID = caller.accountID
-        return Self.raw(MeBody(profile, current: caller.deviceID).json(), type: "application/json; charset=utf-8")
+        return Self.json(bytes: MeBody(profile, current: caller.deviceID).json(), status: .ok)
     }
 
     /// `DELETE /v1/me`: the account is erased (App Store guideline 5.1.1(v)).

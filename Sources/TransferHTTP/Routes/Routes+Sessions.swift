@@ -54,9 +54,7 @@ extension API {
             created: grant.created, migrationFlag: grant.account.migrationFlag, accessToken: access.token,
             tokenType: "Bearer", expiresIn: Int(access.expiresAt - now.seconds),
             refreshToken: grant.refreshToken, accounts: grant.accounts)
-        return Response(
-            status: status, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
-            body: .init(byteBuffer: ByteBuffer(bytes: body.json())))
+        return Self.json(bytes: body.json(), status: status)
     }
 }
 
