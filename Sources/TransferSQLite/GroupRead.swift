@@ -72,12 +72,8 @@ final class GroupRead: Sendable {
                 }
                 for job in batch { job.run(db) }
                 if case .failure = db {
-                    // This reader failed: the next batch, if any, asks the pool for another.
-                    let more = self.queue.withLock { queue in
-                        if queue.jobs.isEmpty { queue.drainers -= 1 }
-                        return !queue.jobs.isEmpty
-                    }
-                    if more { self.drain() }
+                    // This reader failed: the drainer goes on with another from the pool.
+                    self.drain()
                     return
                 }
             }

@@ -101,9 +101,6 @@ struct SQLiteRow: SQLRow {
         self.values = values
     }
 
-    /// SQLite copies what is bound (`SQLITE_TRANSIENT`).
-    static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
-
     /// The current row's value in column `index`. SQLite answers no pointer for a text or a
     /// non-empty blob only when it is out of memory: that fails, it is not an empty value.
     static func value(_ handle: OpaquePointer, _ index: Int32) throws -> Value {
