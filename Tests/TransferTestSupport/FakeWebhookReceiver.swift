@@ -77,7 +77,12 @@ final class FakeWebhookReceiver: Sendable {
             router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)),
             onServerRunning: { channel in bound.continuation.yield(channel.localAddress?.port ?? 0) })
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await app.run() }
+            group.addTask {
+                // A receiver that cannot bind (its port taken meanwhile) ends the stream: the test
+                // fails saying so, instead of waiting for a port that never comes.
+                defer { bound.continuation.finish() }
+                try await app.run()
+            }
             var ports = bound.stream.makeAsyncIterator()
             guard let actual = await ports.next(), actual > 0 else { throw TestFailure("the webhook receiver did not start") }
             let receiver = FakeWebhookReceiver(port: actual, delay: delay)
