@@ -304,6 +304,26 @@ extension PostgresStore {
         return row
     }
 
+    /// Every row of a prepared statement, sent as `first` sends it.
+    func all<Statement: PostgresPreparedStatement & Sendable>(
+        _ conn: PostgresConnection, _ statement: Statement
+    ) async throws -> [Statement.Row] where Statement.Row: Sendable {
+        let logger = logger, pooling = pooling
+        let rows = try await Self.guarded(conn, statementLimit, pool: client) { () -> [Statement.Row] in
+            var rows: [Statement.Row] = []
+            switch pooling {
+            case .session:
+                for try await row in try await conn.execute(statement, logger: logger) { rows.append(row) }
+            case .transaction:
+                let query = PostgresQuery(unsafeSQL: Statement.sql, binds: try statement.makeBindings())
+                for try await row in try await conn.query(query, logger: logger) { rows.append(try statement.decodeRow(row)) }
+            }
+            return rows
+        }
+        health.succeeded()
+        return rows
+    }
+
     /// A statement written once in TransferSQL, rendered with `$n` binds.
     static func query(_ sql: SQLText) -> PostgresQuery {
         let (text, values) = sql.render(.postgres)

@@ -33,11 +33,18 @@ extension PostgresStore {
     }
 
     /// The pair's open session as `RenewOpenSession` would renew it, read without writing; nil:
-    /// not that case.
-    func openSession(_ c: LoginCommand) async throws -> (row: RenewOpenSession.Row, lastLoginAt: Timestamp?)? {
+    /// not that case. Concurrent logins share the statement (`BatchedReads`).
+    func openSession(_ c: LoginCommand) async throws -> OpenSession? {
         guard case .some(let account) = loginAccount(of: c.target) else { return nil }
-        return try await withConnection { [self] conn in try await first(conn, ReadOpenSession(command: c, account: account)) }
+        return try await openSessions.read(ReadOpenSessions.Login(command: c, account: account)) { [self] logins in
+            let rows = try await withConnection { [self] conn in try await all(conn, ReadOpenSessions(logins: logins)) }
+            var found = [OpenSession?](repeating: nil, count: logins.count)
+            for (index, row) in rows where found.indices.contains(index) { found[index] = row }
+            return found
+        }
     }
+
+    typealias OpenSession = (row: RenewOpenSession.Row, lastLoginAt: Timestamp?)
 
     /// The common case of `LoginCommand` when activity is due (the device's secret matches, the
     /// account is on it and its session is open) as one statement: one round trip and one row
@@ -68,37 +75,48 @@ extension PostgresStore {
         """
     }
 
-    /// The read of `RenewOpenSession`: the same conditions and answer, plus what decides
-    /// whether the login writes. Prepared, like it.
-    struct ReadOpenSession: PostgresPreparedStatement {
+    /// The read of `RenewOpenSession` for a batch of logins: the same conditions and answer,
+    /// plus what decides whether the login writes, and the login's place in the batch (`i`,
+    /// from 0). A login that is not that case has no row. Prepared, like it.
+    struct ReadOpenSessions: PostgresPreparedStatement {
         static let sql = """
-            SELECT \(PostgresStore.answerColumns(now: "$1", device: "$2", current: "d.current_account_id")), p.refresh_expires_at, p.last_login_at
-            FROM devices d
-            JOIN device_accounts p ON p.device_id = d.id AND p.account_id = COALESCE($4::text, d.current_account_id)
+            SELECT r.i - 1, \(PostgresStore.answerColumns(now: "r.at_ms", device: "r.device_id", current: "d.current_account_id")),
+                   p.refresh_expires_at, p.last_login_at
+            FROM unnest($1::bigint[], $2::text[], $3::bytea[], $4::text[]) WITH ORDINALITY AS r(at_ms, device_id, secret_hash, account_id, i)
+            JOIN devices d ON d.id = r.device_id AND d.secret_hash = r.secret_hash AND d.retired_at IS NULL
+            JOIN device_accounts p ON p.device_id = d.id AND p.account_id = COALESCE(NULLIF(r.account_id, ''), d.current_account_id)
             JOIN accounts a ON a.id = p.account_id
-            WHERE d.id = $2 AND d.secret_hash = $3 AND d.retired_at IS NULL
-              AND p.state = 'active' AND p.session_id IS NOT NULL AND p.refresh_expires_at > $1 AND p.key_by_device IS NOT NULL
+            WHERE p.state = 'active' AND p.session_id IS NOT NULL AND p.refresh_expires_at > r.at_ms AND p.key_by_device IS NOT NULL
             """
-        let command: LoginCommand
-        let account: String?
+
+        /// One login of the batch; `account` nil: the device's current account (sent as '',
+        /// which no account id is: arrays of PostgresNIO hold no NULL).
+        struct Login: Sendable {
+            let command: LoginCommand
+            let account: String?
+        }
+        let logins: [Login]
 
         func makeBindings() throws -> PostgresBindings {
             var bindings = PostgresBindings(capacity: 4)
-            bindings.append(command.now.milliseconds)
-            bindings.append(command.deviceID.value)
-            try bindings.append(Data(command.secretHash.bytes))
-            if let account { bindings.append(account) } else { bindings.appendNull() }
+            bindings.append(logins.map(\.command.now.milliseconds))
+            bindings.append(logins.map(\.command.deviceID.value))
+            bindings.append(logins.map { ByteBuffer(bytes: $0.command.secretHash.bytes) })
+            bindings.append(logins.map { $0.account ?? "" })
             return bindings
         }
 
-        func decodeRow(_ row: PostgresRow) throws -> (row: RenewOpenSession.Row, lastLoginAt: Timestamp?) {
-            let (id, userName, flag, sessionID, startedAt, generation, hash, key, current, ids, names, expiresAt, lastLoginAt) =
-                try row.decode((String, String, Bool, String, Int64, Int64, Data, Data, String?, [String], [String], Int64, Int64?).self)
+        func decodeRow(_ row: PostgresRow) throws -> (Int, OpenSession) {
+            let (index, id, userName, flag, sessionID, startedAt, generation, hash, key, current, ids, names, expiresAt, lastLoginAt) =
+                try row.decode((Int64, String, String, Bool, String, Int64, Int64, Data, Data, String?, [String], [String], Int64, Int64?).self)
             return (
-                RenewOpenSession.Row(
-                    id: id, userName: userName, flag: flag, sessionID: sessionID, startedAt: startedAt, generation: generation,
-                    hash: hash, key: key, expiresAt: Timestamp(milliseconds: expiresAt), current: current, ids: ids, names: names),
-                lastLoginAt.map(Timestamp.init(milliseconds:))
+                Int(index),
+                (
+                    RenewOpenSession.Row(
+                        id: id, userName: userName, flag: flag, sessionID: sessionID, startedAt: startedAt, generation: generation,
+                        hash: hash, key: key, expiresAt: Timestamp(milliseconds: expiresAt), current: current, ids: ids, names: names),
+                    lastLoginAt.map(Timestamp.init(milliseconds:))
+                )
             )
         }
     }

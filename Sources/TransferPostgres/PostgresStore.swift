@@ -23,6 +23,9 @@ public final class PostgresStore: SQLStore {
     public let pooling: DatabasePooling
     /// A statement unanswered this long ends its request with `503` (`guarded`).
     let statementTimeout: Duration
+    /// The reads of concurrent logins, a statement per batch (`openSession`). Two drainers:
+    /// one batch on the wire while the next gathers.
+    let openSessions = BatchedReads<ReadOpenSessions.Login, OpenSession?>(drainers: 2)
 
     public init(
         client: PostgresPool, pooling: DatabasePooling = .session, statementTimeout: Duration = PostgresStore.requestStatementTimeout,

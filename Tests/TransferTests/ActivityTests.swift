@@ -213,6 +213,59 @@ struct ActivityTests {
         }
     }
 
+    @Test("concurrent launches of many phones, which share reads, each hear what a lone launch hears: their account, the one they named, or their refusal",
+          arguments: StoreKind.available)
+    func concurrentLaunchesHearTheirOwnAnswers(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let calls = StoreCalls(store: store)
+            // 30 phones; every third also holds a second account (then its current one); every
+            // fifth is revoked. Each asks for its current account, its first account by name,
+            // another phone's account, and with a wrong secret.
+            var phones: [(phone: DeviceID, first: String)] = []
+            for i in 0..<30 {
+                let phone = Self.device()
+                phones.append((phone, try await calls.account(phone, at: t0)))
+                if i % 3 == 0 { _ = try await calls.account(phone, .newAccount, at: t0) }
+            }
+            for (i, p) in phones.enumerated() where i % 5 == 0 {
+                #expect(try await store.execute(RevokeDeviceCommand(
+                    deviceID: p.phone.value, now: t0, by: .support(operator: "test"), reason: nil)).refusal == nil)
+            }
+            struct Launch: Sendable {
+                let phone: DeviceID
+                let secret: String?
+                let target: LoginTarget
+            }
+            var launches: [Launch] = []
+            for (i, p) in phones.enumerated() {
+                launches += [
+                    Launch(phone: p.phone, secret: nil, target: .current),
+                    Launch(phone: p.phone, secret: nil, target: .account(p.first)),
+                    Launch(phone: p.phone, secret: nil, target: .account(phones[(i + 1) % phones.count].first)),
+                    Launch(phone: p.phone, secret: "wrong-\(i)", target: .current),
+                ]
+            }
+            let at = t0 + .seconds(2)
+            var alone: [Result<SessionGrant, TransferError>] = []
+            for l in launches { alone.append(try await calls.login(l.phone, secret: l.secret, l.target, at: at)) }
+            #expect(alone.contains { $0.grant != nil } && alone.contains { $0 == .failure(.deviceRevoked) }
+                && alone.contains { $0 == .failure(.invalidDeviceCredentials) } && alone.contains { $0 == .failure(.accountNotOnDevice) },
+                "the launches cover grants and each refusal: \(alone)")
+
+            for round in 0..<3 {
+                let together = try await withThrowingTaskGroup(of: (Int, Result<SessionGrant, TransferError>).self) { group in
+                    for (n, l) in launches.enumerated() {
+                        group.addTask { (n, try await calls.login(l.phone, secret: l.secret, l.target, at: at)) }
+                    }
+                    return try await group.reduce(into: [Int: Result<SessionGrant, TransferError>]()) { $0[$1.0] = $1.1 }
+                }
+                for (n, expected) in alone.enumerated() {
+                    #expect(together[n] == expected, "round \(round), launch \(n) (\(launches[n].target)) heard another answer than alone")
+                }
+            }
+        }
+    }
+
     @Test("a refresh records activity at the resolution: an account whose phone only refreshes stays; one unused is erased",
           arguments: StoreKind.available)
     func refreshKeepsAccount(kind: StoreKind) async throws {
