@@ -61,17 +61,25 @@ extension PostgresStore {
         return renewed?.grant(c)
     }
 
-    /// What both statements answer, from the pair `p`, its account `a` and the device's current
-    /// account `current`; `now` and `device` are their parameters.
-    static func answerColumns(now: String, device: String, current: String) -> String {
+    /// What both statements answer, from the pair `p`, its account `a`, the device's current
+    /// account `current` and the device's accounts `l` (`deviceAccounts`); `now` is their parameter.
+    static func answerColumns(now: String, current: String) -> String {
         """
         p.account_id, a.user_name,
                \(SQLText.migrationFlag(now: SQLText(stringLiteral: now)).unboundText(.postgres)) AS flag,
-               p.session_id, p.session_started_at, p.refresh_generation, p.refresh_hash, p.key_by_device, \(current),
-               ARRAY(SELECT o.account_id FROM device_accounts o
-                     WHERE o.device_id = \(device) AND o.state = 'active' ORDER BY o.added_at, o.account_id) AS ids,
-               ARRAY(SELECT u.user_name FROM device_accounts o JOIN accounts u ON u.id = o.account_id
-                     WHERE o.device_id = \(device) AND o.state = 'active' ORDER BY o.added_at, o.account_id) AS names
+               p.session_id, p.session_started_at, p.refresh_generation, p.refresh_hash, p.key_by_device, \(current), l.ids, l.names
+        """
+    }
+
+    /// The device's active accounts, ids and names in the order they were added, as `l`: one
+    /// scan of its pairs (an aggregate always answers one row; the login's own pair is among them).
+    static func deviceAccounts(device: String) -> String {
+        """
+        CROSS JOIN LATERAL (
+                SELECT COALESCE(array_agg(o.account_id ORDER BY o.added_at, o.account_id), '{}') AS ids,
+                       COALESCE(array_agg(u.user_name ORDER BY o.added_at, o.account_id), '{}') AS names
+                FROM device_accounts o JOIN accounts u ON u.id = o.account_id
+                WHERE o.device_id = \(device) AND o.state = 'active') l
         """
     }
 
@@ -80,12 +88,13 @@ extension PostgresStore {
     /// from 0). A login that is not that case has no row. Prepared, like it.
     struct ReadOpenSessions: PostgresPreparedStatement {
         static let sql = """
-            SELECT r.i - 1, \(PostgresStore.answerColumns(now: "r.at_ms", device: "r.device_id", current: "d.current_account_id")),
+            SELECT r.i - 1, \(PostgresStore.answerColumns(now: "r.at_ms", current: "d.current_account_id")),
                    p.refresh_expires_at, p.last_login_at
             FROM unnest($1::bigint[], $2::text[], $3::bytea[], $4::text[]) WITH ORDINALITY AS r(at_ms, device_id, secret_hash, account_id, i)
             JOIN devices d ON d.id = r.device_id AND d.secret_hash = r.secret_hash AND d.retired_at IS NULL
             JOIN device_accounts p ON p.device_id = d.id AND p.account_id = COALESCE(NULLIF(r.account_id, ''), d.current_account_id)
             JOIN accounts a ON a.id = p.account_id
+            \(PostgresStore.deviceAccounts(device: "r.device_id"))
             WHERE p.state = 'active' AND p.session_id IS NOT NULL AND p.refresh_expires_at > r.at_ms AND p.key_by_device IS NOT NULL
             """
 
@@ -137,8 +146,8 @@ extension PostgresStore {
                 RETURNING p.account_id, p.session_id, p.session_started_at, p.refresh_generation, p.refresh_hash, p.key_by_device,
                           d.current_account_id
             )
-            SELECT \(PostgresStore.answerColumns(now: "$2", device: "$4", current: "p.current_account_id"))
-            FROM p JOIN accounts a ON a.id = p.account_id
+            SELECT \(PostgresStore.answerColumns(now: "$2", current: "p.current_account_id"))
+            FROM p JOIN accounts a ON a.id = p.account_id \(PostgresStore.deviceAccounts(device: "$4"))
             """
         struct Row {
             var account: AccountSummary
