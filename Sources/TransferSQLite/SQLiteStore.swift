@@ -55,14 +55,17 @@ public final class SQLiteStore: SQLStore {
         }
         pool = try DatabasePool(path: path, configuration: config)
         commits = GroupCommit(writer: pool)
-        reads = GroupRead(pool: pool)
         try Self.migrator().migrate(pool)
+        var readOnly = config
+        readOnly.readonly = true
+        reads = GroupRead(readers: try (0..<2).map { _ in try DatabaseQueue(path: path, configuration: readOnly) })
         checkpointer = try Checkpointer(
             path: path, interval: .milliseconds(25), commits: commits, writer: pool, restartFrames: 4000)
     }
 
     public func close() throws {
         try checkpointer.stop()
+        try reads.close()
         try pool.close()
     }
 
