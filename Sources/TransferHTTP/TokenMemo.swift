@@ -6,7 +6,7 @@ import Synchronization
 /// Kept by a `TokenService`, so a change of the signing keys starts a new memo: a token of a
 /// key no longer published is never taken from it. Each map keeps the last `limit` to
 /// `2 × limit` entries used (`Generations`); a miss only costs the signature or verification
-/// it saves. At the default, about 40 MB a map when full.
+/// it saves. At the default, up to about 80 MB a map (docs/operating.md).
 final class TokenMemo: Sendable {
     struct Issued: Sendable {
         let token: String
@@ -24,7 +24,8 @@ final class TokenMemo: Sendable {
 
     /// The token signed for `session` at or after `since` (seconds), if any.
     func issued(for session: String, since: Int64) -> Issued? {
-        issued.withLock { $0.value(for: session) }.flatMap { $0.issuedAt >= since ? $0 : nil }
+        // What a full generation drops is freed here, outside the lock (as in `remember`).
+        issued.withLock { $0.value(for: session) }.value.flatMap { $0.issuedAt >= since ? $0 : nil }
     }
 
     func remember(_ token: Issued, for session: String) {
@@ -34,7 +35,7 @@ final class TokenMemo: Sendable {
 
     /// The claims of `token` if its signature was verified before (by this memo's keys).
     func claims(of token: String) -> AccessClaims? {
-        verified.withLock { $0.value(for: token) }
+        verified.withLock { $0.value(for: token) }.value
     }
 
     func remember(_ claims: AccessClaims, of token: String) {
@@ -60,11 +61,12 @@ struct Generations<Value> {
 
     var count: Int { newer.count + older.count }
 
-    mutating func value(for key: String) -> Value? {
-        if let value = newer[key] { return value }
-        guard let value = older[key] else { return nil }
-        _ = insert(value, for: key)
-        return value
+    /// The value for `key`, and the generation dropped when moving it up filled the newer one
+    /// (for the caller to free).
+    mutating func value(for key: String) -> (value: Value?, dropped: [String: Value]) {
+        if let value = newer[key] { return (value, [:]) }
+        guard let value = older[key] else { return (nil, [:]) }
+        return (value, insert(value, for: key))
     }
 
     /// Inserts `value`; returns the generation dropped to make room, for the caller to free.

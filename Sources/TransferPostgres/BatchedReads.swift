@@ -26,17 +26,23 @@ final class BatchedReads<Input: Sendable, Output: Sendable>: Sendable {
     private let queue = Mutex(Queue())
     let drainers: Int
     let batchLimit: Int
+    /// Whether a failure of `run` says the database cannot be reached: the reads waiting
+    /// meanwhile then fail with it at once, instead of each batch waiting out its own deadline
+    /// (a request must hear `503` within 2 seconds of an outage).
+    let isOutage: @Sendable (any Error) -> Bool
 
-    init(drainers: Int, batchLimit: Int = 128) {
+    init(drainers: Int, batchLimit: Int = 128, isOutage: @escaping @Sendable (any Error) -> Bool = { _ in false }) {
         precondition(drainers > 0 && batchLimit > 0)
         self.drainers = drainers
         self.batchLimit = batchLimit
+        self.isOutage = isOutage
     }
 
     /// The answer to `input`, from a call of `run` with it and the inputs of the reads waiting
     /// beside it. `run` answers its inputs in their order, one output each; every caller
     /// passes the same function (the one given by the read that starts a drainer serves the
-    /// reads it drains). An error of `run` fails every read of its batch.
+    /// reads it drains). An error of `run` fails every read of its batch, and every read
+    /// waiting when it is an outage (`isOutage`).
     func read(_ input: Input, with run: @escaping @Sendable ([Input]) async throws -> [Output]) async throws -> Output {
         try await withCheckedThrowingContinuation { continuation in
             let start = queue.withLock { queue in
@@ -69,7 +75,14 @@ final class BatchedReads<Input: Sendable, Output: Sendable>: Sendable {
                 precondition(outputs.count == batch.count, "a batched read answers each of its inputs")
                 for (job, output) in zip(batch, outputs) { job.continuation.resume(returning: output) }
             } catch {
-                for job in batch { job.continuation.resume(throwing: error) }
+                var failed = batch
+                if isOutage(error) {
+                    failed += queue.withLock { queue -> [Job] in
+                        defer { queue.jobs.removeAll(keepingCapacity: true) }
+                        return queue.jobs
+                    }
+                }
+                for job in failed { job.continuation.resume(throwing: error) }
             }
         }
     }

@@ -282,29 +282,10 @@ extension PostgresStore {
         health.succeeded()
     }
 
-    /// The first row of a prepared statement. Named and prepared once per connection, except
+    /// Every row of a prepared statement. Named and prepared once per connection, except
     /// through a pooler in transaction mode (`--database-pooling transaction`), where the next
     /// transaction may run on another server session that never saw it: there it is sent as
     /// the unnamed statement, parsed with each execution.
-    func first<Statement: PostgresPreparedStatement & Sendable>(
-        _ conn: PostgresConnection, _ statement: Statement
-    ) async throws -> Statement.Row? where Statement.Row: Sendable {
-        let logger = logger, pooling = pooling
-        let row = try await Self.guarded(conn, statementLimit, pool: client) { () -> Statement.Row? in
-            switch pooling {
-            case .session:
-                for try await row in try await conn.execute(statement, logger: logger) { return row }
-            case .transaction:
-                let query = PostgresQuery(unsafeSQL: Statement.sql, binds: try statement.makeBindings())
-                for try await row in try await conn.query(query, logger: logger) { return try statement.decodeRow(row) }
-            }
-            return nil
-        }
-        health.succeeded()
-        return row
-    }
-
-    /// Every row of a prepared statement, sent as `first` sends it.
     func all<Statement: PostgresPreparedStatement & Sendable>(
         _ conn: PostgresConnection, _ statement: Statement
     ) async throws -> [Statement.Row] where Statement.Row: Sendable {
@@ -322,6 +303,13 @@ extension PostgresStore {
         }
         health.succeeded()
         return rows
+    }
+
+    /// The first row of a prepared statement (`all`'s, of a statement that answers one).
+    func first<Statement: PostgresPreparedStatement & Sendable>(
+        _ conn: PostgresConnection, _ statement: Statement
+    ) async throws -> Statement.Row? where Statement.Row: Sendable {
+        try await all(conn, statement).first
     }
 
     /// A statement written once in TransferSQL, rendered with `$n` binds.

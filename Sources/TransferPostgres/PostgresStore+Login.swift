@@ -35,7 +35,8 @@ extension PostgresStore {
     /// The pair's open session as `RenewOpenSession` would renew it, read without writing; nil:
     /// not that case. Concurrent logins share the statement (`BatchedReads`).
     func openSession(_ c: LoginCommand) async throws -> OpenSession? {
-        guard case .some(let account) = loginAccount(of: c.target) else { return nil }
+        // An empty account id is no account (and would read as the batch's "current" sentinel).
+        guard case .some(let account) = loginAccount(of: c.target), account?.isEmpty != true else { return nil }
         return try await openSessions.read(ReadOpenSessions.Login(command: c, account: account)) { [self] logins in
             let rows = try await withConnection { [self] conn in try await all(conn, ReadOpenSessions(logins: logins)) }
             var found = [OpenSession?](repeating: nil, count: logins.count)

@@ -25,7 +25,10 @@ public final class PostgresStore: SQLStore {
     let statementTimeout: Duration
     /// The reads of concurrent logins, a statement per batch (`openSession`). Two drainers:
     /// one batch on the wire while the next gathers.
-    let openSessions = BatchedReads<ReadOpenSessions.Login, OpenSession?>(drainers: 2)
+    let openSessions = BatchedReads<ReadOpenSessions.Login, OpenSession?>(drainers: 2) { error in
+        if case .unavailable = error as? TransferError { return true }
+        return false
+    }
 
     public init(
         client: PostgresPool, pooling: DatabasePooling = .session, statementTimeout: Duration = PostgresStore.requestStatementTimeout,

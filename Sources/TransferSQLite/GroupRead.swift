@@ -63,16 +63,15 @@ final class GroupRead: Sendable {
                     defer { queue.jobs.removeAll(keepingCapacity: true) }
                     return queue.jobs
                 }
-                // A failure SQLite answers with a rollback of its own (out of memory, an I/O
-                // error) leaves no transaction to end. A new drain of this connection waits on
-                // its serial queue until this one has returned.
+                // A new drain of this connection waits on its serial queue until this one has
+                // returned, with no transaction left (GRDB stops the process on one).
                 if batch.isEmpty {
-                    if case .success(let db) = opened, db.isInsideTransaction { try? db.commit() }
+                    if case .success(let db) = opened { Self.endSnapshot(db) }
                     return
                 }
                 let db = opened.flatMap { db in
                     Result {
-                        if db.isInsideTransaction { try db.commit() }
+                        Self.endSnapshot(db)
                         try db.beginTransaction(.deferred)
                         return db
                     }
@@ -80,5 +79,13 @@ final class GroupRead: Sendable {
                 for job in batch { job.run(db) }
             }
         }
+    }
+
+    /// Ends the last batch's read transaction, if SQLite still holds one (a failure it answers
+    /// with a rollback of its own, out of memory or an I/O error, leaves none): committed, or
+    /// rolled back when the commit fails, as GRDB's own reads end theirs.
+    static func endSnapshot(_ db: Database) {
+        guard db.isInsideTransaction else { return }
+        do { try db.commit() } catch { try? db.rollback() }
     }
 }

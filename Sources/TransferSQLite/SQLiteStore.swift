@@ -64,8 +64,13 @@ public final class SQLiteStore: SQLStore {
     }
 
     public func close() throws {
-        try checkpointer.stop()
-        try reads.close()
+        do {
+            try checkpointer.stop()
+            try reads.close()
+        } catch {
+            try? pool.close()
+            throw error
+        }
         try pool.close()
     }
 

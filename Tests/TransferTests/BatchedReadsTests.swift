@@ -3,47 +3,57 @@ import Testing
 @testable import TransferPostgres
 
 /// PostgreSQL's logins share a statement (`BatchedReads`): each read must get its own answer,
-/// and a failed statement must fail only the reads it carried.
+/// and a failed statement must fail only the reads it carried, unless the database is gone.
 @Suite("PostgreSQL batched reads")
 struct BatchedReadsTests {
-    /// A `run` that records each batch and holds the first one until `release()`.
+    /// A `run` that records each batch and holds the ones numbered in `held` (from 1) until
+    /// `release` of that number. A negative input fails its batch; -2 as an outage.
     final class Statement: Sendable {
         let batches = Mutex<[[Int]]>([])
-        let gate = Mutex<(open: Bool, waiting: CheckedContinuation<Void, Never>?)>((false, nil))
+        typealias Gate = (open: Bool, waiting: CheckedContinuation<Void, Never>?)
+        let gates: Mutex<[Int: Gate]>
 
-        func release() {
-            gate.withLock { gate in
-                gate.open = true
-                defer { gate.waiting = nil }
-                return gate.waiting
+        init(held: Set<Int>) {
+            var gates: [Int: Gate] = [:]
+            for number in held { gates[number] = (false, nil) }
+            self.gates = Mutex(gates)
+        }
+
+        func release(_ number: Int) {
+            gates.withLock { gates in
+                defer { gates[number] = (true, nil) }
+                return gates[number]?.waiting
             }?.resume()
         }
 
         func run(_ inputs: [Int]) async throws -> [Int] {
-            let first = batches.withLock { batches in
+            let number = batches.withLock { batches in
                 batches.append(inputs)
-                return batches.count == 1
+                return batches.count
             }
-            if first {
-                await withCheckedContinuation { continuation in
-                    let open = gate.withLock { gate in
-                        if !gate.open { gate.waiting = continuation }
-                        return gate.open
-                    }
-                    if open { continuation.resume() }
+            await withCheckedContinuation { continuation in
+                let wait = gates.withLock { gates in
+                    guard let gate = gates[number], !gate.open else { return false }
+                    gates[number] = (false, continuation)
+                    return true
                 }
+                if !wait { continuation.resume() }
             }
+            if inputs.contains(-2) { throw Outage() }
             if inputs.contains(where: { $0 < 0 }) { throw Refused() }
             return inputs.map { $0 * 2 }
         }
+
+        var sent: Int { batches.withLock { $0.count } }
     }
 
     struct Refused: Error {}
+    struct Outage: Error {}
 
-    static func waitUntil(_ reads: BatchedReads<Int, Int>, holds count: Int) async throws {
+    static func waitUntil(_ what: String, _ condition: () -> Bool) async throws {
         let deadline = ContinuousClock.now + .seconds(10)
-        while reads.waiting < count {
-            try #require(ContinuousClock.now < deadline, "only \(reads.waiting) of \(count) reads queued")
+        while !condition() {
+            try #require(ContinuousClock.now < deadline, "waited 10 s for \(what)")
             try await Task.sleep(for: .milliseconds(1))
         }
     }
@@ -51,13 +61,13 @@ struct BatchedReadsTests {
     @Test("a read asked while the statement is free goes alone; those asked meanwhile go together, each answered with its own row, never more than the limit a statement")
     func batches() async throws {
         let reads = BatchedReads<Int, Int>(drainers: 1, batchLimit: 10)
-        let statement = Statement()
+        let statement = Statement(held: [1])
         try await withThrowingTaskGroup(of: (Int, Int).self) { group in
             group.addTask { (0, try await reads.read(0, with: statement.run)) }
-            while statement.batches.withLock({ $0.count }) == 0 { try await Task.sleep(for: .milliseconds(1)) }
+            try await Self.waitUntil("the first statement") { statement.sent == 1 }
             for i in 1...25 { group.addTask { (i, try await reads.read(i, with: statement.run)) } }
-            try await Self.waitUntil(reads, holds: 25)
-            statement.release()
+            try await Self.waitUntil("25 reads queued") { reads.waiting == 25 }
+            statement.release(1)
             for try await (input, output) in group { #expect(output == input * 2, "read \(input) got another read's answer") }
         }
         let sizes = statement.batches.withLock { $0.map(\.count) }
@@ -65,24 +75,48 @@ struct BatchedReadsTests {
         #expect(reads.waiting == 0)
     }
 
-    @Test("a statement that fails fails the reads it carried, and only those: the next batch is answered")
+    @Test("a statement that fails fails the reads it carried, and only those: the reads waiting meanwhile go out next")
     func failureStaysInItsBatch() async throws {
         let reads = BatchedReads<Int, Int>(drainers: 1)
-        let statement = Statement()
+        let statement = Statement(held: [1, 2])
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 let answer = try await reads.read(1, with: statement.run)
                 #expect(answer == 2)
             }
-            while statement.batches.withLock({ $0.count }) == 0 { try await Task.sleep(for: .milliseconds(1)) }
+            try await Self.waitUntil("the first statement") { statement.sent == 1 }
             for i in [-1, 2] {
                 group.addTask { await #expect(throws: Refused.self) { try await reads.read(i, with: statement.run) } }
             }
-            try await Self.waitUntil(reads, holds: 2)
-            statement.release()
+            try await Self.waitUntil("2 reads queued") { reads.waiting == 2 }
+            statement.release(1)
+            try await Self.waitUntil("the failing statement") { statement.sent == 2 }
+            group.addTask {
+                let answer = try await reads.read(3, with: statement.run)
+                #expect(answer == 6, "the read after a failed batch")
+            }
+            try await Self.waitUntil("1 read queued") { reads.waiting == 1 }
+            statement.release(2)
             try await group.waitForAll()
         }
-        #expect(try await reads.read(3, with: statement.run) == 6, "the drainer went on after a failed batch")
         #expect(statement.batches.withLock { $0 } == [[1], [-1, 2], [3]])
+    }
+
+    @Test("a statement that finds the database gone fails the reads waiting meanwhile too, at once, instead of each batch waiting out its deadline")
+    func outageFailsTheWaiting() async throws {
+        let reads = BatchedReads<Int, Int>(drainers: 1) { $0 is Outage }
+        let statement = Statement(held: [1])
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await #expect(throws: Outage.self) { try await reads.read(-2, with: statement.run) } }
+            try await Self.waitUntil("the first statement") { statement.sent == 1 }
+            for i in [4, 5] {
+                group.addTask { await #expect(throws: Outage.self) { try await reads.read(i, with: statement.run) } }
+            }
+            try await Self.waitUntil("2 reads queued") { reads.waiting == 2 }
+            statement.release(1)
+            try await group.waitForAll()
+        }
+        #expect(statement.sent == 1, "the reads that waited were sent after the outage")
+        #expect(try await reads.read(6, with: statement.run) == 12, "a read after the outage is sent")
     }
 }

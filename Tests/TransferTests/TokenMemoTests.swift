@@ -10,14 +10,14 @@ struct TokenMemoTests {
         var map = Generations<Int>(limit: 4)
         for i in 0..<10 { _ = map.insert(i, for: "k\(i)") }
         #expect(map.count <= 8)
-        for i in 6..<10 { #expect(map.value(for: "k\(i)") == i, "k\(i), among the last 4 inserted, was dropped") }
-        #expect(map.value(for: "k0") == nil)
+        for i in 6..<10 { #expect(map.value(for: "k\(i)").value == i, "k\(i), among the last 4 inserted, was dropped") }
+        #expect(map.value(for: "k0").value == nil)
 
         // k6 is found and kept while newer entries fill two generations around it.
         var map2 = Generations<Int>(limit: 4)
         for i in 0..<4 { _ = map2.insert(i, for: "k\(i)") }
         for i in 4..<12 {
-            #expect(map2.value(for: "k1") == 1, "k1, used before each insert, was dropped at insert \(i)")
+            #expect(map2.value(for: "k1").value == 1, "k1, used before each insert, was dropped at insert \(i)")
             _ = map2.insert(i, for: "k\(i)")
         }
     }
@@ -30,7 +30,7 @@ struct TokenMemoTests {
         var hits = 0
         for _ in 0..<200_000 {
             let i = Int.random(in: 0..<100_000, using: &generator)
-            if map.value(for: "s\(i)") != nil { hits += 1 } else { _ = map.insert(i, for: "s\(i)") }
+            if map.value(for: "s\(i)").value != nil { hits += 1 } else { _ = map.insert(i, for: "s\(i)") }
         }
         #expect(hits > 150_000, "only \(hits) of 200 000 launches found their token: the map forgets what it is still using")
     }
