@@ -84,13 +84,13 @@ extension PostgresStore {
         """
     }
 
-    /// The read of `RenewOpenSession` for a batch of logins: the same conditions and answer,
-    /// plus what decides whether the login writes, and the login's place in the batch (`i`,
-    /// from 0). A login that is not that case has no row. Prepared, like it.
+    /// The read of `RenewOpenSession` for a batch of logins: the login's place in the batch
+    /// (`i`, from 0) and what decides whether it writes, then the same answer, on the same
+    /// conditions. A login that is not that case has no row. Prepared, like it.
     struct ReadOpenSessions: PostgresPreparedStatement {
         static let sql = """
-            SELECT r.i - 1, \(PostgresStore.answerColumns(now: "r.at_ms", current: "d.current_account_id")),
-                   p.refresh_expires_at, p.last_login_at
+            SELECT r.i - 1, p.refresh_expires_at, p.last_login_at,
+                   \(PostgresStore.answerColumns(now: "r.at_ms", current: "d.current_account_id"))
             FROM unnest($1::bigint[], $2::text[], $3::bytea[], $4::text[]) WITH ORDINALITY AS r(at_ms, device_id, secret_hash, account_id, i)
             JOIN devices d ON d.id = r.device_id AND d.secret_hash = r.secret_hash AND d.retired_at IS NULL
             JOIN device_accounts p ON p.device_id = d.id AND p.account_id = COALESCE(NULLIF(r.account_id, ''), d.current_account_id)
@@ -118,9 +118,9 @@ extension PostgresStore {
 
         func decodeRow(_ row: PostgresRow) throws -> (Int, OpenSession) {
             var cells = Cells(row)
-            let index = try cells.next(Int64.self)
-            let answer = try RenewOpenSession.Row(&cells) { try Timestamp(milliseconds: $0.next(Int64.self)) }
-            return (Int(index), (answer, try cells.next(Int64?.self).map(Timestamp.init(milliseconds:))))
+            let index = try cells.next(Int64.self), expiresAt = try cells.next(Int64.self), lastLoginAt = try cells.next(Int64?.self)
+            let answer = try RenewOpenSession.Row(&cells, expiresAt: Timestamp(milliseconds: expiresAt))
+            return (Int(index), (answer, lastLoginAt.map(Timestamp.init(milliseconds:))))
         }
     }
 
@@ -148,26 +148,17 @@ extension PostgresStore {
             var session: PairSession
             var accounts: [ListedAccount]
 
-            /// From `answerColumns`, in their order; `expiresAt` reads the expiry or knows it.
-            init(_ cells: inout Cells, expiresAt: (inout Cells) throws -> Timestamp) throws {
+            /// From `answerColumns`, in their order; the expiry is the caller's (the answer does not hold it).
+            init(_ cells: inout Cells, expiresAt: Timestamp) throws {
                 let id = try cells.next(String.self), userName = try cells.next(String.self), flag = try cells.next(Bool.self)
                 let sessionID = try cells.next(String.self), startedAt = try cells.next(Int64.self)
                 let generation = try cells.next(Int64.self), hash = try cells.next(ByteBuffer.self), key = try cells.next(ByteBuffer.self)
                 let current = try cells.next(String?.self), ids = try cells.next([String].self), names = try cells.next([String].self)
-                self.init(
-                    id: id, userName: userName, flag: flag, sessionID: sessionID, startedAt: startedAt, generation: generation,
-                    hash: [UInt8](hash.readableBytesView), key: [UInt8](key.readableBytesView), expiresAt: try expiresAt(&cells),
-                    current: current, ids: ids, names: names)
-            }
-
-            init(
-                id: String, userName: String, flag: Bool, sessionID: String, startedAt: Int64, generation: Int64, hash: [UInt8], key: [UInt8],
-                expiresAt: Timestamp, current: String?, ids: [String], names: [String]
-            ) {
                 account = AccountSummary(accountID: id, userName: userName, migrationFlag: flag)
                 session = PairSession(
                     sessionID: sessionID, startedAt: Timestamp(milliseconds: startedAt), generation: Int(generation),
-                    refreshHash: SecretHash(bytes: hash), expiresAt: expiresAt, keyByDevice: key, keyByToken: nil)
+                    refreshHash: SecretHash(bytes: [UInt8](hash.readableBytesView)), expiresAt: expiresAt,
+                    keyByDevice: [UInt8](key.readableBytesView), keyByToken: nil)
                 accounts = zip(ids, names).map { ListedAccount(accountID: $0, userName: $1, current: $0 == current) }
             }
 
@@ -198,7 +189,7 @@ extension PostgresStore {
         func decodeRow(_ row: PostgresRow) throws -> Row {
             var cells = Cells(row)
             // The expiry is not read back: the session answer does not show it.
-            return try Row(&cells) { _ in command.fresh.expiresAt }
+            return try Row(&cells, expiresAt: command.fresh.expiresAt)
         }
     }
 }
