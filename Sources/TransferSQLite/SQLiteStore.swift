@@ -154,8 +154,10 @@ public final class SQLiteStore: SQLStore {
 
     public var dialect: SQLDialect { .sqlite }
 
+    /// Reads the file on the connections logins read on (`GroupRead`): `/readyz` is green only
+    /// while a launch can be answered.
     public func ping() async throws {
-        _ = try await pool.read { db in try Int.fetchOne(db.cachedStatement(sql: "SELECT 1")) }
+        _ = try await reads.read { db in try Int.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM sqlite_schema LIMIT 1")) }
     }
 }
 

@@ -67,6 +67,20 @@ struct GroupCommitTests {
     }
 }
 
+@Suite("SQLite group read")
+struct GroupReadTests {
+    @Test("readiness is read on the connections logins read on: with them gone, the store is not ready")
+    func pingUsesTheLoginReaders() async throws {
+        try await SQLiteStore.withTemporary { store in
+            try await store.ping()
+            try store.reads.close()
+            await #expect(throws: (any Error).self, "ping must fail once logins can no longer read") { try await store.ping() }
+            // The pool's readers still answer: a ping through them would have stayed green.
+            #expect(try await store.pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") } == 1)
+        }
+    }
+}
+
 @Suite("Identifiers and tokens")
 struct IdentifierTests {
     @Test("new row ids are lower-case UUIDv7, ordered by creation time")
