@@ -131,4 +131,51 @@ struct OutageTests {
         #expect(me.contains(#""migrationFlag":false"#), "the set-up refused during the outage left nothing: \(me)")
         #expect(try node.put("/v1/me/transfer", #"{"email":"outage@example.com","temporaryPassword":"plum-harbor-71-sail"}"#, token: token) == 201)
     }
+
+    @Test("PostgreSQL goes silent under concurrent launches, its connections open: each launch hears 503 within 2 s, readiness too, and launches work again once it answers",
+          .enabled(if: StoreKind.available.contains(.postgres) && OwnCluster.binaries != nil))
+    func silence() async throws {
+        let cluster = try OwnCluster()
+        defer { cluster.remove() }
+        let node = try Node(database: cluster.url)
+        defer { node.stop() }
+        #expect(try await node.waitReady())
+        // Phones with open sessions: their launches within the resolution are one batched read.
+        let phones = (0..<24).map { _ in Device() }
+        var accounts: [String: String] = [:]
+        for phone in phones {
+            let (status, session) = try node.post("/v1/devices/login", TwoNodeTests.body(phone))
+            #expect(status == 201)
+            accounts[phone.id] = session["accountId"] as? String
+        }
+        let json = ["-H", "Content-Type: application/json"]
+        let launches = phones.map { ["-X", "POST"] + json + ["-d", TwoNodeTests.body($0), "\(node.base)/v1/devices/login"] }
+        let readiness = ["\(node.base)/readyz"]
+
+        cluster.signal(SIGSTOP)
+        defer { cluster.signal(SIGCONT) }
+        let answers = try await withThrowingTaskGroup(of: (status: Int, retryAfter: String?, body: String, seconds: Double).self) { group in
+            for arguments in launches + [readiness] { group.addTask { try Self.timed(arguments) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        for answer in answers {
+            #expect(answer.status == 503, "\(answer.status) \(answer.body)")
+            #expect(answer.seconds < 2, "answered after \(answer.seconds) s (the contract's limit is 2 s): \(answer.body)")
+        }
+        #expect(answers.filter { $0.body.contains(#""error":"unavailable""#) && $0.retryAfter != nil }.count == phones.count,
+                "each launch says unavailable, with Retry-After: \(answers.map(\.body))")
+
+        cluster.signal(SIGCONT)
+        let deadline = Date().addingTimeInterval(60)
+        var waiting = phones
+        while !waiting.isEmpty, Date() < deadline {
+            waiting = try waiting.filter { phone in
+                let (status, session) = try node.post("/v1/devices/login", TwoNodeTests.body(phone))
+                if status == 200 { #expect(session["accountId"] as? String == accounts[phone.id], "each phone keeps its account") }
+                return status != 200
+            }
+            if !waiting.isEmpty { try await Task.sleep(for: .milliseconds(250)) }
+        }
+        #expect(waiting.isEmpty, "\(waiting.count) phones still not logged in a minute after PostgreSQL answered again")
+    }
 }
