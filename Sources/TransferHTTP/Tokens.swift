@@ -67,9 +67,20 @@ public struct TokenService: Sendable {
         }
         return TokenService(
             keys: keys, signingKey: signing,
-            encodedHeader: Base64URL.encode((#"{"alg":"EdDSA","kid":"# + jsonString(current.kid) + #","typ":"JWT"}"#).utf8),
+            encodedHeader: Base64URL.encode(header(kid: current.kid)),
             publicKeys: publics, issuer: issuer, audience: audience, accessTTL: accessTTL,
             fingerprint: fingerprint(records, accessTTL: accessTTL, now: now))
+    }
+
+    /// The JWS header: `{"alg":"EdDSA","kid":…,"typ":"JWT"}`.
+    static func header(kid: String) -> [UInt8] {
+        var out = JSONOut()
+        out.raw("{")
+        out.member("alg", "EdDSA", first: true)
+        out.member("kid", kid)
+        out.member("typ", "JWT")
+        out.raw("}")
+        return out.bytes
     }
 
     static func fingerprint(_ records: [SigningKeyRecord], accessTTL: Duration, now: Timestamp) -> [String] {
@@ -104,34 +115,26 @@ public struct TokenService: Sendable {
         if reuse, let earlier = memo.issued(for: session, since: now.seconds - lifetime / 3), earlier.issuedAt <= now.seconds {
             return earlier
         }
-        let payload =
-            #"{"iss":"# + Self.jsonString(issuer) + #","aud":["# + Self.jsonString(audience)
-            + #"],"sub":"# + Self.jsonString(grant.account.accountID) + #","did":"# + Self.jsonString(grant.deviceID)
-            + #","sid":"# + Self.jsonString(grant.sessionID) + (grant.clientID.map { #","azp":"# + Self.jsonString($0) } ?? "")
-            + #","iat":\#(now.seconds),"exp":\#((now + accessTTL).seconds)}"#
-        let input = encodedHeader + "." + Base64URL.encode(payload.utf8)
+        var payload = JSONOut()
+        payload.raw("{")
+        payload.member("iss", issuer, first: true)
+        payload.key("aud")
+        payload.raw("[")
+        payload.string(audience)
+        payload.raw("]")
+        payload.member("sub", grant.account.accountID)
+        payload.member("did", grant.deviceID)
+        payload.member("sid", grant.sessionID)
+        if let client = grant.clientID { payload.member("azp", client) }
+        payload.member("iat", Int(now.seconds))
+        payload.member("exp", Int((now + accessTTL).seconds))
+        payload.raw("}")
+        let input = encodedHeader + "." + Base64URL.encode(payload.bytes)
         let signature = try signingKey.signature(for: Array(input.utf8))
         let token = TokenMemo.Issued(
             token: input + "." + Base64URL.encode(signature), issuedAt: now.seconds, expiresAt: (now + accessTTL).seconds)
         memo.remember(token, for: session)
         return token
-    }
-
-    /// A JSON string literal (RFC 8259 §7): quotes, backslash and control characters escaped.
-    static func jsonString(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
     }
 
     /// Verifies signature, algorithm, `kid`, expiry, issuer and audience; `nil` for any failure.

@@ -76,6 +76,24 @@ struct TokenAttackTests {
         }
     }
 
+    @Test("an issuer and an audience with quotes, backslashes, slashes, control characters and non-ASCII come back from jwt-kit as configured")
+    func escapedClaims() async throws {
+        let issuer = "https://auth.example/\"a\\b\"\t\u{1}é", audience = "app \"ü\"\n/x"
+        let harness = Harness { config in
+            config.issuer = issuer
+            config.audience = audience
+        }
+        defer { harness.database.remove() }
+        try await harness.run { api, _ in
+            let session = try await api.login(Device())
+            let keys = try await JWTKeyCollection().add(jwksJSON: try await api.call(.get, "/.well-known/jwks.json").text)
+            let claims = try await keys.verify(session.accessToken, as: BackendClaims.self)
+            #expect(claims.iss.value == issuer)
+            #expect(claims.aud.value == [audience])
+            #expect(try await api.call(.get, "/v1/me", headers: [.authorization: "Bearer \(session.accessToken)"]).status == .ok)
+        }
+    }
+
     @Test("tokens with another key, alg none, HS256 with the public key, or altered claims are refused")
     func forgeries() async throws {
         let harness = Harness()
