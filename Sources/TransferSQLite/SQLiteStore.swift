@@ -155,7 +155,7 @@ public final class SQLiteStore: SQLStore {
     public var dialect: SQLDialect { .sqlite }
 
     /// Reads the file on the connections logins read on (`GroupRead`): `/readyz` is green only
-    /// while a launch can be answered.
+    /// while a launch's read can be answered (the writer is not asked).
     public func ping() async throws {
         _ = try await reads.read { db in try Int.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM sqlite_schema LIMIT 1")) }
     }

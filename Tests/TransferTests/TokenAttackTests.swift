@@ -78,7 +78,7 @@ struct TokenAttackTests {
 
     @Test("an issuer and an audience with quotes, backslashes, slashes, control characters and non-ASCII come back from jwt-kit as configured")
     func escapedClaims() async throws {
-        let issuer = "https://auth.example/\"a\\b\"\t\u{1}é", audience = "app \"ü\"\n/x"
+        let issuer = "https://auth.example/\"a\\b\"\t\u{1}\u{8}\u{c}\u{7f}é", audience = "app \"ü\"\n/x 🙂"
         let harness = Harness { config in
             config.issuer = issuer
             config.audience = audience
