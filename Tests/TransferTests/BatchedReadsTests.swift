@@ -19,6 +19,16 @@ struct BatchedReadsTests {
             self.gates = Mutex(gates)
         }
 
+        /// Opens every gate: a test that stops early must not leave its reads held, or its task
+        /// group would wait for them for ever.
+        func releaseAll() {
+            let waiting = gates.withLock { gates in
+                defer { for number in gates.keys { gates[number] = (true, nil) } }
+                return gates.values.compactMap(\.waiting)
+            }
+            for continuation in waiting { continuation.resume() }
+        }
+
         func release(_ number: Int) {
             gates.withLock { gates in
                 defer { gates[number] = (true, nil) }
@@ -50,10 +60,12 @@ struct BatchedReadsTests {
     struct Refused: Error {}
     struct Outage: Error {}
 
+    /// Polls `condition`; fails after a minute (on a loaded machine, other tests that block
+    /// the cooperative pool's threads have held a 1 ms sleep up for 20 s).
     static func waitUntil(_ what: String, _ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(60)
         while !condition() {
-            try #require(ContinuousClock.now < deadline, "waited 10 s for \(what)")
+            try #require(ContinuousClock.now < deadline, "waited 60 s for \(what)")
             try await Task.sleep(for: .milliseconds(1))
         }
     }
@@ -63,6 +75,7 @@ struct BatchedReadsTests {
         let reads = BatchedReads<Int, Int>(drainers: 1, batchLimit: 10)
         let statement = Statement(held: [1])
         try await withThrowingTaskGroup(of: (Int, Int).self) { group in
+            defer { statement.releaseAll() }
             group.addTask { (0, try await reads.read(0, with: statement.run)) }
             try await Self.waitUntil("the first statement") { statement.sent == 1 }
             for i in 1...25 { group.addTask { (i, try await reads.read(i, with: statement.run)) } }
@@ -80,6 +93,7 @@ struct BatchedReadsTests {
         let reads = BatchedReads<Int, Int>(drainers: 1)
         let statement = Statement(held: [1, 2])
         try await withThrowingTaskGroup(of: Void.self) { group in
+            defer { statement.releaseAll() }
             group.addTask {
                 let answer = try await reads.read(1, with: statement.run)
                 #expect(answer == 2)
@@ -107,6 +121,7 @@ struct BatchedReadsTests {
         let reads = BatchedReads<Int, Int>(drainers: 1) { $0 is Outage }
         let statement = Statement(held: [1])
         try await withThrowingTaskGroup(of: Void.self) { group in
+            defer { statement.releaseAll() }
             group.addTask { await #expect(throws: Outage.self) { try await reads.read(-2, with: statement.run) } }
             try await Self.waitUntil("the first statement") { statement.sent == 1 }
             for i in [4, 5] {
