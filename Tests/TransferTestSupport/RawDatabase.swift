@@ -15,6 +15,14 @@ struct RawDatabase {
 
     init(location: DatabaseLocation) { self.location = location }
 
+    /// Waits for a running server's writes (its pruner, its group commits) instead of failing
+    /// at once with "database is locked", as the server's own connections do.
+    static var configuration: Configuration {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        return configuration
+    }
+
     /// The database of a `--database` value (for files that do not import TransferCore).
     init(argument: String) throws { location = try DatabaseLocation.parse(argument) }
 
@@ -34,7 +42,7 @@ struct RawDatabase {
                 let sql = migration.sql(.sqlite)
                 migrator.registerMigration(migration.version) { db in try db.execute(sql: sql) }
             }
-            let queue = try DatabaseQueue(path: path)
+            let queue = try DatabaseQueue(path: path, configuration: Self.configuration)
             try migrator.migrate(queue)
             try queue.close()
         case .postgres(let url):
@@ -58,7 +66,7 @@ struct RawDatabase {
     func run(_ statements: [(String, [Value])]) async throws {
         switch location {
         case .sqlite(let path):
-            let queue = try DatabaseQueue(path: path)
+            let queue = try DatabaseQueue(path: path, configuration: Self.configuration)
             try await queue.write { db in
                 for (sql, values) in statements {
                     let arguments: [(any DatabaseValueConvertible)?] = values.map {
@@ -101,7 +109,7 @@ struct RawDatabase {
     func strings(_ sql: String) async throws -> [String] {
         switch location {
         case .sqlite(let path):
-            let queue = try DatabaseQueue(path: path)
+            let queue = try DatabaseQueue(path: path, configuration: Self.configuration)
             defer { try? queue.close() }
             return try await queue.read { db in try String.fetchAll(db, sql: sql) }
         case .postgres(let url):
