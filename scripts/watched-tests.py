@@ -8,9 +8,9 @@ saying which test it was. This watches Swift Testing's lines (`◇ Test "…" st
 `Test "…"` line that `passed after`, `failed after` or was `skipped`): whenever no test has
 ended for --quiet-minutes while tests run (the build before them does not count), it prints
 the tests still running and how long each has run, then keeps waiting. The command's output
-(stdout and stderr, in one stream) passes through a pipe, so it has no terminal colours; its
-exit status is the wrapper's (128 + N for a signal N, as a shell says); SIGINT and SIGTERM
-are passed on to it.
+(stdout and stderr, in one stream) passes through a pipe, so it has no terminal colours; the
+wrapper exits with the command's status (128 + N for a signal N, as a shell says); SIGINT and
+SIGTERM are passed on to it.
 """
 import argparse, collections, re, signal, subprocess, sys, threading, time
 
